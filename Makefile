@@ -1,0 +1,121 @@
+# Kokumi. `make demo` runs a local fleet; `make test` runs the tests against real control planes.
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+ROOT := $(abspath .)
+BIN  := $(ROOT)/bin
+
+# Every version is pinned once: the Kubernetes, etcd and Argo CD versions in the go.mod of their
+# tools module (hack/tools/*), the Go tools below.
+KUBE_VERSION   := $(shell grep -oE 'k8s.io/kubernetes v[0-9][^ ]*' hack/tools/kube/go.mod | head -1 | cut -d' ' -f2)
+ETCD_VERSION   := $(shell grep -oE 'go.etcd.io/etcd/server/v3 v[0-9][^ ]*' hack/tools/etcd/go.mod | head -1 | cut -d' ' -f2)
+ARGOCD_VERSION := $(shell grep -oE 'github.com/argoproj/argo-cd/v3 v[0-9][^ ]*' hack/tools/argocd/go.mod | head -1 | cut -d' ' -f2)
+CONTROLLER_TOOLS_VERSION := v0.23.0
+GOLANGCI_LINT_VERSION    := v2.15.0
+# Argo CD needs a newer Go than the project; only what touches its module uses it (fetched through the proxy).
+ARGOCD_GO_TOOLCHAIN      := go1.27.3
+
+KUBE_DIR   := $(BIN)/k8s-$(KUBE_VERSION)
+ETCD_DIR   := $(BIN)/etcd-$(ETCD_VERSION)
+ARGOCD_CRD_DIR := $(BIN)/argocd-crds-$(ARGOCD_VERSION)
+# ENVTEST_DIR is where the test harness finds kube-apiserver, etcd, kubectl and Argo CD's CRDs.
+ENVTEST_DIR := $(BIN)/envtest
+
+CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)/controller-gen
+GOLANGCI_LINT  := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
+
+GO_BUILD_TOOL := go build -buildvcs=false -trimpath -ldflags "-s -w"
+
+.PHONY: all
+all: build
+
+##@ Build
+
+.PHONY: build
+build: ## Build bin/kokumi.
+	go build -buildvcs=false -o $(BIN)/kokumi ./cmd/kokumi
+
+.PHONY: demo
+demo: build test-assets ## Run Kokumi's main job on a local default (see README).
+	$(BIN)/kokumi dev
+
+##@ Development
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC.
+	$(CONTROLLER_GEN) crd rbac:roleName=kokumi-controller paths=./api/... paths=./internal/... \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: fmt
+fmt: ## gofmt the tree.
+	gofmt -l -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## go vet.
+	go vet ./...
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint.
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: verify
+verify: generate manifests ## Regenerate and fail when the tree changes; gofmt and go vet.
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: run make fmt"; exit 1; }
+	go vet ./...
+	@if [ -n "$$(git status --porcelain -- api config)" ]; then git status --porcelain -- api config; git diff -- api config | head -50; \
+		echo "generated files are stale: run make generate manifests and commit"; exit 1; fi
+
+##@ Tests
+
+.PHONY: test
+test: test-assets ## Build the control-plane binaries (cached in bin/) and run every test.
+	go test ./... -count=1
+
+.PHONY: test-assets
+test-assets: $(ENVTEST_DIR)/.stamp-$(KUBE_VERSION)-$(ETCD_VERSION)-$(ARGOCD_VERSION) ## Build kube-apiserver, kubectl, etcd; fetch Argo CD's CRDs.
+
+$(ENVTEST_DIR)/.stamp-$(KUBE_VERSION)-$(ETCD_VERSION)-$(ARGOCD_VERSION): $(KUBE_DIR)/kube-apiserver $(KUBE_DIR)/kubectl $(ETCD_DIR)/etcd $(ARGOCD_CRD_DIR)/application-crd.yaml
+	rm -rf $(ENVTEST_DIR) && mkdir -p $(ENVTEST_DIR)/crds
+	ln -s ../k8s-$(KUBE_VERSION)/kube-apiserver $(ENVTEST_DIR)/kube-apiserver
+	ln -s ../k8s-$(KUBE_VERSION)/kubectl $(ENVTEST_DIR)/kubectl
+	ln -s ../etcd-$(ETCD_VERSION)/etcd $(ENVTEST_DIR)/etcd
+	cp $(ARGOCD_CRD_DIR)/application-crd.yaml $(ARGOCD_CRD_DIR)/appproject-crd.yaml $(ENVTEST_DIR)/crds/
+	printf 'kubernetes=%s\netcd=%s\nargocd=%s\n' $(KUBE_VERSION) $(ETCD_VERSION) $(ARGOCD_VERSION) > $(ENVTEST_DIR)/versions
+	touch $@
+
+$(KUBE_DIR)/kube-apiserver $(KUBE_DIR)/kubectl &:
+	@echo "building kube-apiserver and kubectl $(KUBE_VERSION) (about 5 minutes the first time)"
+	mkdir -p $(KUBE_DIR)
+	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $(KUBE_DIR)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+
+$(KUBE_DIR)/kube-controller-manager:
+	mkdir -p $(KUBE_DIR)
+	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $(KUBE_DIR)/ k8s.io/kubernetes/cmd/kube-controller-manager
+
+$(ETCD_DIR)/etcd:
+	mkdir -p $(ETCD_DIR)
+	cd hack/tools/etcd && $(GO_BUILD_TOOL) -o $(ETCD_DIR)/etcd go.etcd.io/etcd/server/v3
+
+$(ARGOCD_CRD_DIR)/application-crd.yaml:
+	mkdir -p $(ARGOCD_CRD_DIR)
+	dir=$$(GOTOOLCHAIN=$(ARGOCD_GO_TOOLCHAIN) go mod download -json github.com/argoproj/argo-cd/v3@$(ARGOCD_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+		test -n "$$dir" || { echo "go mod download of argo-cd $(ARGOCD_VERSION) gave no directory"; exit 1; }; \
+		cp $$dir/manifests/crds/application-crd.yaml $$dir/manifests/crds/appproject-crd.yaml $(ARGOCD_CRD_DIR)/
+
+$(CONTROLLER_GEN):
+	GOBIN=$(dir $@) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+
+$(GOLANGCI_LINT):
+	GOBIN=$(dir $@) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+.PHONY: versions
+versions: ## Print the pinned versions.
+	@echo "kubernetes $(KUBE_VERSION) etcd $(ETCD_VERSION) argo-cd $(ARGOCD_VERSION)"
+
+.PHONY: clean
+clean: ## Remove bin/ (the cached control-plane builds too).
+	rm -rf $(BIN)

@@ -1,0 +1,85 @@
+package v1alpha1
+
+// Condition types.
+const (
+	// ConditionReady is the one summary condition every Kokumi kind reports.
+	ConditionReady = "Ready"
+)
+
+// Order Ready reasons.
+const (
+	// ReasonRendered: the newest input rendered into a Preparation.
+	ReasonRendered = "Rendered"
+	// ReasonSourceNotFound: the Product's source or version does not exist in its registry.
+	ReasonSourceNotFound = "SourceNotFound"
+	// ReasonProductNotFound: the Order names a Product that does not exist.
+	ReasonProductNotFound = "ProductNotFound"
+	// ReasonRenderFailed: the chart or bundle did not render.
+	ReasonRenderFailed = "RenderFailed"
+	// ReasonImageResolutionFailed: an image could not be resolved to a digest or vendored.
+	ReasonImageResolutionFailed = "ImageResolutionFailed"
+	// ReasonPushFailed: the artifact could not be pushed.
+	ReasonPushFailed = "PushFailed"
+)
+
+// Serving Ready reasons.
+const (
+	// ReasonDeployed: every Ready, non-held cluster runs the Preparation synced and healthy.
+	ReasonDeployed = "Deployed"
+	// ReasonProgressing: the Preparation is rolling out.
+	ReasonProgressing = "Progressing"
+	// ReasonDeploymentFailed: a cluster is degraded or held, or no Cluster is Ready.
+	ReasonDeploymentFailed = "DeploymentFailed"
+	// ReasonNoPreparation: the Serving has no Preparation to deploy yet.
+	ReasonNoPreparation = "NoPreparation"
+	// ReasonPreparationNotFound: the Serving names a Preparation that does not exist.
+	ReasonPreparationNotFound = "PreparationNotFound"
+)
+
+// Gate reasons, shared by the Serving and the Environment: when one holds, nothing is deployed.
+const (
+	// ReasonArgoCDNotInstalled: the Application CRD or Argo CD's namespace is missing.
+	ReasonArgoCDNotInstalled = "ArgoCDNotInstalled"
+	// ReasonEnvironmentNotFound: the Order names an Environment that does not exist.
+	ReasonEnvironmentNotFound = "EnvironmentNotFound"
+	// ReasonInvalidSelector: the Environment's clusterSelector does not parse.
+	ReasonInvalidSelector = "InvalidSelector"
+	// ReasonNoClusters: the Environment selects no Cluster.
+	ReasonNoClusters = "NoClusters"
+	// ReasonProjectNotFound: the Environment's Argo CD AppProject does not exist.
+	ReasonProjectNotFound = "ProjectNotFound"
+	// ReasonProjectNotPermitted: the AppProject's sourceNamespaces do not admit the Order's namespace.
+	ReasonProjectNotPermitted = "ProjectNotPermitted"
+	// ReasonEnvironmentReady: the Environment can be deployed to.
+	ReasonEnvironmentReady = "Ready"
+)
+
+// Target reasons: why one cluster does not run the Preparation healthily.
+const (
+	// ReasonClusterNotReady: held; the Cluster is not Ready. Does not fail the Serving.
+	ReasonClusterNotReady = "ClusterNotReady"
+	// ReasonRejected: held; Argo CD refuses the Application.
+	ReasonRejected = "Rejected"
+	// ReasonClusterConflict: held; another Cluster of the Environment has the same server.
+	ReasonClusterConflict = "ClusterConflict"
+	// ReasonOptInRequired: held; an Application of that name exists and is not Kokumi's.
+	ReasonOptInRequired = "OptInRequired"
+	// ReasonRegistryUnreachable: held; the images live in the bundled registry the cluster cannot reach.
+	ReasonRegistryUnreachable = "RegistryUnreachable"
+	// ReasonDegraded: Argo CD reports the Application Degraded or its sync failed.
+	ReasonDegraded = "Degraded"
+)
+
+// Cluster Ready reasons.
+const (
+	// ReasonConnected: the server answered /version with the credentials.
+	ReasonConnected = "Connected"
+	// ReasonUnreachable: the server could not be reached.
+	ReasonUnreachable = "Unreachable"
+	// ReasonUnauthorized: the server refused the credentials.
+	ReasonUnauthorized = "Unauthorized"
+	// ReasonCredentialsNotFound: the credentials Secret does not exist.
+	ReasonCredentialsNotFound = "CredentialsNotFound"
+	// ReasonInvalidCredentials: the credentials Secret holds nothing usable.
+	ReasonInvalidCredentials = "InvalidCredentials"
+)

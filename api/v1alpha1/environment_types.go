@@ -1,0 +1,96 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LocalEnvironmentName names the cluster Kokumi runs in, in every namespace without an
+// Environment of that name.
+const LocalEnvironmentName = "local"
+
+// StageRequirement is a stage of another Environment a Preparation must pass first.
+type StageRequirement struct {
+	// Environment of the same namespace that must run the same release healthily first.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Environment string `json:"environment"`
+
+	// Soak is how long it must have run there, such as 30m.
+	// +optional
+	Soak *metav1.Duration `json:"soak,omitempty"`
+}
+
+// EnvironmentSpec is a group of clusters an admin set up.
+type EnvironmentSpec struct {
+	// ClusterSelector picks Clusters by label. An empty selector picks every Cluster.
+	// +required
+	ClusterSelector metav1.LabelSelector `json:"clusterSelector"`
+
+	// Project is the Argo CD AppProject, in Argo CD's namespace, every Application of this
+	// Environment uses.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Project string `json:"project"`
+
+	// Requires lists stages of other Environments a Preparation must pass first.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Requires []StageRequirement `json:"requires,omitempty"`
+}
+
+// EnvironmentStatus is the observed state of an Environment.
+type EnvironmentStatus struct {
+	// ObservedGeneration is the generation last reconciled without error.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Clusters is how many Clusters the selector picks.
+	// +optional
+	Clusters int32 `json:"clusters,omitempty"`
+
+	// ReadyClusters is how many of them are Ready.
+	// +optional
+	ReadyClusters int32 `json:"readyClusters,omitempty"`
+
+	// Conditions of the Environment.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Environment is a group of clusters an admin set up, and the Argo CD project they deploy through.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=env,categories=kokumi
+// +kubebuilder:printcolumn:name="Project",type=string,JSONPath=`.spec.project`
+// +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusters`
+// +kubebuilder:printcolumn:name="Ready-Clusters",type=integer,JSONPath=`.status.readyClusters`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Environment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   EnvironmentSpec   `json:"spec"`
+	Status EnvironmentStatus `json:"status,omitempty"`
+}
+
+// EnvironmentList is a list of Environments.
+//
+// +kubebuilder:object:root=true
+type EnvironmentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Environment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Environment{}, &EnvironmentList{})
+}

@@ -1,0 +1,103 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PromotionMode says who promotes a Preparation to the Serving.
+// +kubebuilder:validation:Enum=Automatic;Manual
+type PromotionMode string
+
+const (
+	// PromotionAutomatic promotes the newest Ready Preparation once its gates pass.
+	PromotionAutomatic PromotionMode = "Automatic"
+	// PromotionManual leaves promotion to a person.
+	PromotionManual PromotionMode = "Manual"
+)
+
+// Promotion says how Preparations reach the Serving.
+type Promotion struct {
+	// Mode is Automatic or Manual (default).
+	// +kubebuilder:default=Manual
+	// +optional
+	Mode PromotionMode `json:"mode,omitempty"`
+}
+
+// OrderSpec delivers a Product to one Environment.
+type OrderSpec struct {
+	// ProductRef names a Product of the Order's namespace.
+	// +required
+	ProductRef LocalObjectReference `json:"productRef"`
+
+	// EnvironmentRef names an Environment of the Order's namespace, or local. It cannot be changed.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="environmentRef cannot be changed: create another Order to deploy to another Environment"
+	// +required
+	EnvironmentRef LocalObjectReference `json:"environmentRef"`
+
+	// TargetNamespace overrides the Product's target namespace on every cluster.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	TargetNamespace string `json:"targetNamespace,omitempty"`
+
+	// Promotion says how Preparations reach the Serving.
+	// +optional
+	Promotion Promotion `json:"promotion,omitempty"`
+}
+
+// OrderStatus is the observed state of an Order.
+type OrderStatus struct {
+	// ObservedGeneration is the generation last reconciled without error.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// LatestPreparation is the newest Preparation rendered for the Order.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	LatestPreparation string `json:"latestPreparation,omitempty"`
+
+	// TargetNamespace is the namespace the Order deploys into, as resolved.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	TargetNamespace string `json:"targetNamespace,omitempty"`
+
+	// Conditions of the Order.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Order delivers a Product to one Environment.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ord,categories=kokumi
+// +kubebuilder:printcolumn:name="Product",type=string,JSONPath=`.spec.productRef.name`
+// +kubebuilder:printcolumn:name="Environment",type=string,JSONPath=`.spec.environmentRef.name`
+// +kubebuilder:printcolumn:name="Preparation",type=string,JSONPath=`.status.latestPreparation`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.promotion.mode`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Order struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   OrderSpec   `json:"spec"`
+	Status OrderStatus `json:"status,omitempty"`
+}
+
+// OrderList is a list of Orders.
+//
+// +kubebuilder:object:root=true
+type OrderList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Order `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Order{}, &OrderList{})
+}

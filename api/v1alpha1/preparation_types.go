@@ -1,0 +1,171 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PreparationSource is the Product source a Preparation was rendered from.
+type PreparationSource struct {
+	// URL is the oci:// reference of the chart or bundle.
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	URL string `json:"url"`
+
+	// Version is the tag or digest the Product asked for.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// Digest is the digest the version resolved to.
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	// +required
+	Digest string `json:"digest"`
+}
+
+// ImagePin records one image of the rendered manifests: as written, and as deployed.
+type ImagePin struct {
+	// Original is the reference the manifests named.
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Original string `json:"original"`
+
+	// Pinned is the reference by digest the Preparation deploys.
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Pinned string `json:"pinned"`
+}
+
+// Artifact is the OCI artifact that holds the rendered manifests.
+type Artifact struct {
+	// Ref is the artifact's oci:// reference by digest (oci://registry/repo@sha256:…).
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('oci://')",message="artifact.ref must be an oci:// reference"
+	// +required
+	Ref string `json:"ref"`
+
+	// Digest is the manifest digest of the artifact.
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	// +required
+	Digest string `json:"digest"`
+}
+
+// PreparationSpec records what was built. It never changes after creation.
+//
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a Preparation is immutable: change the Order or Product to render a new one"
+type PreparationSpec struct {
+	// OrderRef is the Order that rendered the Preparation.
+	// +required
+	OrderRef LocalObjectReference `json:"orderRef"`
+
+	// ProductRef is the Product that was rendered.
+	// +required
+	ProductRef LocalObjectReference `json:"productRef"`
+
+	// Source is the Product source, with the digest its version resolved to.
+	// +required
+	Source PreparationSource `json:"source"`
+
+	// ReleaseName is the Helm release name the manifests were rendered with.
+	// +kubebuilder:validation:MaxLength=53
+	// +optional
+	ReleaseName string `json:"releaseName,omitempty"`
+
+	// TargetNamespace is the namespace the manifests were rendered into and deploy into.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	TargetNamespace string `json:"targetNamespace"`
+
+	// Images lists every image of the manifests with the reference it was pinned to.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	Images []ImagePin `json:"images,omitempty"`
+
+	// ImagesInBundledRegistry is true when the images were vendored into the bundled registry,
+	// which only the cluster Kokumi runs in reaches.
+	// +optional
+	ImagesInBundledRegistry bool `json:"imagesInBundledRegistry,omitempty"`
+
+	// Artifact is the pushed OCI artifact.
+	// +required
+	Artifact Artifact `json:"artifact"`
+
+	// ConfigHash is the hash of everything that was rendered; the same input never renders twice.
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	ConfigHash string `json:"configHash"`
+
+	// ParentDigest is the artifact digest of the Preparation this one follows.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	ParentDigest string `json:"parentDigest,omitempty"`
+}
+
+// DeploymentRecord is a signed record that a Preparation ran healthily on some clusters.
+type DeploymentRecord struct {
+	// Environment the Preparation was deployed to.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Environment string `json:"environment"`
+
+	// Clusters counts the clusters that ran it healthily; the record names them.
+	// +required
+	Clusters int32 `json:"clusters"`
+
+	// Time the record was made.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// Digest of the record attached to the artifact.
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	Digest string `json:"digest"`
+}
+
+// PreparationStatus is the observed state of a Preparation.
+type PreparationStatus struct {
+	// DeploymentRecords made for the Preparation, newest last.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	DeploymentRecords []DeploymentRecord `json:"deploymentRecords,omitempty"`
+
+	// Conditions of the Preparation.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Preparation is what was built: an immutable OCI artifact, images pinned to digests.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=prep,categories=kokumi
+// +kubebuilder:printcolumn:name="Order",type=string,JSONPath=`.spec.orderRef.name`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.source.version`
+// +kubebuilder:printcolumn:name="Target-Namespace",type=string,JSONPath=`.spec.targetNamespace`
+// +kubebuilder:printcolumn:name="Artifact",type=string,JSONPath=`.spec.artifact.digest`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Preparation struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PreparationSpec   `json:"spec"`
+	Status PreparationStatus `json:"status,omitempty"`
+}
+
+// PreparationList is a list of Preparations.
+//
+// +kubebuilder:object:root=true
+type PreparationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Preparation `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Preparation{}, &PreparationList{})
+}

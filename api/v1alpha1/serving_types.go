@@ -1,0 +1,147 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MaxTargets is the most clusters status.targets lists.
+const MaxTargets = 64
+
+// ServingSpec says which Preparation runs.
+type ServingSpec struct {
+	// OrderRef is the Order the Serving belongs to (same name).
+	// +required
+	OrderRef LocalObjectReference `json:"orderRef"`
+
+	// PreparationName is the promoted Preparation. Empty deploys nothing.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PreparationName string `json:"preparationName,omitempty"`
+}
+
+// ClusterCounts counts the clusters of a Serving by the state of their deployment.
+type ClusterCounts struct {
+	// Selected is how many Clusters the Environment selects.
+	Selected int32 `json:"selected"`
+	// Healthy is how many run the Preparation synced and healthy.
+	Healthy int32 `json:"healthy"`
+	// Progressing is how many are on their way.
+	Progressing int32 `json:"progressing"`
+	// Degraded is how many Argo CD reports degraded or failed to sync.
+	Degraded int32 `json:"degraded"`
+	// Held is how many Kokumi does not deploy to, those whose Cluster is not Ready among them.
+	Held int32 `json:"held"`
+}
+
+// TargetCondition says why one cluster does not run the Preparation healthily.
+type TargetCondition struct {
+	// Type is Held, Degraded or Progressing.
+	// +kubebuilder:validation:MaxLength=32
+	// +required
+	Type string `json:"type"`
+
+	// Reason is a CamelCase reason, such as ClusterNotReady or Rejected.
+	// +kubebuilder:validation:MaxLength=64
+	// +required
+	Reason string `json:"reason"`
+
+	// Message is what Argo CD or Kokumi reports, shortened.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// Target is one cluster that does not run the deployed Preparation healthily.
+type Target struct {
+	// Cluster is the Cluster's name.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Cluster string `json:"cluster"`
+
+	// Application is the Argo CD Application for the cluster.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Application string `json:"application,omitempty"`
+
+	// Revision is the revision Argo CD last synced on the cluster.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Revision string `json:"revision,omitempty"`
+
+	// Conditions says why, the main one first.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	// +optional
+	Conditions []TargetCondition `json:"conditions,omitempty"`
+
+	// Since is when the cluster entered this state.
+	// +optional
+	Since metav1.Time `json:"since,omitempty"`
+}
+
+// ServingStatus is the observed state of a Serving.
+type ServingStatus struct {
+	// ObservedGeneration is the generation last reconciled without error.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Revision is the artifact digest of the deployed Preparation.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Revision string `json:"revision,omitempty"`
+
+	// Clusters counts the clusters by the state of their deployment.
+	// +optional
+	Clusters ClusterCounts `json:"clusters,omitempty"`
+
+	// Targets lists the clusters that do not run the Preparation healthily: held first, then
+	// degraded, then progressing, by name within each group; at most 64.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Targets []Target `json:"targets,omitempty"`
+
+	// TargetsOmitted counts the non-healthy clusters left out of targets by the cap.
+	// +optional
+	TargetsOmitted int32 `json:"targetsOmitted,omitempty"`
+
+	// Conditions of the Serving.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Serving deploys a Preparation to every cluster of the Order's Environment.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=srv,categories=kokumi
+// +kubebuilder:printcolumn:name="Order",type=string,JSONPath=`.spec.orderRef.name`
+// +kubebuilder:printcolumn:name="Preparation",type=string,JSONPath=`.spec.preparationName`
+// +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusters.selected`
+// +kubebuilder:printcolumn:name="Healthy",type=integer,JSONPath=`.status.clusters.healthy`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Serving struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ServingSpec   `json:"spec"`
+	Status ServingStatus `json:"status,omitempty"`
+}
+
+// ServingList is a list of Servings.
+//
+// +kubebuilder:object:root=true
+type ServingList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Serving `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Serving{}, &ServingList{})
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/kokumi-dev/kokumi/internal/controller"
+)
+
+func bindControllerFlags(fs *flag.FlagSet, o *controller.Options) {
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", `address of the metrics endpoint ("0" turns it off)`)
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader so that one replica reconciles at a time")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader lease (default: Kokumi's own)")
+}
+
+func runController(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlagSet("controller", stderr)
+	var opts controller.Options
+	bindControllerFlags(fs, &opts)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	mgr, err := controller.NewManager(cfg, opts)
+	if err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting controller manager")
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run controller manager: %w", err)
+	}
+	return nil
+}

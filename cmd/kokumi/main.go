@@ -1,0 +1,62 @@
+// Command kokumi is Kokumi's one binary: the controller, the local fleet, and its version.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kokumi-dev/kokumi/internal/version"
+)
+
+const usage = `kokumi turns intent into immutable artifacts and deploys them through Argo CD.
+
+Usage:
+  kokumi controller [flags]   run the controller manager
+  kokumi dev [flags]          run a local control plane with Kokumi (make demo)
+  kokumi version              print the version
+
+Run "kokumi <command> -h" for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "kokumi:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("no command given")
+	}
+	switch args[0] {
+	case "controller":
+		return runController(ctx, args[1:], stderr)
+	case "dev":
+		return runDev(ctx, args[1:], stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, version.Version)
+		return nil
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("kokumi "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}

@@ -1,0 +1,72 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// ControlPlane is a real kube-apiserver and etcd with Kokumi's and Argo CD's CRDs installed.
+type ControlPlane struct {
+	env *envtest.Environment
+	// Config reaches the API server as a cluster admin.
+	Config *rest.Config
+}
+
+// StartControlPlane starts etcd and kube-apiserver from the assets and installs the CRDs.
+func StartControlPlane(a Assets) (*ControlPlane, error) {
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: a.BinDir,
+		CRDDirectoryPaths:     []string{a.KokumiCRDDir, a.ArgoCDCRDDir},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start kube-apiserver and etcd from %s: %w", a.BinDir, err)
+	}
+	return &ControlPlane{env: env, Config: cfg}, nil
+}
+
+// Server is the API server's URL, without the trailing slash envtest leaves on it.
+func (c *ControlPlane) Server() string { return strings.TrimSuffix(c.Config.Host, "/") }
+
+// Stop stops the API server and etcd and removes their data.
+func (c *ControlPlane) Stop() error {
+	if err := c.env.Stop(); err != nil {
+		return fmt.Errorf("stop control plane: %w", err)
+	}
+	return nil
+}
+
+// WriteKubeconfig writes a kubeconfig for a cluster admin to path and returns it.
+func (c *ControlPlane) WriteKubeconfig(path string) error {
+	user, err := c.env.AddUser(envtest.User{Name: "kokumi-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("add admin user: %w", err)
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("render kubeconfig: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	return nil
+}
+
+// AddUser returns a client config for a user of the given groups, authenticated by a client
+// certificate the API server trusts.
+func (c *ControlPlane) AddUser(name string, groups ...string) (*rest.Config, error) {
+	user, err := c.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("add user %s: %w", name, err)
+	}
+	return user.Config(), nil
+}
