@@ -17,6 +17,17 @@ func bindControllerFlags(fs *flag.FlagSet, o *controller.Options) {
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader so that one replica reconciles at a time")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader lease (default: Kokumi's own)")
+	bindConfigFlags(fs, &o.Config)
+}
+
+// bindConfigFlags binds the configuration of Kokumi itself, with the defaults of DefaultConfig.
+func bindConfigFlags(fs *flag.FlagSet, c *controller.Config) {
+	d := controller.DefaultConfig()
+	fs.StringVar(&c.Namespace, "namespace", d.Namespace, "Kokumi's own namespace, where Cluster credentials live")
+	fs.StringVar(&c.ArgoCDNamespace, "argocd-namespace", d.ArgoCDNamespace, "namespace Argo CD runs in")
+	fs.StringVar(&c.LocalProject, "local-project", d.LocalProject, "Argo CD AppProject of the Environment local")
+	fs.StringVar(&c.BundledRegistry, "bundled-registry", d.BundledRegistry, "host:port of the bundled registry")
+	fs.DurationVar(&c.ProbePeriod, "probe-period", d.ProbePeriod, "how often each Cluster's server is probed")
 }
 
 func runController(ctx context.Context, args []string, stderr io.Writer) error {

@@ -37,7 +37,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		ExampleNamespace: *exampleNS,
 		Out:              stdout,
 		RunController: func(ctx context.Context, cp *sandbox.ControlPlane) error {
-			mgr, err := controller.NewManager(cp.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0"})
+			mgr, err := controller.NewManager(cp.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: controller.DefaultConfig()})
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ package controller
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -13,6 +14,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
 )
 
 // Options configures the controller manager.
@@ -25,7 +27,39 @@ type Options struct {
 	LeaderElection bool
 	// LeaderElectionNamespace holds the lease; empty means the namespace Kokumi runs in.
 	LeaderElectionNamespace string
+
+	// Config is what the reconcilers need to know of Kokumi's installation.
+	Config Config
 }
+
+// Config is the configuration of Kokumi itself that reconcilers read.
+type Config struct {
+	// Namespace is Kokumi's own namespace: Cluster credentials live there.
+	Namespace string
+	// ArgoCDNamespace is where Argo CD runs, its Applications and cluster Secrets live.
+	ArgoCDNamespace string
+	// LocalProject is the AppProject of the Environment local.
+	LocalProject string
+	// BundledRegistry is the host[:port] of the bundled registry, as Argo CD and the cluster
+	// Kokumi runs in reach it.
+	BundledRegistry string
+	// ProbePeriod is how often each Cluster's server is probed.
+	ProbePeriod time.Duration
+}
+
+// DefaultConfig returns the configuration used when no flag says otherwise.
+func DefaultConfig() Config {
+	return Config{
+		Namespace:       "kokumi-system",
+		ArgoCDNamespace: argocd.DefaultNamespace,
+		LocalProject:    "default",
+		BundledRegistry: "kokumi-registry.kokumi-system.svc:5000",
+		ProbePeriod:     30 * time.Second,
+	}
+}
+
+// setups lists every reconciler's setup; each reconciler adds itself here.
+var setups []func(ctrl.Manager, Config) error
 
 // The controller's own role: leader election and events. Each reconciler adds its markers.
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
@@ -67,6 +101,11 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("add ready check: %w", err)
+	}
+	for _, setup := range setups {
+		if err := setup(mgr, opts.Config); err != nil {
+			return nil, err
+		}
 	}
 	return mgr, nil
 }
