@@ -1,0 +1,272 @@
+package argocd
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Group, version and kinds of Argo CD's API.
+var (
+	// ApplicationGVK is Argo CD's Application.
+	ApplicationGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"}
+	// AppProjectGVK is Argo CD's AppProject.
+	AppProjectGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "AppProject"}
+)
+
+// Argo CD's sync, health and operation values Kokumi reads.
+const (
+	SyncSynced       = "Synced"
+	HealthHealthy    = "Healthy"
+	HealthDegraded   = "Degraded"
+	OperationFailed  = "Failed"
+	OperationError   = "Error"
+	ConditionInvalid = "InvalidSpecError"
+)
+
+// refusals are the Application condition types that mean Argo CD will not sync it as written.
+var refusals = map[string]bool{ConditionInvalid: true}
+
+// ApplicationSpec is the desired Application for one cluster.
+type ApplicationSpec struct {
+	// Name of the Application.
+	Name string
+	// Namespace is Argo CD's namespace.
+	Namespace string
+	// ServingNamespace and ServingName are the Serving it deploys.
+	ServingNamespace, ServingName string
+	// Cluster is the Kokumi Cluster it deploys to.
+	Cluster string
+	// Project is the AppProject.
+	Project string
+	// RepoURL is oci://registry/repository of the Preparation's artifact.
+	RepoURL string
+	// Revision is the artifact's digest.
+	Revision string
+	// Server and TargetNamespace are the destination.
+	Server, TargetNamespace string
+}
+
+// Owner is the value of AnnotationOwner for a Serving.
+func Owner(servingNamespace, servingName string) string {
+	return servingNamespace + "/" + servingName
+}
+
+// Build returns the Application as an unstructured object: labels that find it, the owner
+// annotation, the OCI source at the digest, automated sync with prune and self-heal,
+// CreateNamespace, and no resources finalizer, so deleting it leaves what runs in place.
+func (s ApplicationSpec) Build() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{
+			"name":      s.Name,
+			"namespace": s.Namespace,
+			"labels": map[string]any{
+				LabelServing:          s.ServingName,
+				LabelServingNamespace: s.ServingNamespace,
+				LabelCluster:          s.Cluster,
+				LabelManagedBy:        ManagedByKokumi,
+			},
+			"annotations": map[string]any{AnnotationOwner: Owner(s.ServingNamespace, s.ServingName)},
+		},
+		"spec": s.specMap(),
+	}}
+	u.SetGroupVersionKind(ApplicationGVK)
+	return u
+}
+
+func (s ApplicationSpec) specMap() map[string]any {
+	return map[string]any{
+		"project": s.Project,
+		"source": map[string]any{
+			"repoURL":        s.RepoURL,
+			"targetRevision": s.Revision,
+			"path":           ".",
+		},
+		"destination": map[string]any{
+			"server":    s.Server,
+			"namespace": s.TargetNamespace,
+		},
+		"syncPolicy": map[string]any{
+			"automated":   map[string]any{"prune": true, "selfHeal": true},
+			"syncOptions": []any{"CreateNamespace=true"},
+		},
+	}
+}
+
+// UpToDate reports whether existing carries everything Build sets: the same labels, owner
+// annotation and spec fields, and no resources finalizer. Fields Argo CD or others add are ignored.
+func (s ApplicationSpec) UpToDate(existing *unstructured.Unstructured) bool {
+	want := s.Build()
+	for k, v := range want.GetLabels() {
+		if existing.GetLabels()[k] != v {
+			return false
+		}
+	}
+	for k, v := range want.GetAnnotations() {
+		if existing.GetAnnotations()[k] != v {
+			return false
+		}
+	}
+	for _, f := range existing.GetFinalizers() {
+		if f == ResourcesFinalizer {
+			return false
+		}
+	}
+	spec, _ := existing.Object["spec"].(map[string]any)
+	return contains(spec, s.specMap())
+}
+
+// Apply copies what Build sets onto existing, keeping everything else, and drops the resources finalizer.
+func (s ApplicationSpec) Apply(existing *unstructured.Unstructured) {
+	want := s.Build()
+	labels := existing.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	for k, v := range want.GetLabels() {
+		labels[k] = v
+	}
+	existing.SetLabels(labels)
+	annotations := existing.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	for k, v := range want.GetAnnotations() {
+		annotations[k] = v
+	}
+	existing.SetAnnotations(annotations)
+	var finalizers []string
+	for _, f := range existing.GetFinalizers() {
+		if f != ResourcesFinalizer {
+			finalizers = append(finalizers, f)
+		}
+	}
+	existing.SetFinalizers(finalizers)
+	spec, _ := existing.Object["spec"].(map[string]any)
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	for k, v := range s.specMap() {
+		spec[k] = v
+	}
+	existing.Object["spec"] = spec
+}
+
+// contains reports whether have holds every key of want with an equal value (maps compared
+// recursively, so fields others add to a map are ignored; lists and scalars compared whole).
+func contains(have, want map[string]any) bool {
+	for k, w := range want {
+		h, ok := have[k]
+		if !ok {
+			return false
+		}
+		if wm, ok := w.(map[string]any); ok {
+			hm, ok := h.(map[string]any)
+			if !ok || !contains(hm, wm) {
+				return false
+			}
+			continue
+		}
+		if fmt.Sprint(h) != fmt.Sprint(w) {
+			return false
+		}
+	}
+	return true
+}
+
+// IsKokumis reports whether an Application belongs to the Serving: only such an Application
+// is ever changed or deleted.
+func IsKokumis(app *unstructured.Unstructured, servingNamespace, servingName string) bool {
+	return app.GetAnnotations()[AnnotationOwner] == Owner(servingNamespace, servingName) &&
+		app.GetLabels()[LabelManagedBy] == ManagedByKokumi
+}
+
+// Condition is one of an Application's status.conditions.
+type Condition struct {
+	Type    string `json:"type"`
+	Message string `json:"message,omitempty"`
+}
+
+// Status is the part of an Application's status Kokumi reads.
+type Status struct {
+	Sync struct {
+		Status   string `json:"status,omitempty"`
+		Revision string `json:"revision,omitempty"`
+	} `json:"sync,omitempty"`
+	Health struct {
+		Status  string `json:"status,omitempty"`
+		Message string `json:"message,omitempty"`
+	} `json:"health,omitempty"`
+	OperationState *OperationState `json:"operationState,omitempty"`
+	Conditions     []Condition     `json:"conditions,omitempty"`
+}
+
+// OperationState is the last sync operation Argo CD ran.
+type OperationState struct {
+	Phase     string `json:"phase,omitempty"`
+	Message   string `json:"message,omitempty"`
+	Operation struct {
+		Sync struct {
+			Revision string `json:"revision,omitempty"`
+		} `json:"sync,omitempty"`
+	} `json:"operation,omitempty"`
+}
+
+// ReadStatus reads an Application's status.
+func ReadStatus(app *unstructured.Unstructured) (Status, error) {
+	var st Status
+	raw, ok := app.Object["status"].(map[string]any)
+	if !ok {
+		return st, nil
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &st); err != nil {
+		return st, fmt.Errorf("read status of Application %s: %w", app.GetName(), err)
+	}
+	return st, nil
+}
+
+// Refusal returns Argo CD's message when it refuses the Application as written, such as a
+// destination its project does not permit, and whether it does.
+func (st Status) Refusal() (string, bool) {
+	for _, c := range st.Conditions {
+		if refusals[c.Type] {
+			return c.Message, true
+		}
+	}
+	return "", false
+}
+
+// FirstCondition returns the message of the Application's first condition, such as a
+// ComparisonError while Argo CD cannot fetch the artifact, or "" when it has none.
+func (st Status) FirstCondition() string {
+	if len(st.Conditions) == 0 {
+		return ""
+	}
+	return st.Conditions[0].Type + ": " + st.Conditions[0].Message
+}
+
+// SyncFailure returns the message of a sync operation that failed at revision, and whether one did.
+func (st Status) SyncFailure(revision string) (string, bool) {
+	op := st.OperationState
+	if op == nil || (op.Phase != OperationFailed && op.Phase != OperationError) {
+		return "", false
+	}
+	if r := op.Operation.Sync.Revision; r != "" && !SameRevision(r, revision) {
+		return "", false
+	}
+	return op.Message, true
+}
+
+// HealthyAt reports whether the Application runs revision synced and healthy.
+func (st Status) HealthyAt(revision string) bool {
+	return st.Sync.Status == SyncSynced && st.Health.Status == HealthHealthy && SameRevision(st.Sync.Revision, revision)
+}
+
+// SameRevision reports whether two non-empty revisions name the same digest, with or without
+// their "sha256:" prefix.
+func SameRevision(a, b string) bool {
+	return a != "" && strings.TrimPrefix(a, "sha256:") == strings.TrimPrefix(b, "sha256:")
+}

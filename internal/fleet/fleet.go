@@ -1,0 +1,348 @@
+package fleet
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+)
+
+// State is the state of one cluster's deployment.
+type State int
+
+// States, in the order status.targets lists them.
+const (
+	Held State = iota
+	Degraded
+	Progressing
+	Healthy
+)
+
+// String returns the state's name as status.targets shows it.
+func (s State) String() string {
+	return [...]string{"Held", "Degraded", "Progressing", "Healthy"}[s]
+}
+
+// Cluster is what the fleet knows of one selected Cluster.
+type Cluster struct {
+	// Name of the Cluster.
+	Name string
+	// Server is its API server URL.
+	Server string
+	// Ready is its Ready condition; NotReadyMessage says why not.
+	Ready           bool
+	NotReadyMessage string
+}
+
+// Observed is an Application that exists under a planned name.
+type Observed struct {
+	// Ours is true when it belongs to the Serving; any other is never touched.
+	Ours bool
+	// UpToDate is true when it carries everything the plan would write.
+	UpToDate bool
+	// Status is what Argo CD reports in it.
+	Status argocd.Status
+}
+
+// Request is everything Decide needs of one Serving.
+type Request struct {
+	// ServingNamespace and ServingName name the Serving (and its Order).
+	ServingNamespace, ServingName string
+	// ArgoCDNamespace is where the Applications live.
+	ArgoCDNamespace string
+	// Preparation is the deployed Preparation's name.
+	Preparation string
+	// RepoURL and Revision are the artifact: oci://registry/repository and its digest.
+	RepoURL, Revision string
+	// TargetNamespace is where it deploys on every cluster.
+	TargetNamespace string
+	// ImagesInBundledRegistry is true when only the cluster Kokumi runs in reaches its images.
+	ImagesInBundledRegistry bool
+	// Project is the Environment's AppProject.
+	Project argocd.Project
+	// Clusters are the Clusters the Environment selects.
+	Clusters []Cluster
+	// Applications are the Applications that exist under the planned names.
+	Applications map[string]Observed
+}
+
+// Decision is what happens on one cluster and what state it is in.
+type Decision struct {
+	// Cluster and Application name the cluster and its Application.
+	Cluster, Application string
+	// State, Reason and Message say how the cluster stands.
+	State           State
+	Reason, Message string
+	// Revision is what Argo CD last synced there.
+	Revision string
+	// Write creates or updates the Application to Spec.
+	Write bool
+	// Remove deletes Kokumi's Application for the cluster, if there is one; what runs stays.
+	Remove bool
+	// Spec is the Application the cluster should have.
+	Spec argocd.ApplicationSpec
+}
+
+// Decide returns one Decision per selected Cluster, by Cluster name.
+func Decide(req Request) []Decision {
+	clusters := append([]Cluster(nil), req.Clusters...)
+	sort.Slice(clusters, func(i, j int) bool { return clusters[i].Name < clusters[j].Name })
+	firstByServer := make(map[string]string, len(clusters))
+	out := make([]Decision, 0, len(clusters))
+	for _, c := range clusters {
+		name := ApplicationName(req.ServingNamespace, req.ServingName, c.Name)
+		d := Decision{Cluster: c.Name, Application: name, Spec: argocd.ApplicationSpec{
+			Name: name, Namespace: req.ArgoCDNamespace,
+			ServingNamespace: req.ServingNamespace, ServingName: req.ServingName, Cluster: c.Name,
+			Project: req.Project.Name, RepoURL: req.RepoURL, Revision: req.Revision,
+			Server: c.Server, TargetNamespace: req.TargetNamespace,
+		}}
+		app, exists := req.Applications[name]
+		if exists {
+			d.Revision = app.Status.Sync.Revision
+		}
+		first, conflict := firstByServer[c.Server]
+		if !conflict {
+			firstByServer[c.Server] = c.Name
+		}
+		switch {
+		case conflict:
+			d.hold(v1.ReasonClusterConflict, fmt.Sprintf("Cluster %s connects to the same server %s as Cluster %s; only %s deploys. Remove one of them from the Environment.", c.Name, c.Server, first, first))
+			d.Remove = true
+		case exists && !app.Ours:
+			d.hold(v1.ReasonOptInRequired, fmt.Sprintf("Application %s/%s exists and is not Kokumi's, so Kokumi leaves it alone. Delete it, or rename it, to let this Serving deploy here.", req.ArgoCDNamespace, name))
+		case !c.Ready:
+			// The Application stays exactly as it is until the Cluster is Ready again.
+			msg := "Cluster " + c.Name + " is not Ready"
+			if c.NotReadyMessage != "" {
+				msg += ": " + c.NotReadyMessage
+			}
+			d.hold(v1.ReasonClusterNotReady, msg)
+		case req.ImagesInBundledRegistry && c.Server != v1.InClusterServer:
+			d.hold(v1.ReasonRegistryUnreachable, "the images of Preparation "+req.Preparation+" are vendored into the bundled registry, which only the cluster Kokumi runs in reaches. Pin images where they are published, or vendor them into a registry every cluster reaches.")
+			d.Remove = true
+		case !req.Project.PermitsDestination(c.Server, c.Name, req.TargetNamespace):
+			d.hold(v1.ReasonRejected, argocd.DestinationRefusal(c.Server, req.TargetNamespace, req.Project.Name))
+			d.Remove = true
+		default:
+			d.Write = !exists || !app.UpToDate
+			d.deployed(app, exists, req.Revision)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func (d *Decision) hold(reason, message string) {
+	d.State, d.Reason, d.Message = Held, reason, message
+}
+
+// deployed sets the state of a cluster Kokumi deploys to from what Argo CD reports.
+func (d *Decision) deployed(app Observed, exists bool, revision string) {
+	st := app.Status
+	switch {
+	case !exists:
+		d.State, d.Reason, d.Message = Progressing, v1.ReasonProgressing, "creating Application"
+	case d.Write:
+		d.State, d.Reason, d.Message = Progressing, v1.ReasonProgressing, "updating Application to "+short(revision)
+	default:
+		if msg, refused := st.Refusal(); refused {
+			d.hold(v1.ReasonRejected, msg)
+			return
+		}
+		if msg, failed := st.SyncFailure(revision); failed {
+			d.State, d.Reason, d.Message = Degraded, v1.ReasonDegraded, "sync failed: "+msg
+			return
+		}
+		switch {
+		case st.HealthyAt(revision):
+			d.State, d.Reason = Healthy, ""
+		case st.Health.Status == argocd.HealthDegraded && argocd.SameRevision(st.Sync.Revision, revision):
+			msg := "Argo CD reports the Application Degraded"
+			if st.Health.Message != "" {
+				msg += ": " + st.Health.Message
+			}
+			d.State, d.Reason, d.Message = Degraded, v1.ReasonDegraded, msg
+		default:
+			msg := fmt.Sprintf("sync %s, health %s", orUnknown(st.Sync.Status), orUnknown(st.Health.Status))
+			if st.Sync.Revision != "" {
+				msg += " at " + short(st.Sync.Revision)
+			}
+			if c := st.FirstCondition(); c != "" {
+				msg += "; " + c
+			}
+			d.State, d.Reason, d.Message = Progressing, v1.ReasonProgressing, msg
+		}
+	}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "Unknown"
+	}
+	return s
+}
+
+// short returns a digest's first 12 hex characters.
+func short(digest string) string {
+	d := strings.TrimPrefix(digest, "sha256:")
+	if len(d) > 12 {
+		d = d[:12]
+	}
+	return d
+}
+
+// Leaving returns the names of the Serving's Applications that no Decision keeps: their
+// clusters left the Environment.
+func Leaving(decisions []Decision, existing []string) []string {
+	kept := make(map[string]bool, len(decisions))
+	for _, d := range decisions {
+		if !d.Remove {
+			kept[d.Application] = true
+		}
+	}
+	var out []string
+	for _, name := range existing {
+		if !kept[name] {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Summary is the Serving status a fleet of Decisions folds into.
+type Summary struct {
+	Clusters v1.ClusterCounts
+	// Targets are the non-healthy clusters, held, degraded, progressing, by name; at most v1.MaxTargets.
+	Targets []v1.Target
+	// Omitted counts the non-healthy clusters the cap left out.
+	Omitted int32
+	// Ready is the Serving's Ready condition (without times and generation).
+	Ready metav1.Condition
+}
+
+// MaxNamed is how many clusters a Ready message names before it counts the rest.
+const MaxNamed = 5
+
+// Fold folds the Decisions into counts, the capped list of targets and the Ready condition.
+// previous carries the targets of the last status, so that a cluster keeps the time it entered
+// its state; now stamps the others.
+func Fold(preparation, environment string, decisions []Decision, previous []v1.Target, now metav1.Time) Summary {
+	var s Summary
+	s.Clusters.Selected = int32(len(decisions))
+	var healthy, notReady, failing, progressing []string
+	ordered := make([]*Decision, 0, len(decisions))
+	for i := range decisions {
+		d := &decisions[i]
+		switch d.State {
+		case Healthy:
+			s.Clusters.Healthy++
+			healthy = append(healthy, d.Cluster)
+			continue
+		case Held:
+			s.Clusters.Held++
+			if d.Reason == v1.ReasonClusterNotReady {
+				notReady = append(notReady, d.Cluster)
+			} else {
+				failing = append(failing, d.Cluster+" ("+d.Reason+")")
+			}
+		case Degraded:
+			s.Clusters.Degraded++
+			failing = append(failing, d.Cluster+" ("+d.Reason+")")
+		case Progressing:
+			s.Clusters.Progressing++
+			progressing = append(progressing, d.Cluster)
+		}
+		ordered = append(ordered, d)
+	}
+	sort.SliceStable(ordered, func(i, j int) bool {
+		if ordered[i].State != ordered[j].State {
+			return ordered[i].State < ordered[j].State
+		}
+		return ordered[i].Cluster < ordered[j].Cluster
+	})
+	if len(ordered) > v1.MaxTargets {
+		s.Omitted = int32(len(ordered) - v1.MaxTargets)
+		ordered = ordered[:v1.MaxTargets]
+	}
+	since := make(map[string]v1.Target, len(previous))
+	for _, t := range previous {
+		since[t.Cluster] = t
+	}
+	for _, d := range ordered {
+		t := v1.Target{
+			Cluster: d.Cluster, Application: d.Application, Revision: d.Revision,
+			Conditions: []v1.TargetCondition{{Type: d.State.String(), Reason: d.Reason, Message: Truncate(d.Message, 1024)}},
+			Since:      now,
+		}
+		if p, ok := since[d.Cluster]; ok && len(p.Conditions) > 0 && p.Conditions[0].Reason == d.Reason && p.Conditions[0].Type == t.Conditions[0].Type {
+			t.Since = p.Since
+		}
+		s.Targets = append(s.Targets, t)
+	}
+	s.Ready = readyCondition(preparation, environment, len(decisions), healthy, notReady, failing, progressing)
+	return s
+}
+
+func readyCondition(preparation, environment string, selected int, healthy, notReady, failing, progressing []string) metav1.Condition {
+	c := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse}
+	notReadyPart := ""
+	if len(notReady) > 0 {
+		notReadyPart = "; not ready: " + Names(notReady)
+	}
+	switch {
+	case len(notReady) == selected:
+		c.Reason = v1.ReasonDeploymentFailed
+		c.Message = fmt.Sprintf("No Cluster of Environment %s is Ready: %s", environment, Names(notReady))
+	case len(failing) > 0:
+		c.Reason = v1.ReasonDeploymentFailed
+		c.Message = fmt.Sprintf("Preparation %s failed on %s", preparation, Names(failing))
+		if len(healthy) > 0 {
+			c.Message += "; healthy on " + Names(healthy)
+		}
+		c.Message += notReadyPart
+	case len(progressing) == 0 && len(healthy) > 0:
+		c.Status, c.Reason = metav1.ConditionTrue, v1.ReasonDeployed
+		c.Message = fmt.Sprintf("Deployed Preparation %s to %s%s", preparation, Names(healthy), notReadyPart)
+	default:
+		c.Reason = v1.ReasonProgressing
+		c.Message = fmt.Sprintf("Deploying Preparation %s: healthy on %d of %d Ready clusters; waiting for %s%s",
+			preparation, len(healthy), selected-len(notReady), Names(progressing), notReadyPart)
+	}
+	return c
+}
+
+// Names lists the first MaxNamed names and counts the others: "a, b, c, d, e … and 1,997 more".
+func Names(names []string) string {
+	if len(names) <= MaxNamed {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:MaxNamed], ", ") + " … and " + thousands(len(names)-MaxNamed) + " more"
+}
+
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// Truncate shortens s to at most max bytes, marking the cut with "…".
+func Truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max - len("…")
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
