@@ -1,0 +1,85 @@
+package cluster
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+)
+
+// Keys of an Argo CD cluster Secret.
+const (
+	ArgoCDKeyName   = "name"
+	ArgoCDKeyServer = "server"
+	ArgoCDKeyConfig = "config"
+)
+
+// secretPrefix starts the name of every Argo CD cluster Secret Kokumi keeps.
+const secretPrefix = "kokumi-cluster-"
+
+// SecretName is the name of the Argo CD cluster Secret of the Cluster clusterName: stable,
+// unique, at most 253 characters.
+func SecretName(clusterName string) string {
+	const maxLen = 253
+	if len(secretPrefix)+len(clusterName) <= maxLen {
+		return secretPrefix + clusterName
+	}
+	sum := sha256.Sum256([]byte(clusterName))
+	suffix := "-" + hex.EncodeToString(sum[:])[:16]
+	return (secretPrefix + clusterName)[:maxLen-len(suffix)] + suffix
+}
+
+// SecretLabels are the labels of the Argo CD cluster Secret of the Cluster clusterName.
+func SecretLabels(clusterName string) map[string]string {
+	return map[string]string{
+		argocd.LabelSecretType: argocd.SecretTypeCluster,
+		argocd.LabelManagedBy:  argocd.ManagedByKokumi,
+		argocd.LabelCluster:    clusterName,
+	}
+}
+
+// ArgoCDSecret is the Argo CD cluster Secret that declares the Cluster clusterName at server
+// with the credentials, in Argo CD's namespace.
+func ArgoCDSecret(namespace, clusterName, server string, c Credentials) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      SecretName(clusterName),
+			Namespace: namespace,
+			Labels:    SecretLabels(clusterName),
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{
+			ArgoCDKeyName:   []byte(clusterName),
+			ArgoCDKeyServer: []byte(server),
+			ArgoCDKeyConfig: c.ArgoCDConfig(),
+		},
+	}
+}
+
+// SyncSecret makes have match want in labels (want's are added or overwritten; others are
+// kept) and in data (replaced), and reports whether anything changed.
+func SyncSecret(have, want *corev1.Secret) bool {
+	changed := false
+	if have.Labels == nil {
+		have.Labels = map[string]string{}
+	}
+	for k, v := range want.Labels {
+		if have.Labels[k] != v {
+			have.Labels[k] = v
+			changed = true
+		}
+	}
+	if !maps.EqualFunc(have.Data, want.Data, func(a, b []byte) bool { return string(a) == string(b) }) {
+		have.Data = want.Data
+		changed = true
+	}
+	if len(have.StringData) > 0 {
+		have.StringData = nil
+		changed = true
+	}
+	return changed
+}

@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+)
+
+// Result is what one probe of a server found.
+type Result struct {
+	// Reason is ReasonConnected, ReasonUnauthorized or ReasonUnreachable.
+	Reason string
+	// Message says what the server answered, or the network or TLS error; never a credential.
+	Message string
+	// Version is the server's Kubernetes version, when connected.
+	Version string
+}
+
+// Connected reports whether the server answered with these credentials.
+func (r Result) Connected() bool { return r.Reason == v1.ReasonConnected }
+
+// Probe asks server for /version with the credentials, giving up after timeout.
+func Probe(ctx context.Context, server string, c Credentials, timeout time.Duration) Result {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cfg := c.RESTConfig(server, timeout)
+	// A proxy function makes client-go build a transport of its own for this probe rather than
+	// share a cached one: a server that restarted is seen as it is now, not through a pooled
+	// connection, and rotated credentials leave no transport behind.
+	cfg.Proxy = http.ProxyFromEnvironment
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return Result{Reason: v1.ReasonUnreachable, Message: c.Redact(fmt.Sprintf("build a client for %s: %v", server, err))}
+	}
+	defer utilnet.CloseIdleConnectionsFor(httpClient.Transport)
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return Result{Reason: v1.ReasonUnreachable, Message: c.Redact(fmt.Sprintf("build a client for %s: %v", server, err))}
+	}
+	info, err := dc.ServerVersionWithContext(ctx)
+	if err != nil {
+		return Classify(server, c, err)
+	}
+	return Result{Reason: v1.ReasonConnected, Message: fmt.Sprintf("%s answered as Kubernetes %s", server, info.GitVersion), Version: info.GitVersion}
+}
+
+// Classify turns the error of a probe into a Ready reason and a message carrying the network
+// or TLS error, with the credentials redacted.
+func Classify(server string, c Credentials, err error) Result {
+	var status apierrors.APIStatus
+	switch {
+	case apierrors.IsUnauthorized(err):
+		return Result{Reason: v1.ReasonUnauthorized, Message: c.Redact(fmt.Sprintf(
+			"%s refused the credentials (401 Unauthorized): renew the token or certificate in the credentials Secret", server))}
+	case apierrors.IsForbidden(err):
+		return Result{Reason: v1.ReasonUnauthorized, Message: c.Redact(fmt.Sprintf(
+			"%s denies these credentials /version (403 Forbidden): %v; grant the identity access", server, errorText(err)))}
+	case errors.As(err, &status) && status.Status().Code >= http.StatusBadRequest:
+		return Result{Reason: v1.ReasonUnreachable, Message: c.Redact(fmt.Sprintf(
+			"%s answered /version with HTTP %d: %v", server, status.Status().Code, errorText(err)))}
+	default:
+		return Result{Reason: v1.ReasonUnreachable, Message: c.Redact(fmt.Sprintf("%s is unreachable: %v", server, errorText(err)))}
+	}
+}
+
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// FailuresBeforeNotReady is how many probes in a row must fail before a Ready Cluster turns
+// not Ready: one failure is retried first, so that a blip does not flap the Cluster.
+const FailuresBeforeNotReady = 2
+
+// ReportFailure decides whether a failed probe changes Ready now: at once when the Cluster is
+// not Ready anyway, else only after FailuresBeforeNotReady failures in a row.
+func ReportFailure(wasReady bool, failuresInARow int) bool {
+	return !wasReady || failuresInARow >= FailuresBeforeNotReady
+}
+
+// Timeout is how long one probe waits for the server: half the period, between 2 and 10 seconds.
+func Timeout(period time.Duration) time.Duration {
+	return clamp(period/2, 2*time.Second, 10*time.Second)
+}
+
+// RetryDelay is how soon a failed probe of a Ready Cluster is retried: a sixth of the period,
+// between 1 and 5 seconds.
+func RetryDelay(period time.Duration) time.Duration {
+	return clamp(period/6, time.Second, 5*time.Second)
+}
+
+// Jitter spreads probes over ±10% of the period so that many Clusters do not probe in step;
+// r is a random number in [0, 1).
+func Jitter(period time.Duration, r float64) time.Duration {
+	return period - period/10 + time.Duration(r*float64(period/5))
+}
+
+func clamp(d, lo, hi time.Duration) time.Duration {
+	return max(lo, min(d, hi))
+}

@@ -1,0 +1,157 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/cluster"
+)
+
+const server = "https://edge-1.example.com:6443"
+
+func TestClassifyTellsRefusedCredentialsFromAnUnreachableServer(t *testing.T) {
+	creds := cluster.Credentials{BearerToken: token}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
+	for _, tc := range []struct {
+		name       string
+		err        error
+		wantReason string
+		wantText   []string
+	}{
+		{"a 401 means the server refused the credentials", apierrors.NewUnauthorized("Unauthorized"),
+			v1.ReasonUnauthorized, []string{"401 Unauthorized", "credentials Secret"}},
+		{"a 403 on /version means the identity may not even read it", apierrors.NewForbidden(schema.GroupResource{}, "", errors.New("RBAC: access denied")),
+			v1.ReasonUnauthorized, []string{"403 Forbidden", "access denied"}},
+		{"a refused connection carries the network error", fmt.Errorf("Get %q: %w", server+"/version", refused),
+			v1.ReasonUnreachable, []string{"connection refused", server}},
+		{"a TLS failure carries the TLS error", errors.New("tls: failed to verify certificate: x509: certificate signed by unknown authority"),
+			v1.ReasonUnreachable, []string{"x509: certificate signed by unknown authority"}},
+		{"a 503 from a starting server is unreachable, with the code", apierrors.NewServiceUnavailable("starting"),
+			v1.ReasonUnreachable, []string{"HTTP 503"}},
+		{"an error that quotes the token is redacted", errors.New("bad header Authorization: Bearer " + token),
+			v1.ReasonUnreachable, []string{"[redacted]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := cluster.Classify(server, creds, tc.err)
+			if got.Reason != tc.wantReason {
+				t.Fatalf("reason %s, want %s (message %q)", got.Reason, tc.wantReason, got.Message)
+			}
+			for _, w := range tc.wantText {
+				if !strings.Contains(got.Message, w) {
+					t.Errorf("message %q does not carry %q", got.Message, w)
+				}
+			}
+			if strings.Contains(got.Message, token) {
+				t.Errorf("message %q carries the token", got.Message)
+			}
+		})
+	}
+}
+
+func TestProbeReadsTheVersionWithTheToken(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Unauthorized","code":401}`)
+			return
+		}
+		fmt.Fprint(w, `{"major":"1","minor":"37","gitVersion":"v1.37.2"}`)
+	}))
+	defer srv.Close()
+	insecure := cluster.Credentials{BearerToken: token, Insecure: true}
+
+	if got := cluster.Probe(context.Background(), srv.URL, insecure, 2*time.Second); !got.Connected() || got.Version != "v1.37.2" {
+		t.Fatalf("probe with the token: %+v", got)
+	}
+	wrong := cluster.Credentials{BearerToken: "wrong-token-value", Insecure: true}
+	if got := cluster.Probe(context.Background(), srv.URL, wrong, 2*time.Second); got.Reason != v1.ReasonUnauthorized {
+		t.Fatalf("probe with a wrong token: %+v", got)
+	}
+	untrusted := cluster.Credentials{BearerToken: token}
+	got := cluster.Probe(context.Background(), srv.URL, untrusted, 2*time.Second)
+	if got.Reason != v1.ReasonUnreachable || !strings.Contains(got.Message, "x509") {
+		t.Fatalf("probe of a server whose certificate no CA vouches for: %+v", got)
+	}
+	srv.Close()
+	got = cluster.Probe(context.Background(), srv.URL, insecure, 2*time.Second)
+	if got.Reason != v1.ReasonUnreachable || !strings.Contains(got.Message, "connection refused") {
+		t.Fatalf("probe of a stopped server: %+v", got)
+	}
+}
+
+func TestProbeGivesUpAfterTheTimeout(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	start := time.Now()
+	got := cluster.Probe(context.Background(), srv.URL, cluster.Credentials{Insecure: true}, 300*time.Millisecond)
+	if got.Reason != v1.ReasonUnreachable {
+		t.Fatalf("a server that never answers: %+v", got)
+	}
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Fatalf("the probe waited %v, far past its timeout", elapsed)
+	}
+}
+
+func TestOneFailureIsRetriedBeforeReadyTurnsFalse(t *testing.T) {
+	for _, tc := range []struct {
+		wasReady bool
+		failures int
+		want     bool
+	}{
+		{wasReady: true, failures: 1, want: false},
+		{wasReady: true, failures: 2, want: true},
+		{wasReady: true, failures: 5, want: true},
+		{wasReady: false, failures: 1, want: true},
+	} {
+		if got := cluster.ReportFailure(tc.wasReady, tc.failures); got != tc.want {
+			t.Errorf("ReportFailure(wasReady=%v, failures=%d) = %v, want %v", tc.wasReady, tc.failures, got, tc.want)
+		}
+	}
+}
+
+func TestJitterSpreadsProbesAroundThePeriod(t *testing.T) {
+	period := 30 * time.Second
+	if lo, hi := cluster.Jitter(period, 0), cluster.Jitter(period, 0.999999); lo != 27*time.Second || hi < 32*time.Second || hi > 33*time.Second {
+		t.Fatalf("jitter spans [%v, %v], want about [27s, 33s)", lo, hi)
+	}
+	if cluster.Jitter(period, 0.25) == cluster.Jitter(period, 0.75) {
+		t.Fatal("jitter does not depend on the random number")
+	}
+}
+
+func TestTimeoutsFollowThePeriodWithinBounds(t *testing.T) {
+	for _, tc := range []struct {
+		period, timeout, retry time.Duration
+	}{
+		{time.Second, 2 * time.Second, time.Second},
+		{12 * time.Second, 6 * time.Second, 2 * time.Second},
+		{30 * time.Second, 10 * time.Second, 5 * time.Second},
+		{10 * time.Minute, 10 * time.Second, 5 * time.Second},
+	} {
+		if got := cluster.Timeout(tc.period); got != tc.timeout {
+			t.Errorf("Timeout(%v) = %v, want %v", tc.period, got, tc.timeout)
+		}
+		if got := cluster.RetryDelay(tc.period); got != tc.retry {
+			t.Errorf("RetryDelay(%v) = %v, want %v", tc.period, got, tc.retry)
+		}
+	}
+}
