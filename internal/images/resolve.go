@@ -1,0 +1,207 @@
+package images
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/kokumi-dev/kokumi/internal/oci"
+)
+
+// Pin is one image: the reference the manifests named, and the reference by digest that
+// replaces it.
+type Pin struct {
+	// Original is the reference as written.
+	Original string
+	// Pinned is the reference by digest.
+	Pinned string
+}
+
+// Error says which image failed and why.
+type Error struct {
+	// Image is the reference as written in the manifests.
+	Image string
+	// Err is what the registry answered.
+	Err error
+}
+
+// Error implements error.
+func (e *Error) Error() string { return fmt.Sprintf("image %s: %v", e.Image, e.Err) }
+
+// Unwrap returns the registry's error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Resolver reaches the registries images live in.
+type Resolver struct {
+	// Credentials sign in to registries; other hosts are reached anonymously.
+	Credentials oci.Credentials
+	// PlainHTTP lists hosts reached over plain HTTP besides loopback ones.
+	PlainHTTP []string
+	// Transport sends the requests; nil means remote.DefaultTransport.
+	Transport http.RoundTripper
+	// Parallel is how many images are resolved at once (default 4).
+	Parallel int
+}
+
+// Resolve pins refs to their digests (vendorRegistry empty) or copies them, every platform
+// of an index, into vendorRegistry and points them there. It returns one Pin per ref, in the
+// order of refs; the first failure in that order is returned as an *Error.
+func (r *Resolver) Resolve(ctx context.Context, refs []string, vendorRegistry string) ([]Pin, error) {
+	pins := make([]Pin, len(refs))
+	errs := make([]error, len(refs))
+	parallel := r.Parallel
+	if parallel <= 0 {
+		parallel = 4
+	}
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, ref := range refs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			var pinned string
+			var err error
+			if vendorRegistry == "" {
+				pinned, err = r.pin(ctx, ref)
+			} else {
+				pinned, err = r.vendor(ctx, ref, vendorRegistry)
+			}
+			if err != nil {
+				errs[i] = &Error{Image: ref, Err: err}
+				return
+			}
+			pins[i] = Pin{Original: ref, Pinned: pinned}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return pins, nil
+}
+
+func (r *Resolver) parse(ref string) (name.Reference, error) {
+	var opts []name.Option
+	if r.plainHTTP(ref) {
+		opts = append(opts, name.Insecure)
+	}
+	parsed, err := name.ParseReference(ref, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("parse reference: %w", err)
+	}
+	return parsed, nil
+}
+
+func (r *Resolver) plainHTTP(ref string) bool {
+	host, _, _ := strings.Cut(ref, "/")
+	for _, h := range r.PlainHTTP {
+		if h == host {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Resolver) options(ctx context.Context) []remote.Option {
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(keychain{r.Credentials})}
+	if r.Transport != nil {
+		opts = append(opts, remote.WithTransport(r.Transport))
+	}
+	return opts
+}
+
+// pin resolves a tag to the digest it points to now; a reference by digest is kept as is.
+func (r *Resolver) pin(ctx context.Context, ref string) (string, error) {
+	parsed, err := r.parse(ref)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := parsed.(name.Digest); ok {
+		return ref, nil
+	}
+	desc, err := remote.Head(parsed, r.options(ctx)...)
+	if err != nil {
+		return "", fmt.Errorf("resolve tag: %w", err)
+	}
+	return withoutTag(ref) + "@" + desc.Digest.String(), nil
+}
+
+// vendor copies the image (every platform of an index) to registry/<source host>/<path> and
+// returns the copy's reference by digest.
+func (r *Resolver) vendor(ctx context.Context, ref, registry string) (string, error) {
+	src, err := r.parse(ref)
+	if err != nil {
+		return "", err
+	}
+	opts := r.options(ctx)
+	desc, err := remote.Get(src, opts...)
+	if err != nil {
+		return "", fmt.Errorf("fetch: %w", err)
+	}
+	ctxRepo := src.Context()
+	dstRepoName := registry + "/" + strings.ReplaceAll(ctxRepo.RegistryStr(), ":", "-") + "/" + ctxRepo.RepositoryStr()
+	var dstOpts []name.Option
+	if r.plainHTTP(dstRepoName) {
+		dstOpts = append(dstOpts, name.Insecure)
+	}
+	dstRepo, err := name.NewRepository(dstRepoName, dstOpts...)
+	if err != nil {
+		return "", fmt.Errorf("vendor repository %s: %w", dstRepoName, err)
+	}
+	var dst name.Reference = dstRepo.Digest(desc.Digest.String())
+	if tag, ok := src.(name.Tag); ok {
+		dst = dstRepo.Tag(tag.TagStr())
+	}
+	if desc.MediaType.IsIndex() {
+		idx, err := desc.ImageIndex()
+		if err != nil {
+			return "", fmt.Errorf("read index: %w", err)
+		}
+		if err := remote.WriteIndex(dst, idx, opts...); err != nil {
+			return "", fmt.Errorf("copy to %s: %w", dstRepoName, err)
+		}
+	} else {
+		img, err := desc.Image()
+		if err != nil {
+			return "", fmt.Errorf("read image: %w", err)
+		}
+		if err := remote.Write(dst, img, opts...); err != nil {
+			return "", fmt.Errorf("copy to %s: %w", dstRepoName, err)
+		}
+	}
+	return dstRepoName + "@" + desc.Digest.String(), nil
+}
+
+// withoutTag strips the tag (and any digest) from a reference as written.
+func withoutTag(ref string) string {
+	ref, _, _ = strings.Cut(ref, "@")
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		return ref[:i]
+	}
+	return ref
+}
+
+// keychain signs in to registries with oci.Credentials.
+type keychain struct{ creds oci.Credentials }
+
+// Resolve implements authn.Keychain.
+func (k keychain) Resolve(res authn.Resource) (authn.Authenticator, error) {
+	c, ok := k.creds.Lookup(res.RegistryStr())
+	if !ok {
+		return authn.Anonymous, nil
+	}
+	if c.Username == "" {
+		return &authn.Bearer{Token: c.Password}, nil
+	}
+	return authn.FromConfig(authn.AuthConfig{Username: c.Username, Password: c.Password}), nil
+}

@@ -1,0 +1,196 @@
+// Package preparation builds what a Preparation records: it pulls a Product's source, renders
+// it, pins or vendors its images, packs the manifests into one deterministic layer and pushes
+// it as an OCI artifact Argo CD syncs. It talks to registries, never to the API server.
+package preparation
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/kokumi-dev/kokumi/internal/images"
+	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/render"
+)
+
+// Annotations on a Preparation's artifact, besides the OCI ones.
+const (
+	// AnnotationParentDigest is the artifact digest of the Preparation this one follows.
+	AnnotationParentDigest = "delivery.kokumi.dev/parent-digest"
+	// AnnotationConfigHash is the Preparation's config hash.
+	AnnotationConfigHash = "delivery.kokumi.dev/config-hash"
+	// AnnotationTargetNamespace is the namespace the manifests render into.
+	AnnotationTargetNamespace = "delivery.kokumi.dev/target-namespace"
+	// ManifestsFile is the one file of the artifact's layer.
+	ManifestsFile = "manifests.yaml"
+)
+
+// Reason says which step failed, as the Order's Ready reason.
+type Reason string
+
+// Reasons a build fails for (the Order's Ready reasons).
+const (
+	ReasonSourceNotFound        Reason = "SourceNotFound"
+	ReasonRenderFailed          Reason = "RenderFailed"
+	ReasonImageResolutionFailed Reason = "ImageResolutionFailed"
+	ReasonPushFailed            Reason = "PushFailed"
+)
+
+// Error is a failed build: the step, and a message that names what failed and how to fix it.
+type Error struct {
+	// Reason is the failed step.
+	Reason Reason
+	// Err is the cause, its message written for the user.
+	Err error
+}
+
+// Error implements error.
+func (e *Error) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+func fail(reason Reason, format string, args ...any) *Error {
+	return &Error{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// Input is everything a Preparation is built from.
+type Input struct {
+	// SourceURL is the oci:// reference of the chart or bundle.
+	SourceURL string
+	// Version is the tag or digest to pull; empty is latest.
+	Version string
+	// Render says how the source renders (release name, target namespace, values, CRDs).
+	Render render.Options
+	// VendorRegistry receives the images under the Vendor policy; empty pins them in place.
+	VendorRegistry string
+}
+
+// Built is a rendered Preparation, not yet pushed.
+type Built struct {
+	// SourceDigest is the digest the version resolved to.
+	SourceDigest string
+	// Images are the images of the manifests, sorted by original reference.
+	Images []images.Pin
+	// Layer is the gzipped tar holding ManifestsFile.
+	Layer []byte
+	// Manifests is the content of ManifestsFile.
+	Manifests []byte
+	// ConfigHash identifies what was rendered: the same hash never makes a second Preparation.
+	ConfigHash string
+	// Objects counts the rendered objects.
+	Objects int
+}
+
+// Builder pulls sources and resolves images.
+type Builder struct {
+	// Sources pulls Product sources.
+	Sources *oci.Client
+	// Images pins or vendors images.
+	Images *images.Resolver
+}
+
+// Build pulls the source, renders it, pins or vendors every image, and packs the manifests.
+// A failure is an *Error naming the step.
+func (b *Builder) Build(ctx context.Context, in Input) (*Built, error) {
+	pulled, err := b.Sources.Pull(ctx, in.SourceURL, in.Version)
+	if err != nil {
+		version := in.Version
+		if version == "" {
+			version = "latest"
+		}
+		if oci.IsNotFound(err) {
+			return nil, fail(ReasonSourceNotFound, "version %s of %s does not exist: push it or fix spec.source.version of the Product (%v)", version, in.SourceURL, err)
+		}
+		return nil, fail(ReasonSourceNotFound, "cannot pull version %s of %s: check that the registry is reachable and spec.source.credentialsRef (%v)", version, in.SourceURL, err)
+	}
+	res, err := render.Render(ctx, pulled.Layers, in.Render)
+	if err != nil {
+		return nil, fail(ReasonRenderFailed, "render %s@%s: %v: fix the chart or bundle, or the Product's spec.render", in.SourceURL, pulled.Digest, err)
+	}
+	refs := images.Find(res.Objects)
+	pins, err := b.Images.Resolve(ctx, refs, in.VendorRegistry)
+	if err != nil {
+		var ie *images.Error
+		if errors.As(err, &ie) {
+			action := "push it or fix the image in the chart or the Product's values"
+			if in.VendorRegistry != "" {
+				action = "check that the image exists and that the vendor registry " + in.VendorRegistry + " accepts pushes"
+			}
+			return nil, fail(ReasonImageResolutionFailed, "image %s: %v: %s", ie.Image, ie.Err, action)
+		}
+		return nil, fail(ReasonImageResolutionFailed, "resolve images: %v", err)
+	}
+	mapping := make(map[string]string, len(pins))
+	for _, p := range pins {
+		mapping[p.Original] = p.Pinned
+	}
+	images.Rewrite(res.Objects, mapping)
+	manifests, err := render.Marshal(res.Objects)
+	if err != nil {
+		return nil, fail(ReasonRenderFailed, "write manifests: %v", err)
+	}
+	layer, err := oci.TarGz(map[string][]byte{ManifestsFile: manifests})
+	if err != nil {
+		return nil, fail(ReasonRenderFailed, "pack manifests: %v", err)
+	}
+	return &Built{
+		SourceDigest: pulled.Digest,
+		Images:       pins,
+		Layer:        layer,
+		Manifests:    manifests,
+		ConfigHash:   configHash(in.SourceURL, pulled.Digest, in.Render.TargetNamespace, layer),
+		Objects:      len(res.Objects),
+	}, nil
+}
+
+// configHash hashes what makes a Preparation: the source and its digest, the target namespace
+// and the rendered bytes (which hold the release name, values and image digests).
+func configHash(url, sourceDigest, targetNamespace string, layer []byte) string {
+	b, _ := json.Marshal([]string{url, sourceDigest, targetNamespace, digest.FromBytes(layer).String()})
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Annotations are the artifact's annotations: the source (url, version, base name and
+// digest), the config hash, the target namespace and, when there is one, the parent digest.
+func Annotations(in Input, built *Built, parentDigest string) map[string]string {
+	base := oci.TrimScheme(in.SourceURL)
+	if strings.HasPrefix(in.Version, "sha256:") {
+		base += "@" + in.Version
+	} else if in.Version != "" {
+		base += ":" + in.Version
+	}
+	a := map[string]string{
+		ocispec.AnnotationSource:          in.SourceURL,
+		ocispec.AnnotationVersion:         in.Version,
+		ocispec.AnnotationBaseImageName:   base,
+		ocispec.AnnotationBaseImageDigest: built.SourceDigest,
+		AnnotationConfigHash:              built.ConfigHash,
+		AnnotationTargetNamespace:         in.Render.TargetNamespace,
+	}
+	if in.Version == "" {
+		delete(a, ocispec.AnnotationVersion)
+	}
+	if parentDigest != "" {
+		a[AnnotationParentDigest] = parentDigest
+	}
+	return a
+}
+
+// Push pushes the built artifact to repository (host/path) with Annotations and returns its
+// manifest digest. The same build and parent always give the same digest.
+func (b *Builder) Push(ctx context.Context, repository string, in Input, built *Built, parentDigest string) (string, error) {
+	d, err := b.Sources.PushArtifact(ctx, repository, built.Layer, Annotations(in, built, parentDigest))
+	if err != nil {
+		return "", fail(ReasonPushFailed, "push the artifact to %s: %v: check that the registry is running and accepts pushes", repository, err)
+	}
+	return d, nil
+}
