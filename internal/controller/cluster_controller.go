@@ -1,0 +1,398 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/cluster"
+)
+
+func init() { setups = append(setups, SetupClusterController) }
+
+const (
+	// ClusterFinalizer keeps a Cluster until its Argo CD cluster Secret can go: after every
+	// Argo CD Application for it is gone.
+	ClusterFinalizer = "delivery.kokumi.dev/argocd-cluster-secret"
+
+	// clusterCredentialsIndex indexes Clusters by the name of their credentials Secret.
+	clusterCredentialsIndex = "kokumi.spec.credentialsRef.name"
+
+	// clusterApplicationsWait is how often a Cluster being deleted checks whether Argo CD's
+	// Applications for it are gone.
+	clusterApplicationsWait = 5 * time.Second
+
+	// clusterMaxVersion is the length status.version allows.
+	clusterMaxVersion = 64
+)
+
+// clusterApplicationListGVK is Argo CD's Application list, read as metadata only.
+var clusterApplicationListGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "ApplicationList"}
+
+// ClusterReconciler keeps each Cluster's Argo CD cluster Secret in step with its credentials,
+// probes its server on a period with jitter, and reports Ready.
+type ClusterReconciler struct {
+	// Client reads Clusters from the manager's cache and writes.
+	Client client.Client
+	// Secrets reads the credentials Secrets in Kokumi's namespace and Kokumi's Argo CD cluster
+	// Secrets, from a cache limited to those two namespaces.
+	Secrets client.Reader
+	// APIReader reads without a cache: Argo CD's Applications while a Cluster is deleted.
+	APIReader client.Reader
+	// Recorder records events on transitions.
+	Recorder events.EventRecorder
+	// Config is Kokumi's configuration: namespaces and the probe period.
+	Config Config
+
+	mu       sync.Mutex
+	failures map[string]int  // failed probes in a row, by Cluster
+	waiting  map[string]bool // Clusters whose deletion waits for Applications
+}
+
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=clusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=clusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=clusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=argocd,resources=secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=applications,verbs=get;list;watch
+
+// SetupClusterController registers the Cluster reconciler with the manager.
+func SetupClusterController(mgr ctrl.Manager, cfg Config) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1.Cluster{}, clusterCredentialsIndex,
+		func(o client.Object) []string { return []string{o.(*v1.Cluster).Spec.CredentialsRef.Name} }); err != nil {
+		return fmt.Errorf("index clusters by credentials: %w", err)
+	}
+	secrets, err := newClusterSecretCache(mgr, cfg)
+	if err != nil {
+		return err
+	}
+	r := &ClusterReconciler{
+		Client:    mgr.GetClient(),
+		Secrets:   secrets,
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("kokumi-cluster"),
+		Config:    cfg,
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("cluster").
+		For(&v1.Cluster{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, clusterDeletionStarted()))).
+		WatchesRawSource(source.Kind(secrets, &corev1.Secret{}, handler.TypedEnqueueRequestsFromMapFunc(r.clustersForSecret))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("set up the cluster controller: %w", err)
+	}
+	return nil
+}
+
+// newClusterSecretCache caches the Secrets of Kokumi's namespace, and Kokumi's cluster Secrets in
+// Argo CD's namespace, and nothing else: the controller reads no other Secret.
+func newClusterSecretCache(mgr ctrl.Manager, cfg Config) (cache.Cache, error) {
+	namespaces := map[string]cache.Config{
+		cfg.ArgoCDNamespace: {LabelSelector: labels.SelectorFromSet(labels.Set{
+			argocd.LabelManagedBy:  argocd.ManagedByKokumi,
+			argocd.LabelSecretType: argocd.SecretTypeCluster,
+		})},
+		cfg.Namespace: {}, // the credentials; wins when both namespaces are the same
+	}
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(),
+		Scheme:     mgr.GetScheme(),
+		Mapper:     mgr.GetRESTMapper(),
+		ByObject:   map[client.Object]cache.ByObject{&corev1.Secret{}: {Namespaces: namespaces}},
+		// Only Secrets come from here.
+		DefaultNamespaces: namespaces,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create the Secret cache of namespaces %q and %q: %w", cfg.Namespace, cfg.ArgoCDNamespace, err)
+	}
+	if err := mgr.Add(c); err != nil {
+		return nil, fmt.Errorf("add the Secret cache: %w", err)
+	}
+	return c, nil
+}
+
+// clusterDeletionStarted passes the update that sets an object's deletionTimestamp.
+func clusterDeletionStarted() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+	}}
+}
+
+// clustersForSecret maps a credentials Secret to the Clusters that use it, and an Argo CD
+// cluster Secret of Kokumi's to its Cluster.
+func (r *ClusterReconciler) clustersForSecret(ctx context.Context, s *corev1.Secret) []reconcile.Request {
+	var reqs []reconcile.Request
+	if s.Namespace == r.Config.ArgoCDNamespace && s.Labels[argocd.LabelManagedBy] == argocd.ManagedByKokumi {
+		if name := s.Labels[argocd.LabelCluster]; name != "" {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+		}
+	}
+	if s.Namespace == r.Config.Namespace {
+		var list v1.ClusterList
+		if err := r.Client.List(ctx, &list, client.MatchingFields{clusterCredentialsIndex: s.Name}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "list the Clusters of a credentials Secret", "secret", s.Name)
+			return reqs
+		}
+		for _, c := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: c.Name}})
+		}
+	}
+	return reqs
+}
+
+// Reconcile brings one Cluster's Argo CD cluster Secret and status up to date.
+func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var c v1.Cluster
+	if err := r.Client.Get(ctx, req.NamespacedName, &c); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get cluster %q: %w", req.Name, err)
+	}
+	if !c.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &c)
+	}
+	if controllerutil.AddFinalizer(&c, ClusterFinalizer) {
+		if err := r.Client.Update(ctx, &c); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer to cluster %q: %w", c.Name, err)
+		}
+	}
+	before := c.Status.DeepCopy()
+
+	creds, reason, message, err := r.credentials(ctx, &c)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if reason != "" {
+		// Bad input: the Secret watch brings the fix, no retry before.
+		r.forget(c.Name)
+		setClusterReady(&c, metav1.ConditionFalse, reason, message)
+		return ctrl.Result{}, r.writeStatus(ctx, &c, before)
+	}
+	if err := r.syncArgoCDSecret(ctx, &c, creds); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	period := r.Config.ProbePeriod
+	res := cluster.Probe(ctx, c.Spec.Server, creds, cluster.Timeout(period))
+	if res.Connected() {
+		r.forget(c.Name)
+	} else if failures := r.failed(c.Name); !cluster.ReportFailure(cluster.IsReady(&c), failures) {
+		ctrl.LoggerFrom(ctx).Info("probe failed; retrying before Ready turns False",
+			"reason", res.Reason, "message", res.Message, "failuresInARow", failures)
+		return ctrl.Result{RequeueAfter: cluster.RetryDelay(period)}, nil
+	}
+	now := metav1.Now()
+	c.Status.LastProbeTime = &now
+	if res.Version != "" {
+		c.Status.Version = cluster.Truncate(res.Version, clusterMaxVersion)
+	}
+	status := metav1.ConditionFalse
+	if res.Connected() {
+		status = metav1.ConditionTrue
+	}
+	setClusterReady(&c, status, res.Reason, res.Message)
+	if err := r.writeStatus(ctx, &c, before); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: cluster.Jitter(period, rand.Float64())}, nil
+}
+
+// credentials reads and parses the Cluster's credentials Secret. A reason is returned when the
+// Secret is missing or unusable; an error only for a failure worth retrying.
+func (r *ClusterReconciler) credentials(ctx context.Context, c *v1.Cluster) (creds cluster.Credentials, reason, message string, err error) {
+	ref := c.Spec.CredentialsRef.Name
+	var s corev1.Secret
+	if err := r.Secrets.Get(ctx, types.NamespacedName{Namespace: r.Config.Namespace, Name: ref}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return creds, v1.ReasonCredentialsNotFound, fmt.Sprintf(
+				"spec.credentialsRef: Secret %q not found in namespace %q: create it with a kubeconfig under %q, "+
+					"or a bearer token under %q and the server's CA under %q",
+				ref, r.Config.Namespace, cluster.KeyKubeconfig, cluster.KeyToken, cluster.KeyCA), nil
+		}
+		return creds, "", "", fmt.Errorf("get credentials Secret %s/%s of cluster %q: %w", r.Config.Namespace, ref, c.Name, err)
+	}
+	creds, err = cluster.ParseSecret(s.Data)
+	if err != nil {
+		return creds, v1.ReasonInvalidCredentials, fmt.Sprintf("spec.credentialsRef: Secret %s/%s %v", r.Config.Namespace, ref, err), nil
+	}
+	return creds, "", "", nil
+}
+
+// syncArgoCDSecret creates or updates the Cluster's Argo CD cluster Secret, writing only
+// when something changed.
+func (r *ClusterReconciler) syncArgoCDSecret(ctx context.Context, c *v1.Cluster, creds cluster.Credentials) error {
+	want := cluster.ArgoCDSecret(r.Config.ArgoCDNamespace, c.Name, c.Spec.Server, creds)
+	key := client.ObjectKeyFromObject(want)
+	var have corev1.Secret
+	err := r.Secrets.Get(ctx, key, &have)
+	if apierrors.IsNotFound(err) {
+		err = r.Client.Create(ctx, want)
+		if err == nil {
+			ctrl.LoggerFrom(ctx).Info("created the Argo CD cluster Secret", "secret", key.String())
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create Argo CD cluster Secret %s: %w", key, err)
+		}
+		// It exists without Kokumi's labels, or the cache has not seen it yet.
+		err = r.APIReader.Get(ctx, key, &have)
+	}
+	if err != nil {
+		return fmt.Errorf("get Argo CD cluster Secret %s: %w", key, err)
+	}
+	if !cluster.SyncSecret(&have, want) {
+		return nil
+	}
+	if err := r.Client.Update(ctx, &have); err != nil {
+		return fmt.Errorf("update Argo CD cluster Secret %s: %w", key, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("updated the Argo CD cluster Secret", "secret", key.String())
+	return nil
+}
+
+// finalize deletes the Argo CD cluster Secret once no Argo CD Application for the Cluster
+// remains, then lets the Cluster go.
+func (r *ClusterReconciler) finalize(ctx context.Context, c *v1.Cluster) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(c, ClusterFinalizer) {
+		r.forget(c.Name)
+		return ctrl.Result{}, nil
+	}
+	remaining, err := r.remainingApplications(ctx, c.Name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if remaining > 0 {
+		if r.startWaiting(c.Name) {
+			r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "WaitingForApplications", "Delete", "%s",
+				fmt.Sprintf("%d Argo CD Applications still deploy to this cluster; its Argo CD cluster Secret stays until they are gone", remaining))
+		}
+		ctrl.LoggerFrom(ctx).Info("waiting for Argo CD Applications of the cluster to be deleted", "applications", remaining)
+		return ctrl.Result{RequeueAfter: clusterApplicationsWait}, nil
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Config.ArgoCDNamespace, Name: cluster.SecretName(c.Name)}}
+	if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("delete Argo CD cluster Secret %s/%s: %w", secret.Namespace, secret.Name, err)
+	}
+	controllerutil.RemoveFinalizer(c, ClusterFinalizer)
+	if err := r.Client.Update(ctx, c); err != nil {
+		return ctrl.Result{}, fmt.Errorf("remove finalizer from cluster %q: %w", c.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("deleted the Argo CD cluster Secret; the Cluster goes", "secret", secret.Name)
+	r.forget(c.Name)
+	return ctrl.Result{}, nil
+}
+
+// remainingApplications counts Argo CD's Applications labelled for the Cluster. Without Argo
+// CD's Application kind, none can remain.
+func (r *ClusterReconciler) remainingApplications(ctx context.Context, name string) (int, error) {
+	var apps metav1.PartialObjectMetadataList
+	apps.SetGroupVersionKind(clusterApplicationListGVK)
+	err := r.APIReader.List(ctx, &apps, client.InNamespace(r.Config.ArgoCDNamespace),
+		client.MatchingLabels{argocd.LabelCluster: name})
+	if meta.IsNoMatchError(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("list Argo CD Applications of cluster %q: %w", name, err)
+	}
+	return len(apps.Items), nil
+}
+
+// writeStatus writes the Cluster's status when it changed, and records an event when Ready
+// changed.
+func (r *ClusterReconciler) writeStatus(ctx context.Context, c *v1.Cluster, before *v1.ClusterStatus) error {
+	c.Status.ObservedGeneration = c.Generation
+	if equality.Semantic.DeepEqual(before, &c.Status) {
+		return nil
+	}
+	patch := &v1.Cluster{ObjectMeta: c.ObjectMeta, Status: *before}
+	if err := r.Client.Status().Patch(ctx, c, client.MergeFrom(patch)); err != nil {
+		return fmt.Errorf("write status of cluster %q: %w", c.Name, err)
+	}
+	emitReadyTransition(r.Recorder, c, before.Conditions, c.Status.Conditions)
+	return nil
+}
+
+func (r *ClusterReconciler) failed(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failures == nil {
+		r.failures = map[string]int{}
+	}
+	r.failures[name]++
+	return r.failures[name]
+}
+
+func (r *ClusterReconciler) startWaiting(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiting == nil {
+		r.waiting = map[string]bool{}
+	}
+	first := !r.waiting[name]
+	r.waiting[name] = true
+	return first
+}
+
+func (r *ClusterReconciler) forget(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.failures, name)
+	delete(r.waiting, name)
+}
+
+// setClusterReady sets the Ready condition of a Cluster.
+func setClusterReady(c *v1.Cluster, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{
+		Type:               v1.ConditionReady,
+		Status:             status,
+		Reason:             reason,
+		Message:            cluster.Truncate(message, cluster.MaxMessage),
+		ObservedGeneration: c.Generation,
+	})
+}
+
+// emitReadyTransition records an event when the Ready condition's status or reason changed:
+// Normal when it turned True, Warning otherwise. The note is the condition's message.
+func emitReadyTransition(rec events.EventRecorder, obj client.Object, before, after []metav1.Condition) {
+	now := meta.FindStatusCondition(after, v1.ConditionReady)
+	if now == nil {
+		return
+	}
+	if was := meta.FindStatusCondition(before, v1.ConditionReady); was != nil && was.Status == now.Status && was.Reason == now.Reason {
+		return
+	}
+	kind := corev1.EventTypeWarning
+	if now.Status == metav1.ConditionTrue {
+		kind = corev1.EventTypeNormal
+	}
+	rec.Eventf(obj, nil, kind, now.Reason, "Reconcile", "%s", now.Message)
+}

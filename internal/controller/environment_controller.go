@@ -1,0 +1,236 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/cluster"
+)
+
+func init() { setups = append(setups, SetupEnvironmentController) }
+
+const (
+	// environmentProjectIndex indexes Environments by spec.project.
+	environmentProjectIndex = "kokumi.spec.project"
+
+	// environmentArgoCDRecheck is how often an Environment rechecks for Argo CD when its
+	// AppProject kind was not served at start (no watch can tell).
+	environmentArgoCDRecheck = time.Minute
+)
+
+// environmentAppProjectGVK is Argo CD's AppProject, read as metadata only.
+var environmentAppProjectGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "AppProject"}
+
+// EnvironmentReconciler reports how many Clusters each Environment selects, how many are
+// Ready, and whether it can be deployed to. The Environment local is no object and is not
+// reconciled; an Environment named local is reconciled as any other.
+type EnvironmentReconciler struct {
+	// Client reads Environments and Clusters from the manager's cache and writes status.
+	Client client.Client
+	// Projects reads AppProjects, as metadata, from a cache of Argo CD's namespace.
+	Projects client.Reader
+	// Recorder records events on transitions.
+	Recorder events.EventRecorder
+	// Config is Kokumi's configuration: Argo CD's namespace.
+	Config Config
+}
+
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=environments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=environments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=appprojects,verbs=get;list;watch
+
+// SetupEnvironmentController registers the Environment reconciler with the manager.
+func SetupEnvironmentController(mgr ctrl.Manager, cfg Config) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1.Environment{}, environmentProjectIndex,
+		func(o client.Object) []string { return []string{o.(*v1.Environment).Spec.Project} }); err != nil {
+		return fmt.Errorf("index environments by project: %w", err)
+	}
+	projects, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient:        mgr.GetHTTPClient(),
+		Scheme:            mgr.GetScheme(),
+		Mapper:            mgr.GetRESTMapper(),
+		DefaultNamespaces: map[string]cache.Config{cfg.ArgoCDNamespace: {}},
+	})
+	if err != nil {
+		return fmt.Errorf("create the AppProject cache of namespace %q: %w", cfg.ArgoCDNamespace, err)
+	}
+	if err := mgr.Add(projects); err != nil {
+		return fmt.Errorf("add the AppProject cache: %w", err)
+	}
+	r := &EnvironmentReconciler{
+		Client:   mgr.GetClient(),
+		Projects: projects,
+		Recorder: mgr.GetEventRecorder("kokumi-environment"),
+		Config:   cfg,
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("environment").
+		For(&v1.Environment{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &v1.Cluster{}, r.clusterHandler()))
+	// Watch AppProjects only where Argo CD is installed: a watch of a kind not served would
+	// keep the manager from starting. Without it, Environments say ArgoCDNotInstalled.
+	if _, err := mgr.GetRESTMapper().RESTMapping(environmentAppProjectGVK.GroupKind(), environmentAppProjectGVK.Version); err == nil {
+		b = b.WatchesRawSource(source.Kind(projects, environmentAppProjectMetadata(),
+			handler.TypedEnqueueRequestsFromMapFunc(r.environmentsForProject)))
+	} else if !meta.IsNoMatchError(err) {
+		return fmt.Errorf("look up Argo CD's AppProject kind: %w", err)
+	}
+	if err := b.Complete(r); err != nil {
+		return fmt.Errorf("set up the environment controller: %w", err)
+	}
+	return nil
+}
+
+func environmentAppProjectMetadata() *metav1.PartialObjectMetadata {
+	p := &metav1.PartialObjectMetadata{}
+	p.SetGroupVersionKind(environmentAppProjectGVK)
+	return p
+}
+
+// environmentsForProject maps an AppProject to the Environments that name it.
+func (r *EnvironmentReconciler) environmentsForProject(ctx context.Context, p *metav1.PartialObjectMetadata) []reconcile.Request {
+	var list v1.EnvironmentList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{environmentProjectIndex: p.Name}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list the Environments of an AppProject", "appProject", p.Name)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, e := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: e.Name}})
+	}
+	return reqs
+}
+
+// clusterHandler enqueues the Environments a Cluster joins or leaves, or whose Ready count it
+// changes: those whose selector matches its labels before or after.
+func (r *EnvironmentReconciler) clusterHandler() handler.TypedEventHandler[*v1.Cluster, reconcile.Request] {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	enqueue := func(ctx context.Context, q queue, sets ...labels.Set) {
+		for _, req := range r.environmentsSelecting(ctx, sets...) {
+			q.Add(req)
+		}
+	}
+	return handler.TypedFuncs[*v1.Cluster, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*v1.Cluster], q queue) {
+			enqueue(ctx, q, e.Object.Labels)
+		},
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*v1.Cluster], q queue) {
+			if labels.Equals(e.ObjectOld.Labels, e.ObjectNew.Labels) && cluster.IsReady(e.ObjectOld) == cluster.IsReady(e.ObjectNew) {
+				return
+			}
+			enqueue(ctx, q, e.ObjectOld.Labels, e.ObjectNew.Labels)
+		},
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*v1.Cluster], q queue) {
+			enqueue(ctx, q, e.Object.Labels)
+		},
+	}
+}
+
+// environmentsSelecting lists the Environments whose selector matches any of the label sets.
+func (r *EnvironmentReconciler) environmentsSelecting(ctx context.Context, sets ...labels.Set) []reconcile.Request {
+	var list v1.EnvironmentList
+	if err := r.Client.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list Environments")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		sel, err := cluster.Selector(&list.Items[i].Spec.ClusterSelector)
+		if err != nil {
+			continue // InvalidSelector does not change with Clusters
+		}
+		for _, set := range sets {
+			if sel.Matches(set) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+				break
+			}
+		}
+	}
+	return reqs
+}
+
+// Reconcile counts the Clusters one Environment selects and decides its Ready condition.
+func (r *EnvironmentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var env v1.Environment
+	if err := r.Client.Get(ctx, req.NamespacedName, &env); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get environment %s: %w", req.NamespacedName, err)
+	}
+	before := env.Status.DeepCopy()
+
+	facts := cluster.EnvironmentFacts{Project: env.Spec.Project, ArgoCDNamespace: r.Config.ArgoCDNamespace}
+	facts.Selector, facts.SelectorError = cluster.Selector(&env.Spec.ClusterSelector)
+	if facts.SelectorError == nil {
+		var clusters v1.ClusterList
+		if err := r.Client.List(ctx, &clusters); err != nil {
+			return ctrl.Result{}, fmt.Errorf("list clusters for environment %s: %w", req.NamespacedName, err)
+		}
+		facts.Selected, facts.Ready = cluster.Count(facts.Selector, clusters.Items)
+		var err error
+		facts.ArgoCDInstalled, facts.ProjectFound, err = r.projectExists(ctx, env.Spec.Project)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	status, reason, message := cluster.EnvironmentReady(facts)
+	env.Status.Clusters, env.Status.ReadyClusters = facts.Selected, facts.Ready
+	env.Status.ObservedGeneration = env.Generation
+	meta.SetStatusCondition(&env.Status.Conditions, metav1.Condition{
+		Type:               v1.ConditionReady,
+		Status:             status,
+		Reason:             reason,
+		Message:            cluster.Truncate(message, cluster.MaxMessage),
+		ObservedGeneration: env.Generation,
+	})
+	if !equality.Semantic.DeepEqual(before, &env.Status) {
+		patch := &v1.Environment{ObjectMeta: env.ObjectMeta, Status: *before}
+		if err := r.Client.Status().Patch(ctx, &env, client.MergeFrom(patch)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("write status of environment %s: %w", req.NamespacedName, err)
+		}
+		emitReadyTransition(r.Recorder, &env, before.Conditions, env.Status.Conditions)
+	}
+	if reason == v1.ReasonArgoCDNotInstalled {
+		return ctrl.Result{RequeueAfter: environmentArgoCDRecheck}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// projectExists looks the AppProject up in Argo CD's namespace.
+func (r *EnvironmentReconciler) projectExists(ctx context.Context, name string) (installed, found bool, err error) {
+	p := environmentAppProjectMetadata()
+	err = r.Projects.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoCDNamespace, Name: name}, p)
+	switch {
+	case err == nil:
+		return true, true, nil
+	case apierrors.IsNotFound(err):
+		return true, false, nil
+	case meta.IsNoMatchError(err):
+		return false, false, nil
+	default:
+		return false, false, fmt.Errorf("get AppProject %s/%s: %w", r.Config.ArgoCDNamespace, name, err)
+	}
+}
