@@ -83,3 +83,9 @@ const (
 	// ReasonInvalidCredentials: the credentials Secret holds nothing usable.
 	ReasonInvalidCredentials = "InvalidCredentials"
 )
+
+// Serving Ready reasons before anything can be deployed.
+const (
+	// ReasonOrderNotFound: the Serving's Order does not exist.
+	ReasonOrderNotFound = "OrderNotFound"
+)

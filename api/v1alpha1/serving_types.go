@@ -22,14 +22,19 @@ type ServingSpec struct {
 // ClusterCounts counts the clusters of a Serving by the state of their deployment.
 type ClusterCounts struct {
 	// Selected is how many Clusters the Environment selects.
+	// +optional
 	Selected int32 `json:"selected"`
 	// Healthy is how many run the Preparation synced and healthy.
+	// +optional
 	Healthy int32 `json:"healthy"`
 	// Progressing is how many are on their way.
+	// +optional
 	Progressing int32 `json:"progressing"`
 	// Degraded is how many Argo CD reports degraded or failed to sync.
+	// +optional
 	Degraded int32 `json:"degraded"`
 	// Held is how many Kokumi does not deploy to, those whose Cluster is not Ready among them.
+	// +optional
 	Held int32 `json:"held"`
 }
 

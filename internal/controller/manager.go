@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -58,6 +61,9 @@ func DefaultConfig() Config {
 	}
 }
 
+// Setup registers one reconciler with a manager.
+type Setup func(ctrl.Manager, Config) error
+
 // setups lists every reconciler's setup; each reconciler adds itself here.
 var setups []func(ctrl.Manager, Config) error
 
@@ -78,15 +84,26 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
+// cacheOptions keeps the cache of Argo CD's objects to Argo CD's namespace.
+func cacheOptions(c Config) cache.Options {
+	inArgoCD := cache.ByObject{Namespaces: map[string]cache.Config{c.ArgoCDNamespace: {}}}
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(argocd.ApplicationGVK)
+	project := &unstructured.Unstructured{}
+	project.SetGroupVersionKind(argocd.AppProjectGVK)
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{app: inArgoCD, project: inArgoCD}}
+}
+
 // NewManager builds a manager with the scheme registered, health checks, metrics and every
-// reconciler set up.
-func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+// reconciler set up; or, when only is given, just those reconcilers (tests use that).
+func NewManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, error) {
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   cacheOptions(opts.Config),
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		LeaderElection:          opts.LeaderElection,
@@ -102,7 +119,13 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("add ready check: %w", err)
 	}
-	for _, setup := range setups {
+	all := only
+	if len(all) == 0 {
+		for _, s := range setups {
+			all = append(all, s)
+		}
+	}
+	for _, setup := range all {
 		if err := setup(mgr, opts.Config); err != nil {
 			return nil, err
 		}

@@ -196,14 +196,12 @@ func short(digest string) string {
 	return d
 }
 
-// Leaving returns the names of the Serving's Applications that no Decision keeps: their
-// clusters left the Environment.
+// Leaving returns the names of the Serving's Applications for which there is no Decision:
+// their clusters left the Environment.
 func Leaving(decisions []Decision, existing []string) []string {
 	kept := make(map[string]bool, len(decisions))
 	for _, d := range decisions {
-		if !d.Remove {
-			kept[d.Application] = true
-		}
+		kept[d.Application] = true
 	}
 	var out []string
 	for _, name := range existing {

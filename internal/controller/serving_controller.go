@@ -1,0 +1,603 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/fleet"
+)
+
+// ServingFinalizer lets a deleted Serving delete its Applications first (what runs stays).
+const ServingFinalizer = "delivery.kokumi.dev/applications"
+
+// InClusterName is the name of the cluster Kokumi runs in, as Argo CD names it.
+const InClusterName = "in-cluster"
+
+// Index fields.
+const (
+	indexOrderEnvironment   = "spec.environmentRef.name"
+	indexEnvironmentProject = "spec.project"
+	indexServingPreparation = "spec.preparationName"
+)
+
+// recheckArgoCD is how often a Serving waiting for Argo CD, or held by an Application it may
+// not change, looks again.
+const recheckArgoCD = time.Minute
+
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings/finalizers,verbs=update
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=orders;preparations;environments;clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=argoproj.io,resources=appprojects,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+
+// ServingReconciler deploys a Serving's Preparation to every cluster of its Order's Environment
+// through one Argo CD Application per cluster, and folds what Argo CD reports into its status.
+type ServingReconciler struct {
+	client.Client
+	// Config is Kokumi's configuration.
+	Config Config
+	// Recorder records events on transitions.
+	Recorder events.EventRecorder
+	// Now stamps status times.
+	Now func() time.Time
+
+	ctrl      controller.Controller
+	watchArgo sync.Once
+	mgr       ctrl.Manager
+}
+
+func init() { setups = append(setups, SetupServing) }
+
+// SetupServing registers the Serving reconciler.
+func SetupServing(mgr ctrl.Manager, cfg Config) error {
+	r := &ServingReconciler{Client: mgr.GetClient(), Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving"), Now: time.Now}
+	return r.SetupWithManager(mgr)
+}
+
+// SetupWithManager registers the indexes and watches: a change of a Serving, its Preparation,
+// Order, Environment, a Cluster, an AppProject or an Application reaches the Servings it concerns.
+func (r *ServingReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	ctx := context.Background()
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &v1.Order{}, indexOrderEnvironment, func(o client.Object) []string {
+		return []string{o.(*v1.Order).Spec.EnvironmentRef.Name}
+	}); err != nil {
+		return fmt.Errorf("index orders by environment: %w", err)
+	}
+	if err := idx.IndexField(ctx, &v1.Environment{}, indexEnvironmentProject, func(o client.Object) []string {
+		return []string{o.(*v1.Environment).Spec.Project}
+	}); err != nil {
+		return fmt.Errorf("index environments by project: %w", err)
+	}
+	if err := idx.IndexField(ctx, &v1.Serving{}, indexServingPreparation, func(o client.Object) []string {
+		if p := o.(*v1.Serving).Spec.PreparationName; p != "" {
+			return []string{p}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index servings by preparation: %w", err)
+	}
+	r.mgr = mgr
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		For(&v1.Serving{}).
+		Watches(&v1.Preparation{}, handler.EnqueueRequestsFromMapFunc(r.servingsOfPreparation)).
+		Watches(&v1.Order{}, handler.EnqueueRequestsFromMapFunc(sameName)).
+		Watches(&v1.Environment{}, handler.EnqueueRequestsFromMapFunc(r.servingsOfEnvironment)).
+		Watches(&v1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.servingsOfCluster)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Named("serving").
+		Build(r)
+	if err != nil {
+		return fmt.Errorf("build serving controller: %w", err)
+	}
+	r.ctrl = c
+	if r.argoCDInstalled() {
+		return r.watchArgoCD()
+	}
+	return nil
+}
+
+// argoCDInstalled reports whether the API server serves Argo CD's Application kind.
+func (r *ServingReconciler) argoCDInstalled() bool {
+	_, err := r.RESTMapper().RESTMapping(argocd.ApplicationGVK.GroupKind(), argocd.ApplicationGVK.Version)
+	return err == nil
+}
+
+// watchArgoCD watches Applications and AppProjects, once; Argo CD may be installed after Kokumi.
+func (r *ServingReconciler) watchArgoCD() error {
+	if r.ctrl == nil {
+		return nil // not run by a controller, as when a test calls Reconcile itself
+	}
+	var err error
+	r.watchArgo.Do(func() {
+		app := &unstructured.Unstructured{}
+		app.SetGroupVersionKind(argocd.ApplicationGVK)
+		project := &unstructured.Unstructured{}
+		project.SetGroupVersionKind(argocd.AppProjectGVK)
+		if err = r.ctrl.Watch(source.Kind(r.mgr.GetCache(), client.Object(app), handler.EnqueueRequestsFromMapFunc(servingOfApplication))); err != nil {
+			err = fmt.Errorf("watch Applications: %w", err)
+			return
+		}
+		if err = r.ctrl.Watch(source.Kind(r.mgr.GetCache(), client.Object(project), handler.EnqueueRequestsFromMapFunc(r.servingsOfProject))); err != nil {
+			err = fmt.Errorf("watch AppProjects: %w", err)
+		}
+	})
+	return err
+}
+
+// Reconcile deploys one Serving.
+func (r *ServingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var s v1.Serving
+	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !s.DeletionTimestamp.IsZero() {
+		if controllerutil.ContainsFinalizer(&s, ServingFinalizer) {
+			if _, err := r.removeApplications(ctx, &s, "ServingDeleted"); err != nil {
+				return ctrl.Result{}, err
+			}
+			controllerutil.RemoveFinalizer(&s, ServingFinalizer)
+			if err := r.Update(ctx, &s); err != nil {
+				return ctrl.Result{}, fmt.Errorf("remove finalizer of Serving %s: %w", req, err)
+			}
+		}
+		return ctrl.Result{}, nil
+	}
+	if controllerutil.AddFinalizer(&s, ServingFinalizer) {
+		if err := r.Update(ctx, &s); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer to Serving %s: %w", req, err)
+		}
+	}
+
+	before := s.Status.DeepCopy()
+	res, err := r.deploy(ctx, &s)
+	if err == nil {
+		s.Status.ObservedGeneration = s.Generation
+	}
+	r.recordTransition(&s, before)
+	if !equality.Semantic.DeepEqual(before, &s.Status) {
+		// A merge patch of status alone: nothing else writes a Serving's status.
+		base := s.DeepCopy()
+		base.Status = *before
+		if uerr := r.Status().Patch(ctx, &s, client.MergeFrom(base)); uerr != nil {
+			return ctrl.Result{}, fmt.Errorf("update status of Serving %s: %w", req, uerr)
+		}
+	}
+	return res, err
+}
+
+// outcome sets the Serving's Ready condition, keeping its transition time when unchanged.
+func (r *ServingReconciler) outcome(s *v1.Serving, status metav1.ConditionStatus, reason, message string) {
+	apimeta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
+		Type: v1.ConditionReady, Status: status, Reason: reason, Message: fleet.Truncate(message, 2048),
+		ObservedGeneration: s.Generation,
+	})
+}
+
+// stop reports a gate that keeps the Serving from deploying at all: its Applications are
+// deleted, what runs on the clusters keeps running.
+func (r *ServingReconciler) stop(ctx context.Context, s *v1.Serving, reason, message string) (ctrl.Result, error) {
+	if _, err := r.removeApplications(ctx, s, reason); err != nil {
+		return ctrl.Result{}, err
+	}
+	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = v1.ClusterCounts{}, nil, 0
+	r.outcome(s, metav1.ConditionFalse, reason, message)
+	return ctrl.Result{}, nil
+}
+
+// wait reports what the Serving waits for, leaving its Applications as they are.
+func (r *ServingReconciler) wait(s *v1.Serving, reason, message string) {
+	r.outcome(s, metav1.ConditionFalse, reason, message)
+}
+
+// target is where a Serving deploys: its Environment's AppProject and Clusters.
+type target struct {
+	environment string
+	project     string
+	clusters    []fleet.Cluster
+}
+
+func (r *ServingReconciler) deploy(ctx context.Context, s *v1.Serving) (ctrl.Result, error) {
+	if !r.argoCDInstalled() {
+		r.wait(s, v1.ReasonArgoCDNotInstalled, "Argo CD's Application CRD is not installed: install Argo CD (its CRDs and controller) in namespace "+r.Config.ArgoCDNamespace)
+		return ctrl.Result{RequeueAfter: recheckArgoCD}, nil
+	}
+	if err := r.watchArgoCD(); err != nil {
+		return ctrl.Result{}, err
+	}
+	var ns corev1.Namespace
+	if err := r.Get(ctx, client.ObjectKey{Name: r.Config.ArgoCDNamespace}, &ns); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get Argo CD namespace %q: %w", r.Config.ArgoCDNamespace, err)
+		}
+		r.wait(s, v1.ReasonArgoCDNotInstalled, fmt.Sprintf("Argo CD's namespace %q does not exist: install Argo CD there, or start Kokumi with --argocd-namespace naming where it runs", r.Config.ArgoCDNamespace))
+		return ctrl.Result{RequeueAfter: recheckArgoCD}, nil
+	}
+
+	var order v1.Order
+	if err := r.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.OrderRef.Name}, &order); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get Order %q: %w", s.Spec.OrderRef.Name, err)
+		}
+		return r.stop(ctx, s, v1.ReasonOrderNotFound, fmt.Sprintf("Order %s does not exist in namespace %s: spec.orderRef must name the Order this Serving deploys", s.Spec.OrderRef.Name, s.Namespace))
+	}
+	tgt, reason, msg, err := r.resolveTarget(ctx, s.Namespace, order.Spec.EnvironmentRef.Name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if reason != "" {
+		return r.stop(ctx, s, reason, msg)
+	}
+	projectObj := &unstructured.Unstructured{}
+	projectObj.SetGroupVersionKind(argocd.AppProjectGVK)
+	if err := r.Get(ctx, client.ObjectKey{Namespace: r.Config.ArgoCDNamespace, Name: tgt.project}, projectObj); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get AppProject %q: %w", tgt.project, err)
+		}
+		return r.stop(ctx, s, v1.ReasonProjectNotFound, fmt.Sprintf("Argo CD AppProject %s/%s of Environment %s does not exist: ask an admin to create it, or to set the Environment's spec.project", r.Config.ArgoCDNamespace, tgt.project, tgt.environment))
+	}
+	project, err := readProject(projectObj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !project.PermitsSourceNamespace(s.Namespace) {
+		return r.stop(ctx, s, v1.ReasonProjectNotPermitted, fmt.Sprintf("AppProject %s does not admit namespace %s: an admin adds it to the project's spec.sourceNamespaces", tgt.project, s.Namespace))
+	}
+
+	if s.Spec.PreparationName == "" {
+		r.wait(s, v1.ReasonNoPreparation, "no Preparation is promoted yet: set spec.preparationName (Manual promotion), or wait for the Order to render one (Automatic)")
+		return ctrl.Result{}, nil
+	}
+	var prep v1.Preparation
+	if err := r.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.PreparationName}, &prep); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get Preparation %q: %w", s.Spec.PreparationName, err)
+		}
+		r.wait(s, v1.ReasonPreparationNotFound, fmt.Sprintf("Preparation %s does not exist in namespace %s: spec.preparationName must name a Preparation of Order %s", s.Spec.PreparationName, s.Namespace, order.Name))
+		return ctrl.Result{}, nil
+	}
+	if prep.Spec.OrderRef.Name != order.Name {
+		r.wait(s, v1.ReasonPreparationNotFound, fmt.Sprintf("Preparation %s was rendered for Order %s, not %s: promote a Preparation of this Order", prep.Name, prep.Spec.OrderRef.Name, order.Name))
+		return ctrl.Result{}, nil
+	}
+	repoURL, revision, ok := strings.Cut(prep.Spec.Artifact.Ref, "@")
+	if !ok {
+		repoURL, revision = prep.Spec.Artifact.Ref, prep.Spec.Artifact.Digest
+	}
+	return r.rollOut(ctx, s, fleet.Request{
+		ServingNamespace: s.Namespace, ServingName: s.Name, ArgoCDNamespace: r.Config.ArgoCDNamespace,
+		Preparation: prep.Name, RepoURL: repoURL, Revision: revision, TargetNamespace: prep.Spec.TargetNamespace,
+		ImagesInBundledRegistry: prep.Spec.ImagesInBundledRegistry, Project: project, Clusters: tgt.clusters,
+	}, tgt.environment)
+}
+
+// resolveTarget finds the Environment an Order deploys to, or says why it cannot deploy there.
+func (r *ServingReconciler) resolveTarget(ctx context.Context, namespace, name string) (target, string, string, error) {
+	var env v1.Environment
+	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &env)
+	switch {
+	case apierrors.IsNotFound(err) && name == v1.LocalEnvironmentName:
+		return target{environment: name, project: r.Config.LocalProject, clusters: []fleet.Cluster{
+			{Name: InClusterName, Server: v1.InClusterServer, Ready: true},
+		}}, "", "", nil
+	case apierrors.IsNotFound(err):
+		return target{}, v1.ReasonEnvironmentNotFound, fmt.Sprintf("Environment %s does not exist in namespace %s: ask an admin to create it; to deploy to another Environment, create another Order", name, namespace), nil
+	case err != nil:
+		return target{}, "", "", fmt.Errorf("get Environment %q: %w", name, err)
+	}
+	selector, err := metav1.LabelSelectorAsSelector(&env.Spec.ClusterSelector)
+	if err != nil {
+		return target{}, v1.ReasonInvalidSelector, fmt.Sprintf("Environment %s has an invalid spec.clusterSelector: %v", name, err), nil
+	}
+	var list v1.ClusterList
+	if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		return target{}, "", "", fmt.Errorf("list Clusters of Environment %q: %w", name, err)
+	}
+	t := target{environment: name, project: env.Spec.Project}
+	for i := range list.Items {
+		c := &list.Items[i]
+		if !c.DeletionTimestamp.IsZero() {
+			continue // a Cluster being deleted has left the Environment
+		}
+		fc := fleet.Cluster{Name: c.Name, Server: c.Spec.Server}
+		if cond := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady); cond != nil {
+			fc.Ready = cond.Status == metav1.ConditionTrue
+			if !fc.Ready {
+				fc.NotReadyMessage = cond.Reason + ": " + cond.Message
+			}
+		} else {
+			fc.NotReadyMessage = "not probed yet"
+		}
+		t.clusters = append(t.clusters, fc)
+	}
+	if len(t.clusters) == 0 {
+		return target{}, v1.ReasonNoClusters, fmt.Sprintf("Environment %s selects no Cluster: an admin registers Clusters with labels that match its spec.clusterSelector", name), nil
+	}
+	return t, "", "", nil
+}
+
+func readProject(u *unstructured.Unstructured) (argocd.Project, error) {
+	p := argocd.Project{Name: u.GetName()}
+	if spec, ok := u.Object["spec"].(map[string]any); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &p.Spec); err != nil {
+			return p, fmt.Errorf("read AppProject %q: %w", u.GetName(), err)
+		}
+	}
+	return p, nil
+}
+
+// rollOut writes the Applications the fleet plan asks for, removes those of clusters that
+// left, and folds what Argo CD reports into the status.
+func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, req fleet.Request, environment string) (ctrl.Result, error) {
+	ours, err := r.applications(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	req.Applications = make(map[string]fleet.Observed, len(req.Clusters))
+	byName := make(map[string]*unstructured.Unstructured, len(ours))
+	for i := range ours {
+		byName[ours[i].GetName()] = &ours[i]
+	}
+	for _, c := range req.Clusters {
+		name := fleet.ApplicationName(s.Namespace, s.Name, c.Name)
+		app := byName[name]
+		if app == nil {
+			// Not Kokumi's (or absent): an Application of that name may still exist.
+			app = &unstructured.Unstructured{}
+			app.SetGroupVersionKind(argocd.ApplicationGVK)
+			if err := r.Get(ctx, client.ObjectKey{Namespace: req.ArgoCDNamespace, Name: name}, app); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return ctrl.Result{}, fmt.Errorf("get Application %q: %w", name, err)
+			}
+			byName[name] = app
+		}
+		st, err := argocd.ReadStatus(app)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		spec := argocd.ApplicationSpec{Name: name, Namespace: req.ArgoCDNamespace, ServingNamespace: s.Namespace, ServingName: s.Name,
+			Cluster: c.Name, Project: req.Project.Name, RepoURL: req.RepoURL, Revision: req.Revision, Server: c.Server, TargetNamespace: req.TargetNamespace}
+		req.Applications[name] = fleet.Observed{Ours: argocd.IsKokumis(app, s.Namespace, s.Name), UpToDate: spec.UpToDate(app), Status: st}
+	}
+
+	decisions := fleet.Decide(req)
+	optIn := false
+	for _, d := range decisions {
+		switch {
+		case d.Write:
+			if err := r.writeApplication(ctx, s, d, byName[d.Application]); err != nil {
+				return ctrl.Result{}, err
+			}
+		case d.Remove:
+			if app := byName[d.Application]; app != nil && argocd.IsKokumis(app, s.Namespace, s.Name) {
+				if err := r.deleteApplication(ctx, app); err != nil {
+					return ctrl.Result{}, err
+				}
+			}
+		}
+		optIn = optIn || d.Reason == v1.ReasonOptInRequired
+	}
+	names := make([]string, len(ours))
+	for i := range ours {
+		names[i] = ours[i].GetName()
+	}
+	for _, name := range fleet.Leaving(decisions, names) {
+		app := byName[name]
+		if err := r.deleteApplication(ctx, app); err != nil {
+			return ctrl.Result{}, err
+		}
+		cluster := app.GetLabels()[argocd.LabelCluster]
+		r.Recorder.Eventf(s, clusterRef(cluster), corev1.EventTypeNormal, "ClusterLeft", "DeleteApplication",
+			"Cluster %s left Environment %s: deleted Application %s/%s; what runs there keeps running",
+			cluster, environment, app.GetNamespace(), name)
+	}
+
+	sum := fleet.Fold(req.Preparation, environment, decisions, s.Status.Targets, metav1.NewTime(r.Now().Truncate(time.Second)))
+	s.Status.Revision = req.Revision
+	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = sum.Clusters, sum.Targets, sum.Omitted
+	r.outcome(s, sum.Ready.Status, sum.Ready.Reason, sum.Ready.Message)
+	if optIn {
+		return ctrl.Result{RequeueAfter: recheckArgoCD}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *ServingReconciler) writeApplication(ctx context.Context, s *v1.Serving, d fleet.Decision, existing *unstructured.Unstructured) error {
+	if existing == nil {
+		if err := r.Create(ctx, d.Spec.Build()); err != nil {
+			return fmt.Errorf("create Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
+		}
+		r.Recorder.Eventf(s, clusterRef(d.Cluster), corev1.EventTypeNormal, "ClusterJoined", "CreateApplication",
+			"Cluster %s: created Application %s/%s", d.Cluster, d.Spec.Namespace, d.Application)
+		return nil
+	}
+	app := existing.DeepCopy()
+	d.Spec.Apply(app)
+	if err := r.Update(ctx, app); err != nil {
+		return fmt.Errorf("update Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
+	}
+	return nil
+}
+
+func (r *ServingReconciler) deleteApplication(ctx context.Context, app *unstructured.Unstructured) error {
+	if err := r.Delete(ctx, app, client.Preconditions{UID: ptr(app.GetUID())}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete Application %q: %w", app.GetName(), err)
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// clusterRef is the Cluster an event relates to; events of one reason stay apart per Cluster.
+func clusterRef(name string) *v1.Cluster {
+	c := &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	c.SetGroupVersionKind(v1.GroupVersion.WithKind("Cluster"))
+	return c
+}
+
+// applications lists the Serving's own Applications.
+func (r *ServingReconciler) applications(ctx context.Context, s *v1.Serving) ([]unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(argocd.ApplicationGVK.GroupVersion().WithKind("ApplicationList"))
+	if err := r.List(ctx, list, client.InNamespace(r.Config.ArgoCDNamespace), client.MatchingLabels{
+		argocd.LabelServing: s.Name, argocd.LabelServingNamespace: s.Namespace,
+	}); err != nil {
+		if apimeta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("list Applications of Serving %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	out := list.Items[:0]
+	for _, app := range list.Items {
+		if argocd.IsKokumis(&app, s.Namespace, s.Name) {
+			out = append(out, app)
+		}
+	}
+	return out, nil
+}
+
+// removeApplications deletes every Application of the Serving and says so once.
+func (r *ServingReconciler) removeApplications(ctx context.Context, s *v1.Serving, why string) (int, error) {
+	apps, err := r.applications(ctx, s)
+	if err != nil {
+		return 0, err
+	}
+	for i := range apps {
+		if err := r.deleteApplication(ctx, &apps[i]); err != nil {
+			return i, err
+		}
+	}
+	if len(apps) > 0 {
+		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, "ApplicationsDeleted", "DeleteApplications",
+			"%s: deleted %d Argo CD Applications; what runs on the clusters keeps running", why, len(apps))
+	}
+	return len(apps), nil
+}
+
+// recordTransition records an event when the Ready reason changes to Deployed or a failure.
+func (r *ServingReconciler) recordTransition(s *v1.Serving, before *v1.ServingStatus) {
+	now := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
+	if now == nil {
+		return
+	}
+	if was := apimeta.FindStatusCondition(before.Conditions, v1.ConditionReady); was != nil && was.Reason == now.Reason {
+		return
+	}
+	switch now.Reason {
+	case v1.ReasonDeployed:
+		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, now.Reason, "Deploy", "%s", now.Message)
+	case v1.ReasonProgressing, v1.ReasonNoPreparation:
+	default:
+		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, now.Reason, "Deploy", "%s", now.Message)
+	}
+}
+
+func sameName(_ context.Context, o client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
+}
+
+func servingOfApplication(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[argocd.LabelManagedBy] != argocd.ManagedByKokumi || l[argocd.LabelServing] == "" || l[argocd.LabelServingNamespace] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[argocd.LabelServingNamespace], Name: l[argocd.LabelServing]}}}
+}
+
+func (r *ServingReconciler) servingsOfPreparation(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1.ServingList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexServingPreparation: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list Servings of Preparation", "preparation", o.GetName())
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items)+1)
+	for _, s := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+	}
+	// A new Preparation of an Order may be the one its Serving waits for.
+	if order := o.(*v1.Preparation).Spec.OrderRef.Name; order != "" {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: order}})
+	}
+	return out
+}
+
+// servingsOfOrdersTo lists the Servings of the Orders of namespace that deploy to environment.
+func (r *ServingReconciler) servingsOfOrdersTo(ctx context.Context, namespace, environment string) []reconcile.Request {
+	var list v1.OrderList
+	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexOrderEnvironment: environment}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list Orders of Environment", "environment", environment)
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, o := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&o)})
+	}
+	return out
+}
+
+func (r *ServingReconciler) servingsOfEnvironment(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.servingsOfOrdersTo(ctx, o.GetNamespace(), o.GetName())
+}
+
+// servingsOfCluster maps a Cluster to the Servings of every Environment that selects it.
+func (r *ServingReconciler) servingsOfCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	var envs v1.EnvironmentList
+	if err := r.List(ctx, &envs); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list Environments")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, e := range envs.Items {
+		sel, err := metav1.LabelSelectorAsSelector(&e.Spec.ClusterSelector)
+		if err != nil || !sel.Matches(labels.Set(o.GetLabels())) {
+			continue
+		}
+		out = append(out, r.servingsOfOrdersTo(ctx, e.Namespace, e.Name)...)
+	}
+	return out
+}
+
+// servingsOfProject maps an AppProject to the Servings of the Environments that use it, and
+// of the Environment local when it is local's project.
+func (r *ServingReconciler) servingsOfProject(ctx context.Context, o client.Object) []reconcile.Request {
+	var envs v1.EnvironmentList
+	if err := r.List(ctx, &envs, client.MatchingFields{indexEnvironmentProject: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list Environments of AppProject", "project", o.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	for _, e := range envs.Items {
+		out = append(out, r.servingsOfOrdersTo(ctx, e.Namespace, e.Name)...)
+	}
+	if o.GetName() == r.Config.LocalProject {
+		out = append(out, r.servingsOfOrdersTo(ctx, "", v1.LocalEnvironmentName)...)
+	}
+	return out
+}

@@ -1,0 +1,288 @@
+// Package serving tests the Serving reconciler against a real API server with Argo CD's real
+// CRDs; the tests play Argo CD by writing the Applications' status.
+package serving
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/fleet"
+	"github.com/kokumi-dev/kokumi/test/harness"
+)
+
+var (
+	env *harness.Env
+	cfg = controller.Config{ArgoCDNamespace: "argocd", LocalProject: "default", Namespace: "kokumi-system"}
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	harness.Main(runWithManager{m}, &env)
+}
+
+// runWithManager runs the Serving reconciler in a manager around the tests.
+type runWithManager struct{ m *testing.M }
+
+func (r runWithManager) Run() int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := env.CreateNamespace(ctx, cfg.ArgoCDNamespace); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	mgr, err := controller.NewManager(env.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg}, controller.SetupServing)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	code := r.m.Run()
+	cancel()
+	wg.Wait()
+	return code
+}
+
+// fixture is one namespace with an Environment, its AppProject, Clusters, an Order, a
+// Preparation and a Serving.
+type fixture struct {
+	t       *testing.T
+	ctx     context.Context
+	ns      string
+	project string
+	tier    string
+}
+
+var fixtures int
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	fixtures++
+	f := &fixture{t: t, ctx: context.Background(), ns: fmt.Sprintf("team-%d", fixtures), tier: fmt.Sprintf("tier-%d", fixtures)}
+	f.project = "proj-" + f.ns
+	must(t, env.CreateNamespace(f.ctx, f.ns))
+	f.createProject(f.project, []any{f.ns}, []any{map[string]any{"server": "*", "namespace": "*"}})
+	must(t, env.Client.Create(f.ctx, &v1.Environment{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: f.ns},
+		Spec:       v1.EnvironmentSpec{ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": f.tier}}, Project: f.project},
+	}))
+	return f
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) createProject(name string, sourceNamespaces, destinations []any) {
+	p := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"sourceNamespaces": sourceNamespaces, "destinations": destinations, "sourceRepos": []any{"*"},
+	}}}
+	p.SetGroupVersionKind(argocd.AppProjectGVK)
+	p.SetName(name)
+	p.SetNamespace(cfg.ArgoCDNamespace)
+	must(f.t, env.Client.Create(f.ctx, p))
+}
+
+// cluster registers a Cluster of the fixture's tier and sets its Ready condition.
+func (f *fixture) cluster(name string, ready bool) *v1.Cluster {
+	f.t.Helper()
+	return f.clusterAt(name, "https://"+name+".example:6443", ready)
+}
+
+func (f *fixture) clusterAt(name, server string, ready bool) *v1.Cluster {
+	f.t.Helper()
+	c := &v1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tier": f.tier}},
+		Spec:       v1.ClusterSpec{Server: server, CredentialsRef: v1.LocalObjectReference{Name: name}},
+	}
+	must(f.t, env.Client.Create(f.ctx, c))
+	f.setReady(c, ready)
+	return c
+}
+
+func (f *fixture) setReady(c *v1.Cluster, ready bool) {
+	f.t.Helper()
+	must(f.t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(c), c))
+	cond := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonConnected, Message: "v1.37.2"}
+	if !ready {
+		cond = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonUnreachable, Message: "dial tcp: connection refused"}
+	}
+	apimeta.SetStatusCondition(&c.Status.Conditions, cond)
+	must(f.t, env.Client.Status().Update(f.ctx, c))
+}
+
+func digestOf(s string) string {
+	return "sha256:" + fmt.Sprintf("%064x", []byte(s))[:64]
+}
+
+// preparation creates a Preparation of the Order podinfo-edge rendered into targetNamespace.
+func (f *fixture) preparation(name, targetNamespace string, vendored bool) *v1.Preparation {
+	f.t.Helper()
+	d := digestOf(name)
+	p := &v1.Preparation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Spec: v1.PreparationSpec{
+		OrderRef: v1.LocalObjectReference{Name: "podinfo-edge"}, ProductRef: v1.LocalObjectReference{Name: "podinfo-fleet"},
+		Source:          v1.PreparationSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.14.1", Digest: digestOf("chart")},
+		TargetNamespace: targetNamespace, ImagesInBundledRegistry: vendored,
+		Artifact:   v1.Artifact{Ref: "oci://127.0.0.1:5000/" + f.ns + "/podinfo-edge@" + d, Digest: d},
+		ConfigHash: name,
+	}}
+	must(f.t, env.Client.Create(f.ctx, p))
+	return p
+}
+
+// order creates the Order podinfo-edge to environment and its Serving of preparation.
+func (f *fixture) order(environment, preparation string) *v1.Serving {
+	f.t.Helper()
+	must(f.t, env.Client.Create(f.ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: "podinfo-edge", Namespace: f.ns}, Spec: v1.OrderSpec{
+		ProductRef: v1.LocalObjectReference{Name: "podinfo-fleet"}, EnvironmentRef: v1.LocalObjectReference{Name: environment},
+	}}))
+	s := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: "podinfo-edge", Namespace: f.ns}, Spec: v1.ServingSpec{
+		OrderRef: v1.LocalObjectReference{Name: "podinfo-edge"}, PreparationName: preparation,
+	}}
+	must(f.t, env.Client.Create(f.ctx, s))
+	return s
+}
+
+func (f *fixture) appName(cluster string) string {
+	return fleet.ApplicationName(f.ns, "podinfo-edge", cluster)
+}
+
+func (f *fixture) app(cluster string) (*unstructured.Unstructured, error) {
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(argocd.ApplicationGVK)
+	err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: cfg.ArgoCDNamespace, Name: f.appName(cluster)}, app)
+	return app, err
+}
+
+// apps lists the Serving's Applications by the labels the spec's kubectl command uses.
+func (f *fixture) apps() []unstructured.Unstructured {
+	f.t.Helper()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(argocd.ApplicationGVK.GroupVersion().WithKind("ApplicationList"))
+	must(f.t, env.Client.List(f.ctx, list, client.InNamespace(cfg.ArgoCDNamespace),
+		client.MatchingLabels{argocd.LabelServing: "podinfo-edge", argocd.LabelServingNamespace: f.ns}))
+	return list.Items
+}
+
+// playArgoCD writes the status Argo CD would write on cluster's Application.
+func (f *fixture) playArgoCD(cluster, sync, health, revision string, conditions ...map[string]any) {
+	f.t.Helper()
+	f.eventually("Application of "+cluster+" exists", func() error { _, err := f.app(cluster); return err })
+	for {
+		app, err := f.app(cluster)
+		must(f.t, err)
+		status := map[string]any{
+			"sync":   map[string]any{"status": sync, "revision": revision},
+			"health": map[string]any{"status": health},
+		}
+		if len(conditions) > 0 {
+			list := make([]any, len(conditions))
+			for i, c := range conditions {
+				list[i] = c
+			}
+			status["conditions"] = list
+		}
+		app.Object["status"] = status
+		err = env.Client.Update(f.ctx, app)
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		must(f.t, err)
+		return
+	}
+}
+
+func (f *fixture) healthy(revision string, clusters ...string) {
+	f.t.Helper()
+	for _, c := range clusters {
+		f.playArgoCD(c, "Synced", "Healthy", revision)
+	}
+}
+
+func (f *fixture) serving() *v1.Serving {
+	f.t.Helper()
+	var s v1.Serving
+	must(f.t, env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "podinfo-edge"}, &s))
+	return &s
+}
+
+// eventually polls check until it passes, for up to 30 seconds.
+func (f *fixture) eventually(what string, check func() error) {
+	f.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ready waits for the Serving's Ready condition to have reason, and a message containing msg.
+func (f *fixture) ready(reason, msg string) *v1.Serving {
+	f.t.Helper()
+	var s *v1.Serving
+	f.eventually("Serving Ready "+reason, func() error {
+		s = f.serving()
+		c := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
+		if c == nil || c.Reason != reason || !strings.Contains(c.Message, msg) || s.Status.ObservedGeneration != s.Generation {
+			return fmt.Errorf("Ready is %+v, want reason %s with %q", c, reason, msg)
+		}
+		return nil
+	})
+	return s
+}
+
+func (f *fixture) target(s *v1.Serving, cluster string) *v1.Target {
+	for i := range s.Status.Targets {
+		if s.Status.Targets[i].Cluster == cluster {
+			return &s.Status.Targets[i]
+		}
+	}
+	return nil
+}
+
+// events lists the messages of the events of reason on the Serving.
+func (f *fixture) events(reason string) []string {
+	f.t.Helper()
+	var list corev1.EventList
+	must(f.t, env.Client.List(f.ctx, &list, client.InNamespace(f.ns)))
+	var out []string
+	for _, e := range list.Items {
+		if e.Reason == reason && e.InvolvedObject.Name == "podinfo-edge" {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
