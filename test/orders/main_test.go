@@ -1,0 +1,83 @@
+// Package orders tests the Order reconciler against a real kube-apiserver and real OCI
+// registries on loopback: Orders render Products into Preparations and keep their Servings.
+package orders
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/test/harness"
+)
+
+var (
+	env *harness.Env
+	// bundled plays the bundled registry: Preparations are pushed there.
+	bundled *oci.Registry
+	// bundledDir holds its content, so that it can be stopped and started again.
+	bundledDir string
+)
+
+// waitTimeout bounds every wait: generous, for a loaded machine.
+const waitTimeout = 60 * time.Second
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	harness.Main(suite{m}, &env)
+}
+
+type suite struct{ m *testing.M }
+
+// Run starts the bundled registry and a manager with the Order reconciler around the tests.
+func (s suite) Run() int {
+	var err error
+	bundledDir, err = os.MkdirTemp("", "kokumi-bundled-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(bundledDir) }()
+	bundled, err = oci.StartRegistry("127.0.0.1:0", bundledDir, false)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = bundled.Stop() }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cfg := controller.DefaultConfig()
+	cfg.BundledRegistry = bundled.Addr
+	r := &controller.OrderReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("kokumi-order"), Config: cfg, RetryAfter: 2 * time.Second}
+	if err := r.SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	code := s.m.Run()
+	cancel()
+	wg.Wait()
+	return code
+}
