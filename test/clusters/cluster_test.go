@@ -304,6 +304,10 @@ func TestAStoppedMemberIsUnreachableAndReadyAgainWhenRestarted(t *testing.T) {
 	if c.Status.Version != member.Version {
 		t.Errorf("the last known version %q was dropped", c.Status.Version)
 	}
+	// No flapping: the first failed probe was retried before Ready turned False.
+	if !loggedFor("probe failed; retrying before Ready turns False", "member-restarting") {
+		t.Error("Ready turned False without a retry of the failed probe")
+	}
 
 	must(t, member.startAPIServer())
 	restarted = true
@@ -384,6 +388,16 @@ func TestADeletedArgoCDSecretIsRecreated(t *testing.T) {
 		}
 		return s.UID != uid && decodeConfig(t, s).BearerToken == token, "still the deleted one"
 	})
+}
+
+// loggedFor reports whether a line the controllers logged says msg about the named object.
+func loggedFor(msg, name string) bool {
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, msg) && strings.Contains(line, `"`+name+`"`) {
+			return true
+		}
+	}
+	return false
 }
 
 func containsString(list []string, s string) bool { return countString(list, s) > 0 }
