@@ -6,8 +6,8 @@ package clusters
 import (
 	"bytes"
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
