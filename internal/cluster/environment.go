@@ -26,9 +26,10 @@ func Selector(ls *metav1.LabelSelector) (labels.Selector, error) {
 }
 
 // Count returns how many of the Clusters the selector picks, and how many of those are Ready.
+// A Cluster being deleted has left every Environment.
 func Count(sel labels.Selector, clusters []v1.Cluster) (selected, ready int32) {
 	for i := range clusters {
-		if !sel.Matches(labels.Set(clusters[i].Labels)) {
+		if !clusters[i].DeletionTimestamp.IsZero() || !sel.Matches(labels.Set(clusters[i].Labels)) {
 			continue
 		}
 		selected++

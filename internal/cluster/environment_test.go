@@ -28,11 +28,13 @@ func labelled(name string, ready bool, kv ...string) v1.Cluster {
 }
 
 func TestCountPicksBySelectorAndCountsReady(t *testing.T) {
+	now := metav1.Now()
 	clusters := []v1.Cluster{
 		labelled("edge-1", true, "tier", "edge", "region", "eu"),
 		labelled("edge-2", false, "tier", "edge", "region", "us"),
 		labelled("core-1", true, "tier", "core"),
 		{ObjectMeta: metav1.ObjectMeta{Name: "new", Labels: map[string]string{"tier": "edge"}}}, // not probed yet
+		{ObjectMeta: metav1.ObjectMeta{Name: "leaving", Labels: map[string]string{"tier": "edge"}, DeletionTimestamp: &now}},
 	}
 	for _, tc := range []struct {
 		selector              metav1.LabelSelector

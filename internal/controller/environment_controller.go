@@ -123,8 +123,9 @@ func (r *EnvironmentReconciler) environmentsForProject(ctx context.Context, p *m
 	return reqs
 }
 
-// clusterHandler enqueues the Environments a Cluster joins or leaves, or whose Ready count it
-// changes: those whose selector matches its labels before or after.
+// clusterHandler enqueues the Environments a Cluster joins or leaves (by its labels, or by
+// being deleted), or whose Ready count it changes: those whose selector matches its labels
+// before or after.
 func (r *EnvironmentReconciler) clusterHandler() handler.TypedEventHandler[*v1.Cluster, reconcile.Request] {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	enqueue := func(ctx context.Context, q queue, sets ...labels.Set) {
@@ -137,7 +138,8 @@ func (r *EnvironmentReconciler) clusterHandler() handler.TypedEventHandler[*v1.C
 			enqueue(ctx, q, e.Object.Labels)
 		},
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*v1.Cluster], q queue) {
-			if labels.Equals(e.ObjectOld.Labels, e.ObjectNew.Labels) && cluster.IsReady(e.ObjectOld) == cluster.IsReady(e.ObjectNew) {
+			if labels.Equals(e.ObjectOld.Labels, e.ObjectNew.Labels) && cluster.IsReady(e.ObjectOld) == cluster.IsReady(e.ObjectNew) &&
+				e.ObjectOld.DeletionTimestamp.IsZero() == e.ObjectNew.DeletionTimestamp.IsZero() {
 				return
 			}
 			enqueue(ctx, q, e.ObjectOld.Labels, e.ObjectNew.Labels)

@@ -322,8 +322,11 @@ func TestDeletingAClusterWaitsForItsApplicationsThenRemovesItsArgoCDSecret(t *te
 	ctx := context.Background()
 	token := member.token(t)
 	putCredentials(t, "member-leaving", tokenCredentials(token))
-	createCluster(t, "member-leaving", member.Server, "member-leaving", nil)
+	createCluster(t, "member-leaving", member.Server, "member-leaving", tier("leaving"))
+	createProject(t, "leaving", "team-leaving")
+	createEnvironment(t, "team-leaving", "edge", "leaving", metav1.LabelSelector{MatchLabels: tier("leaving")})
 	waitReady(t, "member-leaving", metav1.ConditionTrue, v1.ReasonConnected)
+	waitEnvironment(t, "team-leaving", "edge", 1, 1, v1.ReasonEnvironmentReady)
 	eventually(t, "Argo CD cluster Secret", func() (bool, string) {
 		_, err := argoCDSecret(t, "member-leaving")
 		return err == nil, fmt.Sprint(err)
@@ -357,6 +360,8 @@ func TestDeletingAClusterWaitsForItsApplicationsThenRemovesItsArgoCDSecret(t *te
 	if _, err := argoCDSecret(t, "member-leaving"); err != nil {
 		t.Fatalf("the Argo CD cluster Secret went while an Application still deploys to it: %v", err)
 	}
+	// A Cluster being deleted has left its Environments at once.
+	waitEnvironment(t, "team-leaving", "edge", 0, 0, v1.ReasonNoClusters)
 
 	must(t, env.Client.Delete(ctx, app))
 	eventually(t, "the Argo CD cluster Secret removed", func() (bool, string) {
