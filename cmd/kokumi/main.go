@@ -18,6 +18,7 @@ const usage = `kokumi turns intent into immutable artifacts and deploys them thr
 Usage:
   kokumi controller [flags]   run the controller manager
   kokumi dev [flags]          run a local control plane with Kokumi (make demo)
+  kokumi registry [flags]     serve the bundled OCI registry
   kokumi version              print the version
 
 Run "kokumi <command> -h" for a command's flags.
@@ -43,6 +44,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runController(ctx, args[1:], stderr)
 	case "dev":
 		return runDev(ctx, args[1:], stdout, stderr)
+	case "registry":
+		return runRegistry(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version.Version)
 		return nil

@@ -41,6 +41,8 @@ const (
 	productRefIndex = "spec.productRef.name"
 	// retryAfter is when a failed render is tried again without any change.
 	retryAfter = time.Minute
+	// resync is how often a rendered Order renders again to notice moved tags.
+	resync = 10 * time.Minute
 	// renderTimeout bounds one render: pull, images and push.
 	renderTimeout = 5 * time.Minute
 	// maxMessage is the longest condition message Kokumi writes.
@@ -62,6 +64,9 @@ type OrderReconciler struct {
 	Gate PromotionGate
 	// RetryAfter is when a failed render is tried again without any change (default a minute).
 	RetryAfter time.Duration
+	// Resync is how often a rendered Order renders again, so that an image tag or source tag
+	// that moved makes a new Preparation (default ten minutes).
+	Resync time.Duration
 }
 
 func init() { setups = append(setups, setupOrder) }
@@ -151,7 +156,10 @@ func (r *OrderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		return ctrl.Result{}, err
 	}
 	order.Status.ObservedGeneration = order.Generation
-	return ctrl.Result{}, nil
+	if r.Resync > 0 {
+		return ctrl.Result{RequeueAfter: r.Resync}, nil
+	}
+	return ctrl.Result{RequeueAfter: resync}, nil
 }
 
 // failure is a failed render: the Order's Ready reason and message.

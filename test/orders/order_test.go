@@ -338,15 +338,32 @@ func TestSameRenderMakesNoNewPreparationAndAChangeMakesOneWithItsParent(t *testi
 		return sv.Spec.PreparationName == second.Name, sv.Spec.PreparationName
 	})
 
+	// An image tag that moves makes another on the next resync, pinned to the new digest.
+	moved := ocitest.PushImage(t, src.podinfoRepo+":6.14.1", 1)
+	eventually(t, "a Preparation with the moved tag's digest", func() (bool, string) {
+		for _, p := range preparations(t, ns, "web") {
+			for _, img := range p.Spec.Images {
+				if img.Pinned == src.podinfoRepo+"@"+moved {
+					return true, ""
+				}
+			}
+		}
+		return false, "none pinned to " + moved
+	})
+
 	// A change of the Order's target namespace makes another.
 	o = getOrder(t, ns, "web")
 	o.Spec.TargetNamespace = "moved"
 	if err := env.Client.Update(ctx, o); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a third Preparation", func() (bool, string) {
-		n := len(preparations(t, ns, "web"))
-		return n == 3, fmt.Sprint(n)
+	eventually(t, "a Preparation for the new target namespace", func() (bool, string) {
+		for _, p := range preparations(t, ns, "web") {
+			if p.Spec.TargetNamespace == "moved" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(len(preparations(t, ns, "web")))
 	})
 }
 
