@@ -92,6 +92,18 @@ func argoCDSecret(t *testing.T, cluster string) (*corev1.Secret, error) {
 	return &s, err
 }
 
+// waitArgoCDSecret waits for the Argo CD cluster Secret of the Cluster and returns it.
+func waitArgoCDSecret(t *testing.T, cluster string) *corev1.Secret {
+	t.Helper()
+	var s *corev1.Secret
+	eventually(t, "Argo CD cluster Secret of "+cluster, func() (bool, string) {
+		var err error
+		s, err = argoCDSecret(t, cluster)
+		return err == nil, fmt.Sprint(err)
+	})
+	return s
+}
+
 // argoCDConfig is the part of Argo CD's cluster config the tests read.
 type argoCDConfig struct {
 	BearerToken     string `json:"bearerToken"`
@@ -176,12 +188,7 @@ func TestAClusterWithATokenIsReadyAndDeclaredToArgoCD(t *testing.T) {
 		t.Errorf("finalizers %v lack %s", c.Finalizers, controller.ClusterFinalizer)
 	}
 
-	var s *corev1.Secret
-	eventually(t, "Argo CD cluster Secret", func() (bool, string) {
-		var err error
-		s, err = argoCDSecret(t, "member")
-		return err == nil, fmt.Sprint(err)
-	})
+	s := waitArgoCDSecret(t, "member")
 	for k, want := range map[string]string{argocd.LabelSecretType: "cluster", argocd.LabelManagedBy: "kokumi", argocd.LabelCluster: "member"} {
 		if s.Labels[k] != want {
 			t.Errorf("label %s=%q, want %q", k, s.Labels[k], want)
@@ -327,10 +334,7 @@ func TestDeletingAClusterWaitsForItsApplicationsThenRemovesItsArgoCDSecret(t *te
 	createEnvironment(t, "team-leaving", "edge", "leaving", metav1.LabelSelector{MatchLabels: tier("leaving")})
 	waitReady(t, "member-leaving", metav1.ConditionTrue, v1.ReasonConnected)
 	waitEnvironment(t, "team-leaving", "edge", 1, 1, v1.ReasonEnvironmentReady)
-	eventually(t, "Argo CD cluster Secret", func() (bool, string) {
-		_, err := argoCDSecret(t, "member-leaving")
-		return err == nil, fmt.Sprint(err)
-	})
+	waitArgoCDSecret(t, "member-leaving")
 
 	app := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1",
@@ -378,12 +382,7 @@ func TestADeletedArgoCDSecretIsRecreated(t *testing.T) {
 	token := member.token(t)
 	putCredentials(t, "member-repaired", tokenCredentials(token))
 	createCluster(t, "member-repaired", member.Server, "member-repaired", nil)
-	var s *corev1.Secret
-	eventually(t, "Argo CD cluster Secret", func() (bool, string) {
-		var err error
-		s, err = argoCDSecret(t, "member-repaired")
-		return err == nil, fmt.Sprint(err)
-	})
+	s := waitArgoCDSecret(t, "member-repaired")
 	uid := s.UID
 	must(t, env.Client.Delete(context.Background(), s))
 	eventually(t, "Argo CD cluster Secret recreated", func() (bool, string) {
