@@ -315,7 +315,8 @@ func (r *ServingReconciler) resolveTarget(ctx context.Context, namespace, name s
 		return target{}, v1.ReasonInvalidSelector, fmt.Sprintf("Environment %s has an invalid spec.clusterSelector: %v", name, err), nil
 	}
 	var list v1.ClusterList
-	if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: selector}); err != nil {
+	// Read-only: the cache's objects are not copied.
+	if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: selector}, client.UnsafeDisableDeepCopy); err != nil {
 		return target{}, "", "", fmt.Errorf("list Clusters of Environment %q: %w", name, err)
 	}
 	t := target{environment: name, project: env.Spec.Project}
@@ -466,9 +467,10 @@ func clusterRef(name string) *v1.Cluster {
 func (r *ServingReconciler) applications(ctx context.Context, s *v1.Serving) ([]unstructured.Unstructured, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(argocd.ApplicationGVK.GroupVersion().WithKind("ApplicationList"))
+	// Read-only: writes go to copies (writeApplication), so the cache's objects are not copied.
 	if err := r.List(ctx, list, client.InNamespace(r.Config.ArgoCDNamespace), client.MatchingLabels{
 		argocd.LabelServing: s.Name, argocd.LabelServingNamespace: s.Namespace,
-	}); err != nil {
+	}, client.UnsafeDisableDeepCopy); err != nil {
 		if apimeta.IsNoMatchError(err) {
 			return nil, nil
 		}

@@ -30,6 +30,7 @@ import (
 
 var (
 	env *harness.Env
+	mgr ctrl.Manager
 	cfg = controller.Config{ArgoCDNamespace: "argocd", LocalProject: "default", Namespace: "kokumi-system"}
 )
 
@@ -48,7 +49,8 @@ func (r runWithManager) Run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	mgr, err := controller.NewManager(env.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg}, controller.SetupServing)
+	var err error
+	mgr, err = controller.NewManager(env.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg}, controller.SetupServing)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -70,7 +72,7 @@ func (r runWithManager) Run() int {
 // fixture is one namespace with an Environment, its AppProject, Clusters, an Order, a
 // Preparation and a Serving.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	ns      string
 	project string
@@ -79,7 +81,7 @@ type fixture struct {
 
 var fixtures int
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	fixtures++
 	f := &fixture{t: t, ctx: context.Background(), ns: fmt.Sprintf("team-%d", fixtures), tier: fmt.Sprintf("tier-%d", fixtures)}
@@ -93,7 +95,7 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -231,6 +233,22 @@ func (f *fixture) serving() *v1.Serving {
 	var s v1.Serving
 	must(f.t, env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "podinfo-edge"}, &s))
 	return &s
+}
+
+// settled waits until the manager's cache holds the Serving as the API server does, so that a
+// reconcile reading the cache sees the last status written.
+func (f *fixture) settled() {
+	f.t.Helper()
+	f.eventually("the cache holds the latest Serving", func() error {
+		var cached v1.Serving
+		if err := mgr.GetCache().Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "podinfo-edge"}, &cached); err != nil {
+			return err
+		}
+		if live := f.serving(); cached.ResourceVersion != live.ResourceVersion {
+			return fmt.Errorf("cache at %s, API server at %s", cached.ResourceVersion, live.ResourceVersion)
+		}
+		return nil
+	})
 }
 
 // eventually polls check until it passes, for up to 30 seconds.
