@@ -56,6 +56,9 @@ type PromotionGate func(ctx context.Context, order *deliveryv1alpha1.Order, prep
 // OrderReconciler renders an Order's Product into Preparations and keeps its Serving.
 type OrderReconciler struct {
 	client.Client
+	// APIReader reads Secrets straight from the API server, so that Kokumi caches none;
+	// nil reads them through Client.
+	APIReader client.Reader
 	// Recorder records events on new Preparations and failure transitions.
 	Recorder events.EventRecorder
 	// Config is Kokumi's configuration (the bundled registry).
@@ -72,7 +75,7 @@ type OrderReconciler struct {
 func init() { setups = append(setups, setupOrder) }
 
 func setupOrder(mgr ctrl.Manager, cfg Config) error {
-	r := &OrderReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("kokumi-order"), Config: cfg}
+	r := &OrderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"), Config: cfg}
 	return r.SetupWithManager(mgr)
 }
 
@@ -243,8 +246,12 @@ func (r *OrderReconciler) credentials(ctx context.Context, product *deliveryv1al
 	if ref == nil {
 		return nil, nil
 	}
+	var reader client.Reader = r.Client
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
 	var secret corev1.Secret
-	if err := r.Get(ctx, client.ObjectKey{Namespace: product.Namespace, Name: ref.Name}, &secret); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: product.Namespace, Name: ref.Name}, &secret); err != nil {
 		return nil, &failure{deliveryv1alpha1.ReasonSourceNotFound, fmt.Sprintf(
 			"credentials Secret %q of Product %s: %v: create it or fix spec.source.credentialsRef", ref.Name, product.Name, err)}
 	}

@@ -63,7 +63,7 @@ func (s suite) Run() int {
 	}
 	cfg := controller.DefaultConfig()
 	cfg.BundledRegistry = bundled.Addr
-	r := &controller.OrderReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("kokumi-order"), Config: cfg, RetryAfter: 2 * time.Second, Resync: 3 * time.Second}
+	r := &controller.OrderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"), Config: cfg, RetryAfter: 2 * time.Second, Resync: 3 * time.Second}
 	if err := r.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
