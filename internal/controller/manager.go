@@ -104,6 +104,8 @@ func NewManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, er
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOptions(opts.Config),
+		// Argo CD's objects are read as unstructured; read them from the cache too.
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		LeaderElection:          opts.LeaderElection,

@@ -87,7 +87,7 @@ func (w *writeCounter) client(c client.WithWatch) client.WithWatch {
 // cachedClient reads through the manager's cache and writes to the API server, as the
 // reconciler's own client does.
 func cachedClient() client.WithWatch {
-	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: mgr.GetScheme(), Cache: &client.CacheOptions{Reader: mgr.GetCache()}})
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: mgr.GetScheme(), Cache: &client.CacheOptions{Reader: mgr.GetCache(), Unstructured: true}})
 	if err != nil {
 		panic(err)
 	}
