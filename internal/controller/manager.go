@@ -101,11 +101,11 @@ func NewManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, er
 	if err != nil {
 		return nil, err
 	}
+	// Argo CD's objects are read as unstructured; the client reads them from the cache too.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOptions(opts.Config),
-		// Argo CD's objects are read as unstructured; read them from the cache too.
-		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Client:                  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		LeaderElection:          opts.LeaderElection,
