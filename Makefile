@@ -10,6 +10,7 @@ BIN  := $(ROOT)/bin
 KUBE_VERSION   := $(shell grep -oE 'k8s.io/kubernetes v[0-9][^ ]*' hack/tools/kube/go.mod | head -1 | cut -d' ' -f2)
 ETCD_VERSION   := $(shell grep -oE 'go.etcd.io/etcd/server/v3 v[0-9][^ ]*' hack/tools/etcd/go.mod | head -1 | cut -d' ' -f2)
 ARGOCD_VERSION := $(shell grep -oE 'github.com/argoproj/argo-cd/v3 v[0-9][^ ]*' hack/tools/argocd/go.mod | head -1 | cut -d' ' -f2)
+KWOK_VERSION   := $(shell grep -oE 'sigs.k8s.io/kwok v[0-9][^ ]*' hack/tools/kwok/go.mod | head -1 | cut -d' ' -f2)
 CONTROLLER_TOOLS_VERSION := v0.23.0
 GOLANGCI_LINT_VERSION    := v2.15.0
 # Argo CD needs a newer Go than the project; only what touches its module uses it (fetched through the proxy).
@@ -18,6 +19,10 @@ ARGOCD_GO_TOOLCHAIN      := go1.27.3
 KUBE_DIR   := $(BIN)/k8s-$(KUBE_VERSION)
 ETCD_DIR   := $(BIN)/etcd-$(ETCD_VERSION)
 ARGOCD_CRD_DIR := $(BIN)/argocd-crds-$(ARGOCD_VERSION)
+ARGOCD_DIR := $(BIN)/argocd-$(ARGOCD_VERSION)
+KWOK_DIR   := $(BIN)/kwok-$(KWOK_VERSION)
+# FLEET_DIR is where `kokumi dev` and the e2e tests find kube-controller-manager, KWOK and Argo CD.
+FLEET_DIR  := $(BIN)/fleet
 # ENVTEST_DIR is where the test harness finds kube-apiserver, etcd, kubectl and Argo CD's CRDs.
 ENVTEST_DIR := $(BIN)/envtest
 
@@ -36,7 +41,7 @@ build: ## Build bin/kokumi.
 	go build -buildvcs=false -o $(BIN)/kokumi ./cmd/kokumi
 
 .PHONY: demo
-demo: build test-assets ## Run Kokumi's main job on a local default (see README).
+demo: build test-assets fleet-assets ## Run a local fleet: a hub, three member clusters, Argo CD and Kokumi (see docs/quickstart.md).
 	$(BIN)/kokumi dev
 
 ##@ Development
@@ -87,14 +92,54 @@ $(ENVTEST_DIR)/.stamp-$(KUBE_VERSION)-$(ETCD_VERSION)-$(ARGOCD_VERSION): $(KUBE_
 	printf 'kubernetes=%s\netcd=%s\nargocd=%s\n' $(KUBE_VERSION) $(ETCD_VERSION) $(ARGOCD_VERSION) > $(ENVTEST_DIR)/versions
 	touch $@
 
+.PHONY: e2e
+e2e: build test-assets fleet-assets ## Run the end-to-end tests on a local fleet with real Argo CD.
+	go test -tags e2e ./test/e2e -count=1 -v -timeout 30m
+
+.PHONY: fleet-assets
+fleet-assets: $(FLEET_DIR)/.stamp-$(KUBE_VERSION)-$(ARGOCD_VERSION)-$(KWOK_VERSION) ## Build kube-controller-manager, kube-scheduler, KWOK and Argo CD for the local fleet; check redis-server.
+
+$(FLEET_DIR)/.stamp-$(KUBE_VERSION)-$(ARGOCD_VERSION)-$(KWOK_VERSION): $(KUBE_DIR)/kube-controller-manager $(KUBE_DIR)/kube-scheduler $(KWOK_DIR)/kwok $(ARGOCD_DIR)/argocd
+	@command -v redis-server >/dev/null || { echo "redis-server is missing: apt-get install -y redis-server"; exit 1; }
+	rm -rf $(FLEET_DIR) && mkdir -p $(FLEET_DIR)
+	ln -s ../k8s-$(KUBE_VERSION)/kube-controller-manager $(FLEET_DIR)/kube-controller-manager
+	ln -s ../k8s-$(KUBE_VERSION)/kube-scheduler $(FLEET_DIR)/kube-scheduler
+	ln -s ../kwok-$(KWOK_VERSION)/kwok $(FLEET_DIR)/kwok
+	ln -s ../kwok-$(KWOK_VERSION)/stages.yaml $(FLEET_DIR)/kwok-stages.yaml
+	ln -s ../argocd-$(ARGOCD_VERSION)/argocd $(FLEET_DIR)/argocd
+	printf 'kubernetes=%s\nargocd=%s\nkwok=%s\n' $(KUBE_VERSION) $(ARGOCD_VERSION) $(KWOK_VERSION) > $(FLEET_DIR)/versions
+	touch $@
+
+.PHONY: argocd
+argocd: $(ARGOCD_DIR)/argocd ## Build Argo CD's controllers (about 5 minutes the first time).
+
 $(KUBE_DIR)/kube-apiserver $(KUBE_DIR)/kubectl &:
 	@echo "building kube-apiserver and kubectl $(KUBE_VERSION) (about 5 minutes the first time)"
 	mkdir -p $(KUBE_DIR)
 	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $(KUBE_DIR)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
 
-$(KUBE_DIR)/kube-controller-manager:
+# The local fleet's members run kube-controller-manager and kube-scheduler (KWOK's nodes run nothing).
+$(KUBE_DIR)/kube-controller-manager $(KUBE_DIR)/kube-scheduler &:
+	@echo "building kube-controller-manager and kube-scheduler $(KUBE_VERSION) (a few minutes the first time)"
 	mkdir -p $(KUBE_DIR)
-	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $(KUBE_DIR)/ k8s.io/kubernetes/cmd/kube-controller-manager
+	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $(KUBE_DIR)/ k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+
+# Argo CD's multicall binary: it runs as argocd-application-controller or argocd-repo-server by $ARGOCD_BINARY_NAME.
+$(ARGOCD_DIR)/argocd:
+	@echo "building Argo CD $(ARGOCD_VERSION) (about 5 minutes the first time)"
+	mkdir -p $(ARGOCD_DIR)
+	cd hack/tools/argocd && GOTOOLCHAIN=$(ARGOCD_GO_TOOLCHAIN) $(GO_BUILD_TOOL) -o $@.tmp github.com/argoproj/argo-cd/v3/cmd
+	mv $@.tmp $@
+
+# KWOK, and the stages it plays (those kwokctl uses by default: nodes turn Ready and keep a lease,
+# Pods turn Ready, complete and go away), taken from the same module version.
+$(KWOK_DIR)/kwok:
+	mkdir -p $(KWOK_DIR)
+	cd hack/tools/kwok && $(GO_BUILD_TOOL) -o $@.tmp sigs.k8s.io/kwok/cmd/kwok
+	dir=$$(cd hack/tools/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok); test -n "$$dir"; \
+		for f in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do \
+			echo '---'; cat $$dir/kustomize/stage/$$f.yaml; done > $(KWOK_DIR)/stages.yaml
+	mv $@.tmp $@
 
 $(ETCD_DIR)/etcd:
 	mkdir -p $(ETCD_DIR)
@@ -114,7 +159,7 @@ $(GOLANGCI_LINT):
 
 .PHONY: versions
 versions: ## Print the pinned versions.
-	@echo "kubernetes $(KUBE_VERSION) etcd $(ETCD_VERSION) argo-cd $(ARGOCD_VERSION)"
+	@echo "kubernetes $(KUBE_VERSION) etcd $(ETCD_VERSION) argo-cd $(ARGOCD_VERSION) kwok $(KWOK_VERSION)"
 
 .PHONY: clean
 clean: ## Remove bin/ (the cached control-plane builds too).
