@@ -12,6 +12,8 @@ import (
 	"github.com/distribution/distribution/v3/registry/handlers"
 	// The filesystem storage driver registers itself.
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
+	// The htpasswd access controller registers itself.
+	_ "github.com/distribution/distribution/v3/registry/auth/htpasswd"
 	"github.com/sirupsen/logrus"
 )
 
@@ -20,6 +22,22 @@ import (
 // distribution logs through logrus, every request at info level and every 404 as an error:
 // verbose keeps those, otherwise only fatal ones are logged.
 func NewRegistryHandler(ctx context.Context, dir string, verbose bool) http.Handler {
+	return newRegistryHandler(ctx, RegistryOptions{Dir: dir, Verbose: verbose})
+}
+
+// RegistryOptions configures the bundled registry.
+type RegistryOptions struct {
+	// Dir is where the registry stores its content.
+	Dir string
+	// Verbose logs every request.
+	Verbose bool
+	// HTPasswd, when set, is an htpasswd file (bcrypt) of the users who may pull and push;
+	// without it the registry is open to whoever reaches it.
+	HTPasswd string
+}
+
+func newRegistryHandler(ctx context.Context, o RegistryOptions) http.Handler {
+	dir, verbose := o.Dir, o.Verbose
 	if verbose {
 		logrus.SetLevel(logrus.InfoLevel)
 	} else {
@@ -35,6 +53,9 @@ func NewRegistryHandler(ctx context.Context, dir string, verbose bool) http.Hand
 		},
 	}
 	cfg.HTTP.Headers = http.Header{"X-Content-Type-Options": []string{"nosniff"}}
+	if o.HTPasswd != "" {
+		cfg.Auth = configuration.Auth{"htpasswd": configuration.Parameters{"realm": "kokumi", "path": o.HTPasswd}}
+	}
 	return handlers.NewApp(ctx, cfg)
 }
 
@@ -51,6 +72,11 @@ type Registry struct {
 // StartRegistry serves the bundled registry on addr (host:port; port 0 picks one) with its
 // content under dir, until Stop.
 func StartRegistry(addr, dir string, verbose bool) (*Registry, error) {
+	return StartRegistryWithOptions(addr, RegistryOptions{Dir: dir, Verbose: verbose})
+}
+
+// StartRegistryWithOptions serves the bundled registry on addr as o says, until Stop.
+func StartRegistryWithOptions(addr string, o RegistryOptions) (*Registry, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
@@ -58,7 +84,7 @@ func StartRegistry(addr, dir string, verbose bool) (*Registry, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Registry{
 		Addr:   ln.Addr().String(),
-		server: &http.Server{Handler: NewRegistryHandler(ctx, dir, verbose), ReadHeaderTimeout: 30 * time.Second},
+		server: &http.Server{Handler: newRegistryHandler(ctx, o), ReadHeaderTimeout: 30 * time.Second},
 		cancel: cancel,
 		done:   make(chan error, 1),
 	}

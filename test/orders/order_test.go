@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -570,4 +571,41 @@ func TestZZBundledRegistryDown(t *testing.T) {
 		o = getOrder(t, ns, "down")
 		return o.Status.LatestPreparation != good, readyMessage(o)
 	})
+}
+
+func TestCredentialsSecretSignsInToAPrivateRegistry(t *testing.T) {
+	ctx := context.Background()
+	private := ocitest.StartWithAuth(t, "robot", "s3cret")
+	ns := newNamespace(t)
+	image := ocitest.Repo(private, "team/app:1.0")
+	digest := ocitest.PushImage(t, image, 1)
+	url := "oci://" + ocitest.Repo(private, "bundles/app")
+	ocitest.PushBundle(t, oci.TrimScheme(url), "1.0", map[string]string{
+		"app.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: app}\nspec:\n  template:\n    spec:\n      containers:\n      - {name: app, image: " + image + "}\n",
+	})
+	p := &v1.Product{ObjectMeta: metav1.ObjectMeta{Name: "private", Namespace: ns},
+		Spec: v1.ProductSpec{Source: v1.ProductSource{URL: url, Version: "1.0", CredentialsRef: &v1.LocalObjectReference{Name: "pull"}}}}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	order(t, ns, "private", "private", "", v1.PromotionManual)
+	o := waitReady(t, ns, "private", v1.ReasonSourceNotFound, 1)
+	if !strings.Contains(readyMessage(o), `"pull"`) || !strings.Contains(readyMessage(o), "spec.source.credentialsRef") {
+		t.Errorf("without its Secret: %q", readyMessage(o))
+	}
+
+	cfg := fmt.Sprintf(`{"auths":{%q:{"username":"robot","password":"s3cret"}}}`, private.Addr)
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "pull", Namespace: ns},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(cfg)},
+	}
+	if err := env.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ns, "private", v1.ReasonRendered, 1)
+	preps := preparations(t, ns, "private")
+	if len(preps) != 1 || len(preps[0].Spec.Images) != 1 || preps[0].Spec.Images[0].Pinned != ocitest.Repo(private, "team/app@"+digest) {
+		t.Errorf("preparations %+v", preps)
+	}
 }

@@ -5,8 +5,13 @@ package ocitest
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/random"
@@ -33,6 +38,44 @@ func Start(tb testing.TB) *oci.Registry {
 		}
 	})
 	return reg
+}
+
+// credentials are the users of the registries StartWithAuth started; the helpers below sign
+// in with them.
+var credentials = oci.Credentials{}
+
+// StartWithAuth runs a registry like Start that only user with password may pull from or
+// push to.
+func StartWithAuth(tb testing.TB, user, password string) *oci.Registry {
+	tb.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	htpasswd := filepath.Join(tb.TempDir(), "htpasswd")
+	if err := os.WriteFile(htpasswd, []byte(user+":"+string(hash)+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	reg, err := oci.StartRegistryWithOptions("127.0.0.1:0", oci.RegistryOptions{Dir: tb.TempDir(), HTPasswd: htpasswd})
+	if err != nil {
+		tb.Fatalf("start registry: %v", err)
+	}
+	credentials[reg.Addr] = oci.Credential{Username: user, Password: password}
+	tb.Cleanup(func() {
+		delete(credentials, reg.Addr)
+		if err := reg.Stop(); err != nil {
+			tb.Errorf("stop registry: %v", err)
+		}
+	})
+	return reg
+}
+
+// remoteOptions sign in to the registry of ref when StartWithAuth started it.
+func remoteOptions(ref name.Reference) []remote.Option {
+	if c, ok := credentials.Lookup(ref.Context().RegistryStr()); ok {
+		return []remote.Option{remote.WithAuth(&authn.Basic{Username: c.Username, Password: c.Password})}
+	}
+	return nil
 }
 
 // Chart packs a chart's files (paths relative to the chart directory) into a .tgz under
@@ -88,7 +131,7 @@ func PushRaw(tb testing.TB, repository, tag, mediaType string, data []byte) stri
 func push(tb testing.TB, repository, tag, configType string, config []byte, layers []ocispec.Descriptor, data [][]byte) string {
 	tb.Helper()
 	ctx := context.Background()
-	c := &oci.Client{}
+	c := &oci.Client{Credentials: credentials}
 	repo, err := c.Repository(repository)
 	if err != nil {
 		tb.Fatal(err)
@@ -125,7 +168,7 @@ func PushImage(tb testing.TB, ref string, platforms int) string {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if err := remote.WriteIndex(r, idx); err != nil {
+		if err := remote.WriteIndex(r, idx, remoteOptions(r)...); err != nil {
 			tb.Fatalf("push index %s: %v", ref, err)
 		}
 		d, _ := idx.Digest()
@@ -135,7 +178,7 @@ func PushImage(tb testing.TB, ref string, platforms int) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := remote.Write(r, img); err != nil {
+	if err := remote.Write(r, img, remoteOptions(r)...); err != nil {
 		tb.Fatalf("push image %s: %v", ref, err)
 	}
 	d, _ := img.Digest()
@@ -149,7 +192,7 @@ func Exists(tb testing.TB, ref string) bool {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	_, err = remote.Head(r)
+	_, err = remote.Head(r, remoteOptions(r)...)
 	return err == nil
 }
 
@@ -160,7 +203,7 @@ func Index(tb testing.TB, ref string) int {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	idx, err := remote.Index(r)
+	idx, err := remote.Index(r, remoteOptions(r)...)
 	if err != nil {
 		tb.Fatalf("fetch index %s: %v", ref, err)
 	}
