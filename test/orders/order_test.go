@@ -164,6 +164,18 @@ func waitReady(t *testing.T, ns, name, reason string, gen int64) *v1.Order {
 	return o
 }
 
+// rendered makes a source, a namespace, a Product podinfo of the podinfo-like chart (target
+// namespace productTarget, values message "one") and an Order name of it in mode, and waits
+// for its first Preparation, whose name it returns.
+func rendered(t *testing.T, name, productTarget string, mode v1.PromotionMode) (src *source, ns string, prod *v1.Product, first string) {
+	t.Helper()
+	src = newSource(t)
+	ns = newNamespace(t)
+	prod = src.product(t, ns, "podinfo", productTarget, src.values("one"))
+	order(t, ns, name, "podinfo", "", mode)
+	return src, ns, prod, waitReady(t, ns, name, v1.ReasonRendered, 1).Status.LatestPreparation
+}
+
 func readyMessage(o *v1.Order) string {
 	if c := meta.FindStatusCondition(o.Status.Conditions, v1.ConditionReady); c != nil {
 		return c.Message
@@ -278,12 +290,8 @@ func TestTargetNamespaceOrderThenProductThenOrderNamespace(t *testing.T) {
 
 func TestSameRenderMakesNoNewPreparationAndAChangeMakesOneWithItsParent(t *testing.T) {
 	ctx := context.Background()
-	src := newSource(t)
-	ns := newNamespace(t)
-	prod := src.product(t, ns, "podinfo", "podinfo", src.values("one"))
-	order(t, ns, "web", "podinfo", "", v1.PromotionAutomatic)
-	o := waitReady(t, ns, "web", v1.ReasonRendered, 1)
-	first := o.Status.LatestPreparation
+	src, ns, prod, first := rendered(t, "web", "podinfo", v1.PromotionAutomatic)
+	var o *v1.Order
 
 	// A value the chart does not read renders the same bytes; an Environment of the namespace
 	// and its labels are not part of what is rendered.
@@ -370,16 +378,12 @@ func TestSameRenderMakesNoNewPreparationAndAChangeMakesOneWithItsParent(t *testi
 
 func TestManualModeLeavesTheServingToAPerson(t *testing.T) {
 	ctx := context.Background()
-	src := newSource(t)
-	ns := newNamespace(t)
-	prod := src.product(t, ns, "podinfo", "", src.values("one"))
-	order(t, ns, "manual", "podinfo", "", v1.PromotionManual)
-	o := waitReady(t, ns, "manual", v1.ReasonRendered, 1)
+	src, ns, prod, first := rendered(t, "manual", "", v1.PromotionManual)
 	sv := servingOf(t, ns, "manual")
 	if sv.Spec.PreparationName != "" {
 		t.Fatalf("Manual mode promoted %s", sv.Spec.PreparationName)
 	}
-	sv.Spec.PreparationName = o.Status.LatestPreparation
+	sv.Spec.PreparationName = first
 	if err := env.Client.Update(ctx, sv); err != nil {
 		t.Fatal(err)
 	}
@@ -391,19 +395,14 @@ func TestManualModeLeavesTheServingToAPerson(t *testing.T) {
 		n := len(preparations(t, ns, "manual"))
 		return n == 2, fmt.Sprint(n)
 	})
-	if got := servingOf(t, ns, "manual").Spec.PreparationName; got != o.Status.LatestPreparation {
-		t.Errorf("Manual mode moved the Serving to %q, want the person's %q", got, o.Status.LatestPreparation)
+	if got := servingOf(t, ns, "manual").Spec.PreparationName; got != first {
+		t.Errorf("Manual mode moved the Serving to %q, want the person's %q", got, first)
 	}
 }
 
 func TestFailuresSayWhatFailedAndKeepThePreviousPreparation(t *testing.T) {
 	ctx := context.Background()
-	src := newSource(t)
-	ns := newNamespace(t)
-	prod := src.product(t, ns, "podinfo", "", src.values("one"))
-	order(t, ns, "fails", "podinfo", "", v1.PromotionAutomatic)
-	o := waitReady(t, ns, "fails", v1.ReasonRendered, 1)
-	good := o.Status.LatestPreparation
+	src, ns, prod, good := rendered(t, "fails", "", v1.PromotionAutomatic)
 
 	broken := map[string]string{}
 	for k, v := range ocitest.PodinfoFiles {
@@ -527,12 +526,7 @@ func TestVendorIntoTheBundledRegistry(t *testing.T) {
 // TestZZBundledRegistryDown runs last: it stops the bundled registry, then starts it again.
 func TestZZBundledRegistryDown(t *testing.T) {
 	ctx := context.Background()
-	src := newSource(t)
-	ns := newNamespace(t)
-	prod := src.product(t, ns, "podinfo", "", src.values("one"))
-	order(t, ns, "down", "podinfo", "", v1.PromotionAutomatic)
-	o := waitReady(t, ns, "down", v1.ReasonRendered, 1)
-	good := o.Status.LatestPreparation
+	src, ns, prod, good := rendered(t, "down", "", v1.PromotionAutomatic)
 
 	addr := bundled.Addr
 	if err := bundled.Stop(); err != nil {
@@ -542,7 +536,7 @@ func TestZZBundledRegistryDown(t *testing.T) {
 	if err := env.Client.Update(ctx, prod); err != nil {
 		t.Fatal(err)
 	}
-	o = waitReady(t, ns, "down", v1.ReasonPushFailed, 1)
+	o := waitReady(t, ns, "down", v1.ReasonPushFailed, 1)
 	if !strings.Contains(readyMessage(o), addr) {
 		t.Errorf("message %q does not name the registry %s", readyMessage(o), addr)
 	}
