@@ -155,8 +155,13 @@ func (r *OrderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		}
 		return ctrl.Result{RequeueAfter: retryAfter}, nil
 	}
-	if err := r.promote(ctx, &order, prep); err != nil {
+	held, err := r.promote(ctx, &order, prep)
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if held != "" {
+		c := meta.FindStatusCondition(order.Status.Conditions, deliveryv1alpha1.ConditionReady)
+		c.Message = shorten(c.Message + "; promotion waits: " + held)
 	}
 	order.Status.ObservedGeneration = order.Generation
 	if r.Resync > 0 {
@@ -443,13 +448,13 @@ func shorten(s string) string {
 }
 
 // promote keeps the Serving (same name as the Order). Automatic mode points it at the Order's
-// newest Ready Preparation once the gate allows; Manual mode creates it empty and leaves
-// spec.preparationName to a person.
-func (r *OrderReconciler) promote(ctx context.Context, order *deliveryv1alpha1.Order, prep *deliveryv1alpha1.Preparation) error {
+// newest Ready Preparation once the gate allows, and otherwise returns why it waits; Manual
+// mode creates it empty and leaves spec.preparationName to a person.
+func (r *OrderReconciler) promote(ctx context.Context, order *deliveryv1alpha1.Order, prep *deliveryv1alpha1.Preparation) (held string, err error) {
 	var serving deliveryv1alpha1.Serving
-	err := r.Get(ctx, client.ObjectKeyFromObject(order), &serving)
+	err = r.Get(ctx, client.ObjectKeyFromObject(order), &serving)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get serving %s: %w", order.Name, err)
+		return "", fmt.Errorf("get serving %s: %w", order.Name, err)
 	}
 	exists := err == nil
 	want := ""
@@ -457,13 +462,13 @@ func (r *OrderReconciler) promote(ctx context.Context, order *deliveryv1alpha1.O
 		allowed, why := true, ""
 		if r.Gate != nil {
 			if allowed, why, err = r.Gate(ctx, order, prep); err != nil {
-				return fmt.Errorf("promotion gate of order %s: %w", order.Name, err)
+				return "", fmt.Errorf("promotion gate of order %s: %w", order.Name, err)
 			}
 		}
 		if allowed {
 			want = prep.Name
 		} else {
-			ctrl.LoggerFrom(ctx).Info("promotion held", "preparation", prep.Name, "why", why)
+			held = why
 		}
 	}
 	if !exists {
@@ -472,19 +477,19 @@ func (r *OrderReconciler) promote(ctx context.Context, order *deliveryv1alpha1.O
 			Spec:       deliveryv1alpha1.ServingSpec{OrderRef: deliveryv1alpha1.LocalObjectReference{Name: order.Name}, PreparationName: want},
 		}
 		if err := controllerutil.SetControllerReference(order, &serving, r.Scheme()); err != nil {
-			return fmt.Errorf("own serving %s: %w", order.Name, err)
+			return "", fmt.Errorf("own serving %s: %w", order.Name, err)
 		}
 		if err := r.Create(ctx, &serving); err != nil {
-			return fmt.Errorf("create serving %s: %w", order.Name, err)
+			return "", fmt.Errorf("create serving %s: %w", order.Name, err)
 		}
-		return nil
+		return held, nil
 	}
 	if want == "" || serving.Spec.PreparationName == want {
-		return nil
+		return held, nil
 	}
 	serving.Spec.PreparationName = want
 	if err := r.Update(ctx, &serving); err != nil {
-		return fmt.Errorf("promote %s to serving %s: %w", want, order.Name, err)
+		return "", fmt.Errorf("promote %s to serving %s: %w", want, order.Name, err)
 	}
-	return nil
+	return "", nil
 }

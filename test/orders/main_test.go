@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/test/harness"
@@ -37,6 +38,17 @@ func TestMain(m *testing.M) {
 }
 
 type suite struct{ m *testing.M }
+
+// annotationHold makes holdGate hold an Order's promotion, with the annotation's value as why.
+const annotationHold = "test.kokumi.dev/hold"
+
+// holdGate plays a promotion pipeline: it holds Orders annotated with annotationHold.
+func holdGate(_ context.Context, o *v1.Order, _ *v1.Preparation) (bool, string, error) {
+	if why, ok := o.Annotations[annotationHold]; ok {
+		return false, why, nil
+	}
+	return true, "", nil
+}
 
 // Run starts the bundled registry and a manager with the Order reconciler around the tests.
 func (s suite) Run() int {
@@ -63,7 +75,8 @@ func (s suite) Run() int {
 	}
 	cfg := controller.DefaultConfig()
 	cfg.BundledRegistry = bundled.Addr
-	r := &controller.OrderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"), Config: cfg, RetryAfter: 2 * time.Second, Resync: 3 * time.Second}
+	r := &controller.OrderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"), Config: cfg,
+		RetryAfter: 2 * time.Second, Resync: 3 * time.Second, Gate: holdGate}
 	if err := r.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -603,3 +603,33 @@ func TestCredentialsSecretSignsInToAPrivateRegistry(t *testing.T) {
 		t.Errorf("preparations %+v", preps)
 	}
 }
+
+func TestPromotionGateHoldsAutomaticPromotion(t *testing.T) {
+	ctx := context.Background()
+	src := newSource(t)
+	ns := newNamespace(t)
+	src.product(t, ns, "podinfo", "", src.values("one"))
+	o := &v1.Order{
+		ObjectMeta: metav1.ObjectMeta{Name: "gated", Namespace: ns, Annotations: map[string]string{annotationHold: "staging soaking 12m of 30m"}},
+		Spec: v1.OrderSpec{ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: "prod"},
+			Promotion: v1.Promotion{Mode: v1.PromotionAutomatic}},
+	}
+	if err := env.Client.Create(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	o = waitReady(t, ns, "gated", v1.ReasonRendered, 1)
+	if !strings.Contains(readyMessage(o), "promotion waits: staging soaking 12m of 30m") {
+		t.Errorf("Ready message %q does not say why promotion waits", readyMessage(o))
+	}
+	if sv := servingOf(t, ns, "gated"); sv.Spec.PreparationName != "" {
+		t.Fatalf("the gate held, yet the Serving runs %s", sv.Spec.PreparationName)
+	}
+	delete(o.Annotations, annotationHold)
+	if err := env.Client.Update(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "promotion once the gate passes", func() (bool, string) {
+		sv := servingOf(t, ns, "gated")
+		return sv.Spec.PreparationName == o.Status.LatestPreparation, sv.Spec.PreparationName
+	})
+}
