@@ -13,6 +13,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -128,6 +129,19 @@ func getOrder(t *testing.T, ns, name string) *v1.Order {
 		t.Fatal(err)
 	}
 	return &o
+}
+
+// editOrder changes an Order, again on a conflict with the controller's status writes.
+func editOrder(t *testing.T, ns, name string, edit func(*v1.Order)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		o := getOrder(t, ns, name)
+		edit(o)
+		return env.Client.Update(context.Background(), o)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func preparations(t *testing.T, ns, orderName string) []v1.Preparation {
@@ -361,11 +375,7 @@ func TestSameRenderMakesNoNewPreparationAndAChangeMakesOneWithItsParent(t *testi
 	})
 
 	// A change of the Order's target namespace makes another.
-	o = getOrder(t, ns, "web")
-	o.Spec.TargetNamespace = "moved"
-	if err := env.Client.Update(ctx, o); err != nil {
-		t.Fatal(err)
-	}
+	editOrder(t, ns, "web", func(o *v1.Order) { o.Spec.TargetNamespace = "moved" })
 	eventually(t, "a Preparation for the new target namespace", func() (bool, string) {
 		for _, p := range preparations(t, ns, "web") {
 			if p.Spec.TargetNamespace == "moved" {
@@ -624,10 +634,7 @@ func TestPromotionGateHoldsAutomaticPromotion(t *testing.T) {
 	if sv := servingOf(t, ns, "gated"); sv.Spec.PreparationName != "" {
 		t.Fatalf("the gate held, yet the Serving runs %s", sv.Spec.PreparationName)
 	}
-	delete(o.Annotations, annotationHold)
-	if err := env.Client.Update(ctx, o); err != nil {
-		t.Fatal(err)
-	}
+	editOrder(t, ns, "gated", func(o *v1.Order) { delete(o.Annotations, annotationHold) })
 	eventually(t, "promotion once the gate passes", func() (bool, string) {
 		sv := servingOf(t, ns, "gated")
 		return sv.Spec.PreparationName == o.Status.LatestPreparation, sv.Spec.PreparationName
