@@ -15,6 +15,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/images"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/render"
@@ -35,12 +36,16 @@ const (
 // Reason says which step failed, as the Order's Ready reason.
 type Reason string
 
-// Reasons a build fails for (the Order's Ready reasons).
+// Reasons a build fails for: the Order's Ready reasons.
 const (
-	ReasonSourceNotFound        Reason = "SourceNotFound"
-	ReasonRenderFailed          Reason = "RenderFailed"
-	ReasonImageResolutionFailed Reason = "ImageResolutionFailed"
-	ReasonPushFailed            Reason = "PushFailed"
+	// ReasonSourceNotFound: the source or its version cannot be pulled.
+	ReasonSourceNotFound Reason = deliveryv1alpha1.ReasonSourceNotFound
+	// ReasonRenderFailed: the chart or bundle did not render.
+	ReasonRenderFailed Reason = deliveryv1alpha1.ReasonRenderFailed
+	// ReasonImageResolutionFailed: an image could not be pinned or vendored.
+	ReasonImageResolutionFailed Reason = deliveryv1alpha1.ReasonImageResolutionFailed
+	// ReasonPushFailed: the artifact could not be pushed.
+	ReasonPushFailed Reason = deliveryv1alpha1.ReasonPushFailed
 )
 
 // Error is a failed build: the step, and a message that names what failed and how to fix it.
