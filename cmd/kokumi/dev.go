@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"strings"
 
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -15,13 +18,13 @@ import (
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("dev", stderr)
-	stateDir := fs.String("state-dir", ".kokumi-dev", "directory of the local state and the kubeconfig")
+	stateDir := fs.String("state-dir", ".kokumi-dev", "directory of the fleet's state, logs and kubeconfig; a second run resumes it")
+	members := fs.String("members", strings.Join(sandbox.DefaultMembers, ","), "comma-separated names of the member clusters")
 	example := fs.String("example", "examples/multi-cluster", "kustomization applied at start")
-	exampleNS := fs.String("example-namespace", "platform", "namespace the example is applied to")
+	exampleNS := fs.String("example-namespace", "platform", "namespace the example and the Environment edge live in")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(stderr)))
 	assets, err := sandbox.FindAssets()
 	if err != nil {
 		return err
@@ -30,14 +33,30 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("resolve state directory: %w", err)
 	}
+	// The controller logs beside the fleet's processes, so that the terminal shows the fleet.
+	logPath := filepath.Join(state, "logs", "kokumi-controller.log")
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return fmt.Errorf("create log directory: %w", err)
+	}
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open controller log: %w", err)
+	}
+	defer logFile.Close()
+	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
 	return sandbox.RunDev(ctx, sandbox.DevOptions{
 		Assets:           assets,
 		StateDir:         state,
+		Members:          strings.Split(*members, ","),
 		ExampleDir:       *example,
 		ExampleNamespace: *exampleNS,
 		Out:              stdout,
-		RunController: func(ctx context.Context, cp *sandbox.ControlPlane) error {
-			mgr, err := controller.NewManager(cp.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: controller.DefaultConfig()})
+		RunController: func(ctx context.Context, hub *rest.Config, s sandbox.ControllerSettings) error {
+			cfg := controller.DefaultConfig()
+			cfg.Namespace = s.Namespace
+			cfg.ArgoCDNamespace = s.ArgoCDNamespace
+			cfg.BundledRegistry = s.Registry
+			mgr, err := controller.NewManager(hub, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg})
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -23,6 +24,9 @@ type Assets struct {
 	ArgoCDCRDDir string
 	// KokumiCRDDir holds Kokumi's generated CRDs.
 	KokumiCRDDir string
+	// FleetDir holds what the local fleet runs beside the API servers: kube-controller-manager,
+	// kube-scheduler, kwok and its stages, and Argo CD's multicall binary (`make fleet-assets`).
+	FleetDir string
 }
 
 // FindRoot walks up from dir to the directory whose go.mod declares Kokumi's module.
@@ -69,6 +73,7 @@ func FindAssets() (Assets, error) {
 		BinDir:       filepath.Join(root, "bin", "envtest"),
 		ArgoCDCRDDir: filepath.Join(root, "bin", "envtest", "crds"),
 		KokumiCRDDir: filepath.Join(root, "config", "crd", "bases"),
+		FleetDir:     filepath.Join(root, "bin", "fleet"),
 	}
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		a.BinDir = dir
@@ -93,6 +98,38 @@ func (a Assets) Check() error {
 		return fmt.Errorf("Kokumi's CRDs are missing in %s: run `make manifests`: %w", a.KokumiCRDDir, err)
 	}
 	return nil
+}
+
+// CheckFleet reports the first missing asset of the local fleet, and how to build it.
+func (a Assets) CheckFleet() error {
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml", "argocd"} {
+		p := filepath.Join(a.FleetDir, name)
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("fleet asset %s is missing: run `make fleet-assets` (it builds them once into bin/): %w", p, err)
+		}
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return fmt.Errorf("redis-server is missing (Argo CD needs it): apt-get install -y redis-server: %w", err)
+	}
+	return nil
+}
+
+// Versions reads the pinned versions `make` recorded beside the binaries (kubernetes, etcd,
+// argocd, kwok).
+func (a Assets) Versions() map[string]string {
+	v := map[string]string{}
+	for _, f := range []string{filepath.Join(a.BinDir, "versions"), filepath.Join(a.FleetDir, "versions")} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, val, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+				v[k] = val
+			}
+		}
+	}
+	return v
 }
 
 // Kubectl is the path of the built kubectl.

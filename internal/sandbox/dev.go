@@ -5,85 +5,214 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // DevOptions configures `kokumi dev`.
 type DevOptions struct {
 	// Assets are the binaries and CRDs to run from.
 	Assets Assets
-	// StateDir holds the kubeconfig and the local state.
+	// StateDir holds the fleet's state, its logs and the kubeconfig; a second run resumes it.
 	StateDir string
+	// Members names the member clusters (default edge-1, edge-2, edge-3).
+	Members []string
 	// ExampleDir is a kustomization applied into ExampleNamespace at start.
 	ExampleDir string
-	// ExampleNamespace receives the example.
+	// ExampleNamespace receives the example; the Environment edge lives there.
 	ExampleNamespace string
 	// Out receives what runs where and what to try.
 	Out io.Writer
-	// RunController runs Kokumi's controller against the control plane until ctx ends.
-	RunController func(ctx context.Context, cp *ControlPlane) error
+	// RunController runs Kokumi's controller against the hub until ctx ends.
+	RunController func(ctx context.Context, hub *rest.Config, o ControllerSettings) error
 }
 
-// RunDev starts a local control plane with Kokumi's and Argo CD's CRDs, applies the example,
-// runs the controller, prints how to reach it, and stops everything when ctx ends.
+// ControllerSettings is what Kokumi's controller must know of the fleet it runs in.
+type ControllerSettings struct {
+	// ArgoCDNamespace is where Argo CD runs on the hub.
+	ArgoCDNamespace string
+	// Namespace is Kokumi's own namespace on the hub.
+	Namespace string
+	// Registry is the host:port of the bundled registry.
+	Registry string
+}
+
+// DefaultMembers are the member clusters of `kokumi dev`.
+var DefaultMembers = []string{"edge-1", "edge-2", "edge-3"}
+
+// DemoEnvironment is the Environment `kokumi dev` sets up for the spec's example.
+const DemoEnvironment = "edge"
+
+// DemoProduct is the Product of the spec's example, which the demo points at the demo chart.
+const DemoProduct = "podinfo-fleet"
+
+// DemoTargetNamespace is the namespace the example deploys into on every member.
+const DemoTargetNamespace = "podinfo"
+
+// RunDev starts the local fleet, registers its members with Kokumi, sets up the Environment
+// edge, applies the example, runs the controller, prints what runs where, and stops everything
+// when ctx ends.
 func RunDev(ctx context.Context, o DevOptions) (err error) {
-	cp, err := StartControlPlane(o.Assets)
-	if err != nil {
-		return err
+	if len(o.Members) == 0 {
+		o.Members = DefaultMembers
 	}
+	started := time.Now()
+	fleet, err := StartFleet(ctx, FleetOptions{Assets: o.Assets, StateDir: o.StateDir, Members: o.Members, Progress: o.Out})
 	defer func() {
-		if stopErr := cp.Stop(); stopErr != nil && err == nil {
+		fmt.Fprintln(o.Out, "stopping the fleet")
+		if stopErr := fleet.Stop(); stopErr != nil && err == nil {
 			err = stopErr
 		}
 	}()
+	if err != nil {
+		return err
+	}
+	demo, err := PushDemo(ctx, fleet.Registry, o.Assets.DemoChartDir())
+	if err != nil {
+		return err
+	}
 	kubeconfig := filepath.Join(o.StateDir, "kubeconfig")
-	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+	if err := fleet.WriteKubeconfig(kubeconfig); err != nil {
 		return err
 	}
-	kubectl := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, o.Assets.Kubectl(), append([]string{"--kubeconfig", kubeconfig}, args...)...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("kubectl %v: %w: %s", args, err, out.String())
+	for _, m := range fleet.Members() {
+		if err := fleet.RegisterCluster(ctx, m, map[string]string{EnvironmentLabel: DemoEnvironment}); err != nil {
+			return err
 		}
-		return nil
 	}
-	if err := kubectl("create", "namespace", o.ExampleNamespace); err != nil {
+	if err := fleet.SetUpEnvironment(ctx, EnvironmentSetup{
+		Namespace:        o.ExampleNamespace,
+		Name:             DemoEnvironment,
+		Project:          DemoEnvironment,
+		TargetNamespaces: []string{DemoTargetNamespace},
+	}); err != nil {
 		return err
 	}
-	if err := kubectl("apply", "-n", o.ExampleNamespace, "-k", o.ExampleDir); err != nil {
+	if err := kubectl(ctx, o.Assets, kubeconfig, "apply", "-n", o.ExampleNamespace, "-k", o.ExampleDir); err != nil {
 		return fmt.Errorf("apply the example: %w", err)
+	}
+	// The example names podinfo's published chart; the demo points it at the same chart in the
+	// bundled registry, so that it needs no internet.
+	if err := kubectl(ctx, o.Assets, kubeconfig, "patch", "-n", o.ExampleNamespace, "product", DemoProduct, "--type=merge", "-p", demoProductPatch(demo)); err != nil {
+		return fmt.Errorf("point the example at the demo chart: %w", err)
 	}
 
 	errc := make(chan error, 1)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { errc <- o.RunController(runCtx, cp) }()
+	go func() {
+		errc <- o.RunController(runCtx, fleet.Hub.Config, ControllerSettings{ArgoCDNamespace: fleet.ArgoCDNamespace, Namespace: KokumiNamespace, Registry: fleet.Registry})
+	}()
 
-	fmt.Fprintf(o.Out, `Kokumi runs on a local control plane.
-
-  API server:  %s
-  kubeconfig:  %s
-  example:     %s applied in namespace %s
-
-Try:
-  export KUBECONFIG=%s
-  %s get kokumi -n %s
-  %s get order podinfo-edge -n %s -o yaml
-
-Press Ctrl-C to stop; everything started here stops with it.
-`, cp.Server(), kubeconfig, o.ExampleDir, o.ExampleNamespace, kubeconfig,
-		o.Assets.Kubectl(), o.ExampleNamespace, o.Assets.Kubectl(), o.ExampleNamespace)
+	printFleet(o, fleet, demo, kubeconfig, time.Since(started))
 
 	select {
 	case <-ctx.Done():
 		cancel()
 		<-errc
-		fmt.Fprintln(o.Out, "stopping")
 		return nil
 	case err := <-errc:
 		return fmt.Errorf("controller stopped: %w", err)
 	}
+}
+
+// WriteKubeconfig writes a kubeconfig with one context per cluster (the hub's is the current
+// one), each as a cluster admin.
+func (f *Fleet) WriteKubeconfig(path string) error {
+	cfg := clientcmdapi.NewConfig()
+	for _, c := range append([]*Cluster{f.Hub}, f.Members()...) {
+		one, err := clientcmd.LoadFromFile(c.Kubeconfig)
+		if err != nil {
+			return fmt.Errorf("read kubeconfig of %s: %w", c.Name, err)
+		}
+		cfg.Clusters[c.Name] = one.Clusters[c.Name]
+		cfg.AuthInfos[c.Name] = one.AuthInfos[c.Name]
+		cfg.Contexts[c.Name] = one.Contexts[c.Name]
+	}
+	cfg.CurrentContext = f.Hub.Name
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	return nil
+}
+
+// kubectl runs the built kubectl against kubeconfig.
+func kubectl(ctx context.Context, a Assets, kubeconfig string, args ...string) error {
+	cmd := exec.CommandContext(ctx, a.Kubectl(), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out.String())
+	}
+	return nil
+}
+
+func printFleet(o DevOptions, f *Fleet, demo *Demo, kubeconfig string, took time.Duration) {
+	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "\nKokumi runs on a local fleet (up in %s; state in %s).\n\n", took.Round(100*time.Millisecond), o.StateDir)
+	fmt.Fprintf(w, "CLUSTER\tAPI SERVER\tRUNS\n")
+	fmt.Fprintf(w, "hub\t%s\tKokumi's controller, argocd-application-controller, argocd-repo-server (%s), redis (%s), the bundled registry (%s)\n", f.Hub.Server, f.RepoServer, f.Redis, f.Registry)
+	for _, m := range f.Members() {
+		fmt.Fprintf(w, "%s\t%s\tkube-controller-manager, kube-scheduler, KWOK (node %s)\n", m.Name, m.Server, NodeName)
+	}
+	_ = w.Flush()
+	pids := f.Pids()
+	names := make([]string, 0, len(pids))
+	for n := range pids {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(o.Out, "\nThe bundled registry holds the demo chart %s:%s (%s)\nand its image %s (%s).\n", demo.ChartURL, demo.ChartVersion, demo.ChartDigest, demo.Image, demo.ImageDigest)
+	fmt.Fprintf(o.Out, "\nProcesses (logs in %s):\n", f.LogDir())
+	for _, n := range names {
+		fmt.Fprintf(o.Out, "  %-40s pid %d\n", n, pids[n])
+	}
+	k := o.Assets.Kubectl()
+	ns := o.ExampleNamespace
+	fmt.Fprintf(o.Out, `
+Versions: %s
+Kubeconfig: %s (contexts: hub, %s)
+
+Try:
+  export KUBECONFIG=%s
+  %s get clusters,environments -A
+  %s get serving podinfo-edge -n %s -o wide
+  %s get serving podinfo-edge -n %s \
+    -o jsonpath='{range .status.targets[*]}{.cluster}{"\t"}{.conditions[0].reason}{"\t"}{.revision}{"\n"}{end}'
+  %s -n %s get applications -l delivery.kokumi.dev/serving=podinfo-edge,delivery.kokumi.dev/serving-namespace=%s
+  %s --context edge-1 get deployments,pods -n %s
+
+Press Ctrl-C to stop; everything started here stops with it.
+`, formatVersions(o.Assets.Versions()), kubeconfig, strings.Join(memberNames(f), ", "),
+		kubeconfig, k, k, ns, k, ns, k, f.ArgoCDNamespace, ns, k, DemoTargetNamespace)
+}
+
+func memberNames(f *Fleet) []string {
+	var out []string
+	for _, m := range f.Members() {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+func formatVersions(v map[string]string) string {
+	var parts []string
+	for _, k := range []string{"kubernetes", "etcd", "argocd", "kwok"} {
+		if v[k] != "" {
+			parts = append(parts, k+" "+v[k])
+		}
+	}
+	return strings.Join(parts, ", ")
 }

@@ -1,0 +1,126 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+)
+
+// What an admin sets up on the hub before tenants deploy: the demo's and the end-to-end tests'
+// Clusters, Environment and AppProject.
+
+// KokumiNamespace is Kokumi's own namespace on the hub: Cluster credentials live there.
+const KokumiNamespace = "kokumi-system"
+
+// EnvironmentLabel is the label the demo's Environment selects its Clusters by.
+const EnvironmentLabel = "environment"
+
+// AdminClient returns a client of the hub that knows the built-in kinds and Kokumi's.
+func (f *Fleet) AdminClient() (client.Client, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("register built-in kinds: %w", err)
+	}
+	if err := deliveryv1alpha1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("register Kokumi's kinds: %w", err)
+	}
+	c, err := client.New(f.Hub.Config, client.Options{Scheme: s})
+	if err != nil {
+		return nil, fmt.Errorf("client of the hub: %w", err)
+	}
+	return c, nil
+}
+
+// RegisterCluster registers a member with Kokumi as an admin does: a credentials Secret holding
+// a kubeconfig of the member's identity in Kokumi's namespace, and a Cluster with labels.
+func (f *Fleet) RegisterCluster(ctx context.Context, c *Cluster, labels map[string]string) error {
+	hub, err := f.AdminClient()
+	if err != nil {
+		return err
+	}
+	if err := createIfMissing(ctx, hub, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KokumiNamespace}}); err != nil {
+		return err
+	}
+	kubeconfig, err := c.IdentityKubeconfig()
+	if err != nil {
+		return err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-credentials", Namespace: KokumiNamespace},
+		Data:       map[string][]byte{"kubeconfig": kubeconfig},
+	}
+	if err := apply(ctx, hub, secret); err != nil {
+		return err
+	}
+	cluster := &deliveryv1alpha1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Labels: labels},
+		Spec: deliveryv1alpha1.ClusterSpec{
+			Server:         c.Server,
+			CredentialsRef: deliveryv1alpha1.LocalObjectReference{Name: secret.Name},
+		},
+	}
+	existing := &deliveryv1alpha1.Cluster{}
+	if err := hub.Get(ctx, client.ObjectKeyFromObject(cluster), existing); err == nil {
+		existing.Labels, existing.Spec = labels, cluster.Spec
+		if err := hub.Update(ctx, existing); err != nil {
+			return fmt.Errorf("update Cluster %s: %w", c.Name, err)
+		}
+		return nil
+	}
+	if err := hub.Create(ctx, cluster); err != nil {
+		return fmt.Errorf("register Cluster %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// EnvironmentSetup is an Environment of a tenant namespace and the AppProject it deploys with.
+type EnvironmentSetup struct {
+	// Namespace is the tenant namespace the Environment and the Orders live in.
+	Namespace string
+	// Name is the Environment's name; its Clusters carry EnvironmentLabel=Name.
+	Name string
+	// Project is the AppProject's name.
+	Project string
+	// TargetNamespaces are the namespaces (globs) the AppProject lets it deploy into.
+	TargetNamespaces []string
+}
+
+// SetUpEnvironment creates the tenant namespace, the AppProject (admitting the namespace, and
+// the target namespaces on every server) and the Environment selecting Clusters labelled
+// EnvironmentLabel=Name.
+func (f *Fleet) SetUpEnvironment(ctx context.Context, e EnvironmentSetup) error {
+	hub, err := f.AdminClient()
+	if err != nil {
+		return err
+	}
+	if err := createIfMissing(ctx, hub, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.Namespace}}); err != nil {
+		return err
+	}
+	spec := AppProjectSpec{
+		SourceRepos:      []string{"*"},
+		SourceNamespaces: []string{e.Namespace},
+		// Argo CD creates the target namespace where it is missing.
+		ClusterResourceWhitelist: []map[string]string{{"group": "", "kind": "Namespace"}},
+	}
+	for _, ns := range e.TargetNamespaces {
+		spec.Destinations = append(spec.Destinations, AppProjectDestination{Server: "*", Namespace: ns})
+	}
+	if err := createIfMissing(ctx, hub, AppProject(f.ArgoCDNamespace, e.Project, spec)); err != nil {
+		return err
+	}
+	env := &deliveryv1alpha1.Environment{
+		ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace},
+		Spec: deliveryv1alpha1.EnvironmentSpec{
+			ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{EnvironmentLabel: e.Name}},
+			Project:         e.Project,
+		},
+	}
+	return createIfMissing(ctx, hub, env)
+}

@@ -1,0 +1,140 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/render"
+	"github.com/kokumi-dev/kokumi/internal/sandbox"
+)
+
+// The fleet's plumbing on its own, without Kokumi's controllers: Argo CD pulls a rendered
+// artifact of the demo chart from the bundled registry over plain HTTP, syncs it to a member
+// through a cluster Secret of the member's identity, and the member's kube-controller-manager,
+// kube-scheduler and KWOK roll the Deployment out until its Pods are Ready.
+func TestArgoCDSyncsAnArtifactOfTheBundledRegistryToAMember(t *testing.T) {
+	ctx := context.Background()
+	const ns, release = "plumbing", "plumbing"
+	target := fleet.Member("edge-1")
+
+	c := &oci.Client{}
+	chart, err := c.Pull(ctx, demo.ChartURL, demo.ChartVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := render.Render(ctx, chart.Layers, render.Options{ReleaseName: release, TargetNamespace: ns, RequireChart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifests, err := render.Marshal(res.Objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer, err := oci.TarGz(map[string][]byte{"manifests.yaml": manifests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := fleet.Registry + "/plumbing/podinfo"
+	digest, err := c.PushArtifact(ctx, repo, layer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	secret, err := sandbox.ClusterSecret(fleet.ArgoCDNamespace, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.Name = "plumbing-" + target.Name
+	app := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1",
+		"kind":       "Application",
+		"metadata":   map[string]any{"name": "plumbing", "namespace": fleet.ArgoCDNamespace},
+		"spec": map[string]any{
+			"project":     "default",
+			"source":      map[string]any{"repoURL": "oci://" + repo, "targetRevision": digest, "path": "."},
+			"destination": map[string]any{"server": target.Server, "namespace": ns},
+			"syncPolicy": map[string]any{
+				"automated":   map[string]any{"prune": true, "selfHeal": true},
+				"syncOptions": []any{"CreateNamespace=true"},
+			},
+		},
+	}}
+	for _, o := range []client.Object{secret, app} {
+		if err := hub.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		// The Application has no resources finalizer: deleting it leaves the workload, which
+		// goes with its namespace.
+		for _, o := range []client.Object{app, secret} {
+			if err := hub.Delete(context.Background(), o); err != nil && !apierrors.IsNotFound(err) {
+				t.Error(err)
+			}
+		}
+		if err := member(t, target.Name).CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	})
+
+	start := time.Now()
+	eventually(t, 2*time.Minute, "Argo CD syncs the Application", func(ctx context.Context) error {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(app.GroupVersionKind())
+		if err := hub.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
+			return err
+		}
+		sync, _, _ := unstructured.NestedString(got.Object, "status", "sync", "status")
+		health, _, _ := unstructured.NestedString(got.Object, "status", "health", "status")
+		revision, _, _ := unstructured.NestedString(got.Object, "status", "sync", "revision")
+		conditions, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		if sync != "Synced" || health != "Healthy" || revision != digest {
+			return fmt.Errorf("sync %q, health %q, revision %q (want %s), conditions %v", sync, health, revision, digest, conditions)
+		}
+		return nil
+	})
+	t.Logf("Argo CD synced and reported Healthy after %s", time.Since(start).Round(100*time.Millisecond))
+
+	cs := member(t, target.Name)
+	d, err := cs.AppsV1().Deployments(ns).Get(ctx, release+"-podinfo", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status.ReadyReplicas != 2 || d.Status.UpdatedReplicas != 2 {
+		t.Errorf("the Deployment on %s has %d ready and %d updated replicas, want 2", target.Name, d.Status.ReadyReplicas, d.Status.UpdatedReplicas)
+	}
+	if image := d.Spec.Template.Spec.Containers[0].Image; image != demo.Image {
+		t.Errorf("the Deployment runs %s, want %s", image, demo.Image)
+	}
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := 0
+	for _, p := range pods.Items {
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == "Ready" && cond.Status == "True" && p.Spec.NodeName == sandbox.NodeName {
+				ready++
+			}
+		}
+	}
+	if ready != 2 {
+		t.Errorf("%d Pods are Ready on %s's node, want 2", ready, target.Name)
+	}
+	// The other members run nothing of it.
+	for _, other := range []string{"edge-2", "edge-3"} {
+		if _, err := member(t, other).AppsV1().Deployments(ns).Get(ctx, release+"-podinfo", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: the Deployment is there too (%v)", other, err)
+		}
+	}
+}

@@ -1,0 +1,167 @@
+//go:build e2e
+
+// Package e2e drives a real local fleet (a hub and member kube-apiservers, kube-controller-manager,
+// kube-scheduler and KWOK on each member, real Argo CD, the bundled registry) through the spec's
+// scenarios, with Kokumi's controller running against the hub. Run it with `make e2e`.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/sandbox"
+)
+
+// The fleet every test of the package drives, started once.
+var (
+	fleet  *sandbox.Fleet
+	assets sandbox.Assets
+	hub    client.Client
+	demo   *sandbox.Demo
+	// kubeconfig has a context per cluster, the hub's current, for kubectl.
+	kubeconfig string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	started := time.Now()
+	var err error
+	if assets, err = sandbox.FindAssets(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := assets.CheckFleet(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	v := assets.Versions()
+	fmt.Printf("e2e: kubernetes %s, argo-cd %s, kwok %s, etcd %s\n", v["kubernetes"], v["argocd"], v["kwok"], v["etcd"])
+	state, err := os.MkdirTemp("", "kokumi-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	fleet, err = sandbox.StartFleet(ctx, sandbox.FleetOptions{
+		Assets: assets, StateDir: state, Members: sandbox.DefaultMembers, Progress: os.Stdout,
+	})
+	defer func() {
+		if err := fleet.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		if os.Getenv("KOKUMI_E2E_KEEP") == "" {
+			_ = os.RemoveAll(state)
+		} else {
+			fmt.Println("e2e: state kept in", state)
+		}
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err, "(logs in", fleet.LogDir()+")")
+		return 1
+	}
+	if hub, err = fleet.AdminClient(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if demo, err = sandbox.PushDemo(ctx, fleet.Registry, assets.DemoChartDir()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	kubeconfig = filepath.Join(state, "kubeconfig")
+	if err := fleet.WriteKubeconfig(kubeconfig); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	stopController, err := startController()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer stopController()
+	fmt.Printf("e2e: fleet of %d members up in %s (logs in %s)\n", len(fleet.Members()), time.Since(started).Round(100*time.Millisecond), fleet.LogDir())
+	code := m.Run()
+	if rss, err := fleet.RSS(); err == nil {
+		fmt.Printf("e2e: resident memory of the fleet: %d MiB\n", rss>>20)
+	}
+	fmt.Printf("e2e: took %s in all\n", time.Since(started).Round(time.Second))
+	return code
+}
+
+// startController runs Kokumi's controller against the hub, as `kokumi dev` does, with a short
+// probe period so that a stopped member is noticed within seconds.
+func startController() (stop func(), err error) {
+	logFile, err := os.Create(filepath.Join(fleet.LogDir(), "kokumi-controller.log"))
+	if err != nil {
+		return nil, fmt.Errorf("create the controller's log: %w", err)
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
+	cfg := controller.DefaultConfig()
+	cfg.Namespace = sandbox.KokumiNamespace
+	cfg.ArgoCDNamespace = fleet.ArgoCDNamespace
+	cfg.BundledRegistry = fleet.Registry
+	cfg.ProbePeriod = 3 * time.Second
+	mgr, err := controller.NewManager(fleet.Hub.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "controller:", err)
+		}
+		logFile.Close()
+	}, nil
+}
+
+// member returns a clientset of a member cluster as its admin.
+func member(t *testing.T, name string) kubernetes.Interface {
+	t.Helper()
+	c := fleet.Member(name)
+	if c == nil {
+		t.Fatalf("no member %s", name)
+	}
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// eventually polls cond every 250 ms until it returns nil or timeout passes, then fails with
+// cond's last error.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last error
+	for {
+		callCtx, callCancel := context.WithTimeout(ctx, 10*time.Second)
+		last = cond(callCtx)
+		callCancel()
+		if last == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not within %s: %v", what, timeout, last)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
