@@ -1,0 +1,398 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/sandbox"
+)
+
+// The spec's scenarios, in order, on one fleet: each starts from where the one before left the
+// fleet, as a user of `make demo` would go through them.
+
+const (
+	tenant  = "platform"
+	serving = "podinfo-edge"
+	// movedNamespace is the target namespace the Order moves to; the AppProject permits it.
+	movedNamespace = "podinfo-moved"
+)
+
+// settle is how long a scenario may take on the fleet: Argo CD syncs in about a second, a
+// rollout on KWOK in a few, a Cluster probe fails after a few seconds.
+const settle = 2 * time.Minute
+
+func TestScenarios(t *testing.T) {
+	steps := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"the example deploys to the three clusters of the Environment", deployToThree},
+		{"a stopped member is held as ClusterNotReady and the Serving stays Deployed", memberStopped},
+		{"a member whose Deployment cannot become ready fails the deployment", memberDegraded},
+		{"a destination the AppProject forbids is Rejected with Argo CD's message", forbiddenDestination},
+		{"a fourth member joins and gets its Application; then it leaves", joinAndLeave},
+		{"a target namespace change moves the workload", targetNamespaceChange},
+		{"deleting the Environment's AppProject deletes the Applications, not the workloads", projectDeleted},
+	}
+	for _, s := range steps {
+		start := time.Now()
+		if !t.Run(s.name, s.run) {
+			t.Fatalf("the scenarios after %q need it to pass", s.name)
+		}
+		t.Logf("%s: %s", s.name, time.Since(start).Round(100*time.Millisecond))
+	}
+}
+
+func deployToThree(t *testing.T) {
+	ctx := context.Background()
+	start := time.Now()
+	for _, m := range fleet.Members() {
+		if err := fleet.RegisterCluster(ctx, m, map[string]string{sandbox.EnvironmentLabel: sandbox.DemoEnvironment}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fleet.SetUpEnvironment(ctx, sandbox.EnvironmentSetup{
+		Namespace: tenant, Name: sandbox.DemoEnvironment, Project: sandbox.DemoEnvironment,
+		TargetNamespaces: []string{sandbox.DemoTargetNamespace, movedNamespace},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "apply", "-n", tenant, "-k", filepath.Join(assets.Root, "examples", "multi-cluster"))
+	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
+		"-p", fmt.Sprintf(`{"spec":{"source":{"url":%q,"version":%q}}}`, demo.ChartURL, demo.ChartVersion))
+
+	s := waitServing(t, serving, "every member runs podinfo synced and healthy", func(s *deliveryv1alpha1.Serving) error {
+		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3)
+	})
+	t.Logf("Deployed %s %s after %s", s.Spec.PreparationName, s.Status.Revision, time.Since(start).Round(100*time.Millisecond))
+	out := kubectl(t, "get", "serving", serving, "-n", tenant, "-o", "wide")
+	t.Logf("kubectl get serving %s -n %s -o wide:\n%s", serving, tenant, out)
+	if f := strings.Fields(lastLine(out)); len(f) < 7 || f[3] != "3" || f[4] != "3" || f[5] != "True" || f[6] != "Deployed" {
+		t.Errorf("kubectl shows %q, want CLUSTERS 3, HEALTHY 3, READY True, REASON Deployed", lastLine(out))
+	}
+	for _, m := range fleet.Members() {
+		expectWorkload(t, m.Name, sandbox.DemoTargetNamespace)
+	}
+	apps := applications(t, serving)
+	if len(apps) != 3 {
+		t.Errorf("%d Applications carry the Serving's labels, want one per cluster: %v", len(apps), apps)
+	}
+}
+
+func memberStopped(t *testing.T) {
+	if err := fleet.StopMember("edge-3"); err != nil {
+		t.Fatal(err)
+	}
+	waitServing(t, serving, "edge-3 is held, the Serving stays Deployed and names it", func(s *deliveryv1alpha1.Serving) error {
+		if err := expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 2); err != nil {
+			return err
+		}
+		if err := expectTarget(s, "edge-3", deliveryv1alpha1.ReasonClusterNotReady); err != nil {
+			return err
+		}
+		if msg := readyMessage(s); !strings.Contains(msg, "edge-3") {
+			return fmt.Errorf("the Ready message %q does not name edge-3", msg)
+		}
+		return nil
+	})
+	if _, err := fleet.AddMember(context.Background(), "edge-3"); err != nil {
+		t.Fatal(err)
+	}
+	waitServing(t, serving, "edge-3 is back and healthy", func(s *deliveryv1alpha1.Serving) error {
+		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3)
+	})
+}
+
+func memberDegraded(t *testing.T) {
+	// No Pod can be scheduled on edge-2 any more; the next rollout cannot progress there.
+	setUnschedulable(t, "edge-2", true)
+	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
+		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"Hello again from the edge"},"progressDeadlineSeconds":5}}}}}`)
+	waitServing(t, serving, "edge-2 is degraded and the deployment failed", func(s *deliveryv1alpha1.Serving) error {
+		if err := expectReady(s, metav1.ConditionFalse, deliveryv1alpha1.ReasonDeploymentFailed, 3, 2); err != nil {
+			return err
+		}
+		return expectTarget(s, "edge-2", deliveryv1alpha1.ReasonDegraded)
+	})
+	setUnschedulable(t, "edge-2", false)
+	waitServing(t, serving, "edge-2 rolls out once Pods can run again", func(s *deliveryv1alpha1.Serving) error {
+		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3)
+	})
+}
+
+func forbiddenDestination(t *testing.T) {
+	ctx := context.Background()
+	order := &deliveryv1alpha1.Order{}
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: tenant, Name: serving}, order); err != nil {
+		t.Fatal(err)
+	}
+	forbidden := &deliveryv1alpha1.Order{
+		ObjectMeta: metav1.ObjectMeta{Name: "podinfo-forbidden", Namespace: tenant},
+		Spec:       *order.Spec.DeepCopy(),
+	}
+	forbidden.Spec.TargetNamespace = "forbidden"
+	if err := hub.Create(ctx, forbidden); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := hub.Delete(context.Background(), forbidden); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	})
+	waitServing(t, forbidden.Name, "every cluster is Rejected with Argo CD's message", func(s *deliveryv1alpha1.Serving) error {
+		if err := expectReady(s, metav1.ConditionFalse, deliveryv1alpha1.ReasonDeploymentFailed, 3, 0); err != nil {
+			return err
+		}
+		for _, m := range fleet.Members() {
+			if err := expectTarget(s, m.Name, deliveryv1alpha1.ReasonRejected); err != nil {
+				return err
+			}
+		}
+		msg := s.Status.Targets[0].Conditions[0].Message
+		if !strings.Contains(msg, "forbidden") || !strings.Contains(msg, "do not match any of the allowed destinations") {
+			return fmt.Errorf("the target says %q, want Argo CD's refusal of namespace forbidden", msg)
+		}
+		return nil
+	})
+	for _, m := range fleet.Members() {
+		if _, err := member(t, m.Name).CoreV1().Namespaces().Get(ctx, "forbidden", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: the forbidden namespace exists (%v)", m.Name, err)
+		}
+	}
+}
+
+func joinAndLeave(t *testing.T) {
+	ctx := context.Background()
+	edge4, err := fleet.AddMember(ctx, "edge-4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.RegisterCluster(ctx, edge4, map[string]string{sandbox.EnvironmentLabel: sandbox.DemoEnvironment}); err != nil {
+		t.Fatal(err)
+	}
+	waitServing(t, serving, "edge-4 joins and runs podinfo healthily", func(s *deliveryv1alpha1.Serving) error {
+		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 4, 4)
+	})
+	if apps := applications(t, serving); len(apps) != 4 {
+		t.Errorf("%d Applications after edge-4 joined, want 4: %v", len(apps), apps)
+	}
+	expectWorkload(t, "edge-4", sandbox.DemoTargetNamespace)
+
+	// edge-4 leaves the Environment: its label no longer matches.
+	if err := fleet.RegisterCluster(ctx, edge4, map[string]string{sandbox.EnvironmentLabel: "elsewhere"}); err != nil {
+		t.Fatal(err)
+	}
+	waitServing(t, serving, "edge-4 leaves", func(s *deliveryv1alpha1.Serving) error {
+		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3)
+	})
+	eventually(t, settle, "edge-4's Application is deleted", func(ctx context.Context) error {
+		for _, app := range applications(t, serving) {
+			if strings.Contains(app, "edge-4") {
+				return fmt.Errorf("Application %s is still there", app)
+			}
+		}
+		return nil
+	})
+	eventually(t, settle, "an Event names edge-4", func(ctx context.Context) error {
+		events := &corev1.EventList{}
+		if err := hub.List(ctx, events, client.InNamespace(tenant)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "Serving" && e.InvolvedObject.Name == serving && strings.Contains(e.Message, "edge-4") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Event of the Serving names edge-4 among %d", len(events.Items))
+	})
+	// What runs there keeps running.
+	expectWorkload(t, "edge-4", sandbox.DemoTargetNamespace)
+}
+
+func targetNamespaceChange(t *testing.T) {
+	kubectl(t, "patch", "-n", tenant, "order", serving, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"targetNamespace":%q}}`, movedNamespace))
+	waitServing(t, serving, "the workload is deployed in the new namespace", func(s *deliveryv1alpha1.Serving) error {
+		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3)
+	})
+	for _, m := range fleet.Members() {
+		if m.Name == "edge-4" {
+			continue
+		}
+		expectWorkload(t, m.Name, movedNamespace)
+		cs := member(t, m.Name)
+		eventually(t, settle, m.Name+": Argo CD empties the old namespace", func(ctx context.Context) error {
+			deps, err := cs.AppsV1().Deployments(sandbox.DemoTargetNamespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			svcs, err := cs.CoreV1().Services(sandbox.DemoTargetNamespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if len(deps.Items)+len(svcs.Items) > 0 {
+				return fmt.Errorf("%d Deployments and %d Services left in %s", len(deps.Items), len(svcs.Items), sandbox.DemoTargetNamespace)
+			}
+			return nil
+		})
+	}
+}
+
+func projectDeleted(t *testing.T) {
+	ctx := context.Background()
+	project := sandbox.AppProject(fleet.ArgoCDNamespace, sandbox.DemoEnvironment, sandbox.AppProjectSpec{})
+	if err := hub.Delete(ctx, project); err != nil {
+		t.Fatal(err)
+	}
+	waitServing(t, serving, "the Serving reports ProjectNotFound", func(s *deliveryv1alpha1.Serving) error {
+		c := readyCondition(s)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != deliveryv1alpha1.ReasonProjectNotFound {
+			return fmt.Errorf("Ready is %+v, want False ProjectNotFound", c)
+		}
+		return nil
+	})
+	eventually(t, settle, "the Serving's Applications are deleted", func(ctx context.Context) error {
+		if apps := applications(t, serving); len(apps) > 0 {
+			return fmt.Errorf("Applications left: %v", apps)
+		}
+		return nil
+	})
+	for _, m := range fleet.Members() {
+		if m.Name == "edge-4" {
+			continue
+		}
+		expectWorkload(t, m.Name, movedNamespace)
+	}
+}
+
+// waitServing polls the Serving until check passes and returns it.
+func waitServing(t *testing.T, name, what string, check func(*deliveryv1alpha1.Serving) error) *deliveryv1alpha1.Serving {
+	t.Helper()
+	s := &deliveryv1alpha1.Serving{}
+	eventually(t, settle, what, func(ctx context.Context) error {
+		if err := hub.Get(ctx, client.ObjectKey{Namespace: tenant, Name: name}, s); err != nil {
+			return err
+		}
+		if err := check(s); err != nil {
+			return fmt.Errorf("%w (status: clusters %+v, targets %+v, Ready %+v)", err, s.Status.Clusters, s.Status.Targets, readyCondition(s))
+		}
+		return nil
+	})
+	return s
+}
+
+func readyCondition(s *deliveryv1alpha1.Serving) *metav1.Condition {
+	for i := range s.Status.Conditions {
+		if s.Status.Conditions[i].Type == deliveryv1alpha1.ConditionReady {
+			return &s.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func readyMessage(s *deliveryv1alpha1.Serving) string {
+	if c := readyCondition(s); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+func expectReady(s *deliveryv1alpha1.Serving, status metav1.ConditionStatus, reason string, selected, healthy int32) error {
+	c := readyCondition(s)
+	if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != s.Generation {
+		return fmt.Errorf("Ready is %+v, want %s %s", c, status, reason)
+	}
+	if s.Status.Clusters.Selected != selected || s.Status.Clusters.Healthy != healthy {
+		return fmt.Errorf("clusters %+v, want %d selected and %d healthy", s.Status.Clusters, selected, healthy)
+	}
+	return nil
+}
+
+func expectTarget(s *deliveryv1alpha1.Serving, cluster, reason string) error {
+	for _, target := range s.Status.Targets {
+		if target.Cluster == cluster {
+			if len(target.Conditions) == 0 || target.Conditions[0].Reason != reason {
+				return fmt.Errorf("target %s is %+v, want %s", cluster, target.Conditions, reason)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("no target %s", cluster)
+}
+
+// expectWorkload checks that the member runs podinfo in namespace, Ready, with the demo image
+// pinned by digest.
+func expectWorkload(t *testing.T, cluster, namespace string) {
+	t.Helper()
+	cs := member(t, cluster)
+	eventually(t, settle, cluster+" runs podinfo in "+namespace, func(ctx context.Context) error {
+		d, err := cs.AppsV1().Deployments(namespace).Get(ctx, serving, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		want := strings.TrimSuffix(demo.Image, ":"+demo.ChartVersion) + "@" + demo.ImageDigest
+		if image := d.Spec.Template.Spec.Containers[0].Image; image != want {
+			return fmt.Errorf("it runs %s, want the image pinned by digest, %s", image, want)
+		}
+		if d.Status.ReadyReplicas < 1 || d.Status.ReadyReplicas != d.Status.Replicas {
+			return fmt.Errorf("%d of %d replicas are ready", d.Status.ReadyReplicas, d.Status.Replicas)
+		}
+		return nil
+	})
+}
+
+// applications lists the names of Kokumi's Applications of a Serving of the tenant namespace.
+func applications(t *testing.T, name string) []string {
+	t.Helper()
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("argoproj.io/v1alpha1")
+	list.SetKind("ApplicationList")
+	if err := hub.List(context.Background(), list, client.InNamespace(fleet.ArgoCDNamespace),
+		client.MatchingLabels{argocd.LabelServing: name, argocd.LabelServingNamespace: tenant}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, app := range list.Items {
+		if app.GetDeletionTimestamp() == nil {
+			out = append(out, app.GetName())
+		}
+	}
+	return out
+}
+
+func setUnschedulable(t *testing.T, cluster string, unschedulable bool) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, unschedulable)
+	if _, err := member(t, cluster).CoreV1().Nodes().Patch(context.Background(), sandbox.NodeName, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kubectl runs kubectl against the hub, as the spec's commands do, and returns its output.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(assets.Kubectl(), append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
