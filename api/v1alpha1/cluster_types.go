@@ -72,5 +72,5 @@ type ClusterList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Cluster{}, &ClusterList{})
+	register(&Cluster{}, &ClusterList{})
 }

@@ -92,5 +92,5 @@ type EnvironmentList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Environment{}, &EnvironmentList{})
+	register(&Environment{}, &EnvironmentList{})
 }

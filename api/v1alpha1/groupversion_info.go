@@ -6,8 +6,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -15,8 +16,20 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "delivery.kokumi.dev", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the Kokumi kinds with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the Kokumi kinds to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
+
+	// knownTypes are the kinds each types file registers.
+	knownTypes []runtime.Object
 )
+
+// register adds kinds to the group; each types file calls it from init.
+func register(objects ...runtime.Object) { knownTypes = append(knownTypes, objects...) }
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, knownTypes...)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -99,5 +99,5 @@ type OrderList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Order{}, &OrderList{})
+	register(&Order{}, &OrderList{})
 }

@@ -167,5 +167,5 @@ type PreparationList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Preparation{}, &PreparationList{})
+	register(&Preparation{}, &PreparationList{})
 }

@@ -139,5 +139,5 @@ type ProductList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Product{}, &ProductList{})
+	register(&Product{}, &ProductList{})
 }

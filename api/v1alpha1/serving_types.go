@@ -148,5 +148,5 @@ type ServingList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Serving{}, &ServingList{})
+	register(&Serving{}, &ServingList{})
 }

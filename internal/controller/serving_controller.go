@@ -158,7 +158,7 @@ func (r *ServingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	if !s.DeletionTimestamp.IsZero() {
 		if controllerutil.ContainsFinalizer(&s, ServingFinalizer) {
-			if _, err := r.removeApplications(ctx, &s, "ServingDeleted"); err != nil {
+			if err := r.removeApplications(ctx, &s, "ServingDeleted"); err != nil {
 				return ctrl.Result{}, err
 			}
 			controllerutil.RemoveFinalizer(&s, ServingFinalizer)
@@ -202,7 +202,7 @@ func (r *ServingReconciler) outcome(s *v1.Serving, status metav1.ConditionStatus
 // stop reports a gate that keeps the Serving from deploying at all: its Applications are
 // deleted, what runs on the clusters keeps running.
 func (r *ServingReconciler) stop(ctx context.Context, s *v1.Serving, reason, message string) (ctrl.Result, error) {
-	if _, err := r.removeApplications(ctx, s, reason); err != nil {
+	if err := r.removeApplications(ctx, s, reason); err != nil {
 		return ctrl.Result{}, err
 	}
 	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = v1.ClusterCounts{}, nil, 0
@@ -486,21 +486,21 @@ func (r *ServingReconciler) applications(ctx context.Context, s *v1.Serving) ([]
 }
 
 // removeApplications deletes every Application of the Serving and says so once.
-func (r *ServingReconciler) removeApplications(ctx context.Context, s *v1.Serving, why string) (int, error) {
+func (r *ServingReconciler) removeApplications(ctx context.Context, s *v1.Serving, why string) error {
 	apps, err := r.applications(ctx, s)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	for i := range apps {
 		if err := r.deleteApplication(ctx, &apps[i]); err != nil {
-			return i, err
+			return err
 		}
 	}
 	if len(apps) > 0 {
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, "ApplicationsDeleted", "DeleteApplications",
 			"%s: deleted %d Argo CD Applications; what runs on the clusters keeps running", why, len(apps))
 	}
-	return len(apps), nil
+	return nil
 }
 
 // recordTransition records an event when the Ready reason changes to Deployed or a failure.

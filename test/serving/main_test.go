@@ -17,6 +17,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -233,6 +234,17 @@ func (f *fixture) serving() *v1.Serving {
 	var s v1.Serving
 	must(f.t, env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "podinfo-edge"}, &s))
 	return &s
+}
+
+// promote points the Serving at a Preparation, as a person would, again on a conflict with
+// the controller's own writes.
+func (f *fixture) promote(preparation string) {
+	f.t.Helper()
+	must(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s := f.serving()
+		s.Spec.PreparationName = preparation
+		return env.Client.Update(f.ctx, s)
+	}))
 }
 
 // settled waits until the manager's cache holds the Serving as the API server does, so that a

@@ -113,9 +113,7 @@ func TestAClusterNotReadyIsHeldWithoutHoldingTheServingBack(t *testing.T) {
 
 	// A new Preparation goes to the Ready clusters; the held one's Application stays as it is.
 	next := f.preparation("podinfo-edge-2", "podinfo", false)
-	s = f.serving()
-	s.Spec.PreparationName = next.Name
-	must(t, env.Client.Update(f.ctx, s))
+	f.promote(next.Name)
 	f.eventually("a2 and b2 move to the new Preparation", func() error {
 		for _, c := range []string{"a2", "b2"} {
 			app, err := f.app(c)
@@ -297,7 +295,7 @@ func TestClustersJoinAndLeave(t *testing.T) {
 	must(t, env.Client.Update(f.ctx, joining))
 	f.eventually("b7 loses its Application", func() error {
 		if _, err := f.app("b7"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there: %v", err)
+			return fmt.Errorf("still there: %w", err)
 		}
 		return nil
 	})
@@ -320,7 +318,7 @@ func TestATargetNamespaceChangeMovesEveryApplication(t *testing.T) {
 	f.cluster("a8", true)
 	f.cluster("b8", true)
 	prep := f.preparation("podinfo-edge-1", "podinfo", false)
-	s := f.order("edge", prep.Name)
+	f.order("edge", prep.Name)
 	f.eventually("two Applications", func() error {
 		if n := len(f.apps()); n != 2 {
 			return fmt.Errorf("%d", n)
@@ -328,9 +326,7 @@ func TestATargetNamespaceChangeMovesEveryApplication(t *testing.T) {
 		return nil
 	})
 	moved := f.preparation("podinfo-edge-2", "podinfo-next", false)
-	s = f.serving()
-	s.Spec.PreparationName = moved.Name
-	must(t, env.Client.Update(f.ctx, s))
+	f.promote(moved.Name)
 	f.eventually("every Application deploys into podinfo-next", func() error {
 		for _, app := range f.apps() {
 			if ns, _, _ := unstructured.NestedString(app.Object, "spec", "destination", "namespace"); ns != "podinfo-next" {
@@ -419,7 +415,7 @@ func TestDeletingTheServingDeletesItsApplications(t *testing.T) {
 			return fmt.Errorf("%d Applications", n)
 		}
 		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(s), s); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Serving still there: %v", err)
+			return fmt.Errorf("serving still there: %w", err)
 		}
 		return nil
 	})
