@@ -10,6 +10,7 @@ import (
 
 	"github.com/distribution/distribution/v3/configuration"
 	"github.com/distribution/distribution/v3/registry/handlers"
+
 	// The filesystem storage driver registers itself.
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
 	// The htpasswd access controller registers itself.

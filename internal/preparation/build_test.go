@@ -108,7 +108,7 @@ func TestIncludeCRDsRendersTheChartsCRDs(t *testing.T) {
 	if !strings.Contains(m, "kind: CustomResourceDefinition") {
 		t.Fatalf("includeCRDs rendered no CRD:\n%s", m)
 	}
-	if strings.Contains(m[:strings.Index(m, "kind: CustomResourceDefinition")], "name: widgets.example.com\n  namespace") {
+	if beforeCRD, _, _ := strings.Cut(m, "kind: CustomResourceDefinition"); strings.Contains(beforeCRD, "name: widgets.example.com\n  namespace") {
 		t.Errorf("the cluster-scoped CRD got a namespace:\n%s", m)
 	}
 }

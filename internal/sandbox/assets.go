@@ -95,7 +95,7 @@ func (a Assets) Check() error {
 		}
 	}
 	if _, err := os.Stat(a.KokumiCRDDir); err != nil {
-		return fmt.Errorf("Kokumi's CRDs are missing in %s: run `make manifests`: %w", a.KokumiCRDDir, err)
+		return fmt.Errorf("the Kokumi CRDs are missing in %s: run `make manifests`: %w", a.KokumiCRDDir, err)
 	}
 	return nil
 }

@@ -271,13 +271,6 @@ func (c *Cluster) stop() error {
 	return first
 }
 
-// running reports whether the cluster's processes run.
-func (c *Cluster) running() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.procs) > 0
-}
-
 func (c *Cluster) processes() []*process {
 	c.mu.Lock()
 	defer c.mu.Unlock()

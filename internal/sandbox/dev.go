@@ -118,7 +118,10 @@ func RunDev(ctx context.Context, o DevOptions) (err error) {
 	select {
 	case <-ctx.Done():
 		cancel()
-		<-errc
+		// The controller stops because ctx ended; its error says only that.
+		if err := <-errc; err != nil && ctx.Err() == nil {
+			return fmt.Errorf("controller stopped: %w", err)
+		}
 		return nil
 	case err := <-errc:
 		return fmt.Errorf("controller stopped: %w", err)

@@ -102,5 +102,5 @@ func (p *process) stop(grace time.Duration) error {
 
 // failure describes an ended process, with where its log is.
 func (p *process) failure() error {
-	return fmt.Errorf("%s exited (%v); its log is %s", p.name, p.err, p.log)
+	return fmt.Errorf("%s exited (%w); its log is %s", p.name, p.err, p.log)
 }

@@ -91,7 +91,7 @@ func (s *source) product(t *testing.T, ns, name, targetNamespace string, values 
 	return p
 }
 
-func order(t *testing.T, ns, name, product, targetNamespace string, mode v1.PromotionMode) *v1.Order {
+func order(t *testing.T, ns, name, product, targetNamespace string, mode v1.PromotionMode) {
 	t.Helper()
 	o := &v1.Order{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -105,7 +105,6 @@ func order(t *testing.T, ns, name, product, targetNamespace string, mode v1.Prom
 	if err := env.Client.Create(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
-	return o
 }
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
@@ -159,9 +158,9 @@ func preparations(t *testing.T, ns, orderName string) []v1.Preparation {
 	return out
 }
 
-// waitReady waits for the Order's Ready condition with reason, and a generation observed at
-// least at gen, and returns the Order.
-func waitReady(t *testing.T, ns, name, reason string, gen int64) *v1.Order {
+// waitReady waits for the Order's Ready condition with reason, set by a reconcile of the
+// Order, and returns the Order.
+func waitReady(t *testing.T, ns, name, reason string) *v1.Order {
 	t.Helper()
 	var o *v1.Order
 	eventually(t, fmt.Sprintf("order %s Ready reason %s", name, reason), func() (bool, string) {
@@ -170,7 +169,7 @@ func waitReady(t *testing.T, ns, name, reason string, gen int64) *v1.Order {
 		if c == nil {
 			return false, "no Ready condition"
 		}
-		if c.Reason != reason || c.ObservedGeneration < gen {
+		if c.Reason != reason || c.ObservedGeneration < 1 {
 			return false, fmt.Sprintf("%s %s (generation %d): %s", c.Status, c.Reason, c.ObservedGeneration, c.Message)
 		}
 		return true, ""
@@ -187,7 +186,7 @@ func rendered(t *testing.T, name, productTarget string, mode v1.PromotionMode) (
 	ns = newNamespace(t)
 	prod = src.product(t, ns, "podinfo", productTarget, src.values("one"))
 	order(t, ns, name, "podinfo", "", mode)
-	return src, ns, prod, waitReady(t, ns, name, v1.ReasonRendered, 1).Status.LatestPreparation
+	return src, ns, prod, waitReady(t, ns, name, v1.ReasonRendered).Status.LatestPreparation
 }
 
 func readyMessage(o *v1.Order) string {
@@ -214,7 +213,7 @@ func TestAutomaticOrderRendersAPinnedPreparationAndPromotesIt(t *testing.T) {
 	src.product(t, ns, "podinfo-fleet", "podinfo", src.values("Hello from the edge"))
 	order(t, ns, "podinfo-edge", "podinfo-fleet", "", v1.PromotionAutomatic)
 
-	o := waitReady(t, ns, "podinfo-edge", v1.ReasonRendered, 1)
+	o := waitReady(t, ns, "podinfo-edge", v1.ReasonRendered)
 	preps := preparations(t, ns, "podinfo-edge")
 	if len(preps) != 1 {
 		t.Fatalf("%d Preparations, want 1", len(preps))
@@ -291,7 +290,7 @@ func TestTargetNamespaceOrderThenProductThenOrderNamespace(t *testing.T) {
 	order(t, ns, "product-home", "with-home", "", v1.PromotionManual)
 	order(t, ns, "own-namespace", "homeless", "", v1.PromotionManual)
 	for name, want := range map[string]string{"override": "team-a", "product-home": "podinfo", "own-namespace": ns} {
-		o := waitReady(t, ns, name, v1.ReasonRendered, 1)
+		o := waitReady(t, ns, name, v1.ReasonRendered)
 		preps := preparations(t, ns, name)
 		if len(preps) != 1 || preps[0].Spec.TargetNamespace != want || o.Status.TargetNamespace != want {
 			t.Errorf("order %s: want target namespace %s, got %d Preparations %+v, status %q", name, want, len(preps), preps, o.Status.TargetNamespace)
@@ -444,7 +443,7 @@ func TestFailuresSayWhatFailedAndKeepThePreviousPreparation(t *testing.T) {
 			if err := env.Client.Update(ctx, prod); err != nil {
 				t.Fatal(err)
 			}
-			o := waitReady(t, ns, "fails", c.reason, 1)
+			o := waitReady(t, ns, "fails", c.reason)
 			if !strings.Contains(readyMessage(o), c.mentions) {
 				t.Errorf("message %q does not name %q", readyMessage(o), c.mentions)
 			}
@@ -462,12 +461,12 @@ func TestMissingProductThenCreated(t *testing.T) {
 	src := newSource(t)
 	ns := newNamespace(t)
 	order(t, ns, "early", "later", "", v1.PromotionManual)
-	o := waitReady(t, ns, "early", v1.ReasonProductNotFound, 1)
+	o := waitReady(t, ns, "early", v1.ReasonProductNotFound)
 	if !strings.Contains(readyMessage(o), `"later"`) || !strings.Contains(readyMessage(o), "spec.productRef.name") {
 		t.Errorf("message %q", readyMessage(o))
 	}
 	src.product(t, ns, "later", "", src.values("x"))
-	waitReady(t, ns, "early", v1.ReasonRendered, 1)
+	waitReady(t, ns, "early", v1.ReasonRendered)
 }
 
 func TestManifestBundleRendersWithoutHelm(t *testing.T) {
@@ -484,7 +483,7 @@ func TestManifestBundleRendersWithoutHelm(t *testing.T) {
 		t.Fatal(err)
 	}
 	order(t, ns, "bundle", "bundle", "", v1.PromotionManual)
-	waitReady(t, ns, "bundle", v1.ReasonRendered, 1)
+	waitReady(t, ns, "bundle", v1.ReasonRendered)
 	preps := preparations(t, ns, "bundle")
 	if len(preps) != 1 || len(preps[0].Spec.Images) != 1 || preps[0].Spec.Images[0].Pinned != src.podinfoRepo+"@"+src.podinfoDigest {
 		t.Fatalf("preparations %+v", preps)
@@ -546,7 +545,7 @@ func TestZZBundledRegistryDown(t *testing.T) {
 	if err := env.Client.Update(ctx, prod); err != nil {
 		t.Fatal(err)
 	}
-	o := waitReady(t, ns, "down", v1.ReasonPushFailed, 1)
+	o := waitReady(t, ns, "down", v1.ReasonPushFailed)
 	if !strings.Contains(readyMessage(o), addr) {
 		t.Errorf("message %q does not name the registry %s", readyMessage(o), addr)
 	}
@@ -593,7 +592,7 @@ func TestCredentialsSecretSignsInToAPrivateRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	order(t, ns, "private", "private", "", v1.PromotionManual)
-	o := waitReady(t, ns, "private", v1.ReasonSourceNotFound, 1)
+	o := waitReady(t, ns, "private", v1.ReasonSourceNotFound)
 	if !strings.Contains(readyMessage(o), `"pull"`) || !strings.Contains(readyMessage(o), "spec.source.credentialsRef") {
 		t.Errorf("without its Secret: %q", readyMessage(o))
 	}
@@ -607,7 +606,7 @@ func TestCredentialsSecretSignsInToAPrivateRegistry(t *testing.T) {
 	if err := env.Client.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	waitReady(t, ns, "private", v1.ReasonRendered, 1)
+	waitReady(t, ns, "private", v1.ReasonRendered)
 	preps := preparations(t, ns, "private")
 	if len(preps) != 1 || len(preps[0].Spec.Images) != 1 || preps[0].Spec.Images[0].Pinned != ocitest.Repo(private, "team/app@"+digest) {
 		t.Errorf("preparations %+v", preps)
@@ -627,7 +626,7 @@ func TestPromotionGateHoldsAutomaticPromotion(t *testing.T) {
 	if err := env.Client.Create(ctx, o); err != nil {
 		t.Fatal(err)
 	}
-	o = waitReady(t, ns, "gated", v1.ReasonRendered, 1)
+	o = waitReady(t, ns, "gated", v1.ReasonRendered)
 	if !strings.Contains(readyMessage(o), "promotion waits: staging soaking 12m of 30m") {
 		t.Errorf("Ready message %q does not say why promotion waits", readyMessage(o))
 	}
