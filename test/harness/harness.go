@@ -114,3 +114,20 @@ func Main(m interface{ Run() int }, env **Env) {
 	}
 	os.Exit(code)
 }
+
+// RunWithManager starts mgr, runs the tests, then stops mgr and waits for it, returning the
+// tests' exit code.
+func RunWithManager(ctx context.Context, mgr interface{ Start(context.Context) error }, run func() int) int {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	code := run()
+	cancel()
+	<-done
+	return code
+}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -81,16 +80,5 @@ func (s suite) Run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
-	code := s.m.Run()
-	cancel()
-	wg.Wait()
-	return code
+	return harness.RunWithManager(ctx, mgr, s.m.Run)
 }

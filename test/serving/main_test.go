@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,18 +55,7 @@ func (r runWithManager) Run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
-	code := r.m.Run()
-	cancel()
-	wg.Wait()
-	return code
+	return harness.RunWithManager(ctx, mgr, r.m.Run)
 }
 
 // fixture is one namespace with an Environment, its AppProject, Clusters, an Order, a
@@ -263,10 +251,10 @@ func (f *fixture) settled() {
 	})
 }
 
-// eventually polls check until it passes, for up to 30 seconds.
+// eventually polls check until it passes, for up to 90 seconds (a loaded CI machine is slow).
 func (f *fixture) eventually(what string, check func() error) {
 	f.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for {
 		err := check()
 		if err == nil {
