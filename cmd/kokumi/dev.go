@@ -14,6 +14,7 @@ import (
 
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/sandbox"
+	"github.com/kokumi-dev/kokumi/internal/server"
 )
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -56,7 +57,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			cfg.Namespace = s.Namespace
 			cfg.ArgoCDNamespace = s.ArgoCDNamespace
 			cfg.BundledRegistry = s.Registry
-			mgr, err := controller.NewManager(hub, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg})
+			ui := serverSetup(server.Options{Addr: s.UIAddr, Token: s.UIToken})
+			mgr, err := controller.NewManager(hub, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg, Also: []controller.Setup{ui}})
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,5 @@
-// Command kokumi is Kokumi's one binary: the controller, the local fleet, and its version.
+// Command kokumi is Kokumi's one binary: the controller, the API and UI server, the local fleet,
+// the bundled registry, and its version.
 package main
 
 import (
@@ -17,6 +18,7 @@ const usage = `kokumi turns intent into immutable artifacts and deploys them thr
 
 Usage:
   kokumi controller [flags]   run the controller manager
+  kokumi server [flags]       serve the API and the web UI
   kokumi dev [flags]          run a local control plane with Kokumi (make demo)
   kokumi registry [flags]     serve the bundled OCI registry
   kokumi version              print the version
@@ -42,6 +44,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "controller":
 		return runController(ctx, args[1:], stderr)
+	case "server":
+		return runServer(ctx, args[1:], stderr)
 	case "dev":
 		return runDev(ctx, args[1:], stdout, stderr)
 	case "registry":

@@ -33,6 +33,10 @@ type Options struct {
 
 	// Config is what the reconcilers need to know of Kokumi's installation.
 	Config Config
+
+	// Also sets up more runnables after the reconcilers, such as the API server in the same
+	// process (`kokumi dev` does that).
+	Also []Setup
 }
 
 // Config is the configuration of Kokumi itself that reconcilers read.
@@ -127,7 +131,7 @@ func NewManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, er
 			all = append(all, s)
 		}
 	}
-	for _, setup := range all {
+	for _, setup := range append(all, opts.Also...) {
 		if err := setup(mgr, opts.Config); err != nil {
 			return nil, err
 		}

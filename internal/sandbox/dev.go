@@ -3,6 +3,9 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,6 +47,10 @@ type ControllerSettings struct {
 	Namespace string
 	// Registry is the host:port of the bundled registry.
 	Registry string
+	// UIAddr is the loopback address the API and UI listen on.
+	UIAddr string
+	// UIToken is the token that logs in to the UI.
+	UIToken string
 }
 
 // DefaultMembers are the member clusters of `kokumi dev`.
@@ -106,14 +113,27 @@ func RunDev(ctx context.Context, o DevOptions) (err error) {
 		return fmt.Errorf("point the example at the demo chart: %w", err)
 	}
 
+	ui, err := fleet.ports.addr("ui")
+	if err != nil {
+		return err
+	}
+	tokenPath := filepath.Join(o.StateDir, "ui-token")
+	token, err := loadOrCreateToken(tokenPath)
+	if err != nil {
+		return err
+	}
+
 	errc := make(chan error, 1)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		errc <- o.RunController(runCtx, fleet.Hub.Config, ControllerSettings{ArgoCDNamespace: fleet.ArgoCDNamespace, Namespace: KokumiNamespace, Registry: fleet.Registry})
+		errc <- o.RunController(runCtx, fleet.Hub.Config, ControllerSettings{
+			ArgoCDNamespace: fleet.ArgoCDNamespace, Namespace: KokumiNamespace, Registry: fleet.Registry,
+			UIAddr: ui, UIToken: token,
+		})
 	}()
 
-	printFleet(o, fleet, demo, kubeconfig, time.Since(started))
+	printFleet(o, fleet, demo, kubeconfig, uiInfo{addr: ui, token: token, tokenPath: tokenPath}, time.Since(started))
 
 	select {
 	case <-ctx.Done():
@@ -162,11 +182,35 @@ func kubectl(ctx context.Context, a Assets, kubeconfig string, args ...string) e
 	return nil
 }
 
-func printFleet(o DevOptions, f *Fleet, demo *Demo, kubeconfig string, took time.Duration) {
+// loadOrCreateToken reads the UI token kept at path, or makes one and keeps it there, so that
+// a restarted fleet logs in with the same token.
+func loadOrCreateToken(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err == nil && len(bytes.TrimSpace(data)) > 0 {
+		return string(bytes.TrimSpace(data)), nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read the UI token: %w", err)
+	}
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("make a UI token: %w", err)
+	}
+	token := hex.EncodeToString(b)
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write the UI token: %w", err)
+	}
+	return token, nil
+}
+
+// uiInfo is where the UI listens and how to log in.
+type uiInfo struct{ addr, token, tokenPath string }
+
+func printFleet(o DevOptions, f *Fleet, demo *Demo, kubeconfig string, ui uiInfo, took time.Duration) {
 	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "\nKokumi runs on a local fleet (up in %s; state in %s).\n\n", took.Round(100*time.Millisecond), o.StateDir)
 	fmt.Fprintf(w, "CLUSTER\tAPI SERVER\tRUNS\n")
-	fmt.Fprintf(w, "hub\t%s\tKokumi's controller, argocd-application-controller, argocd-repo-server (%s), redis (%s), the bundled registry (%s)\n", f.Hub.Server, f.RepoServer, f.Redis, f.Registry)
+	fmt.Fprintf(w, "hub\t%s\tKokumi's controller and server (%s), argocd-application-controller, argocd-repo-server (%s), redis (%s), the bundled registry (%s)\n", f.Hub.Server, ui.addr, f.RepoServer, f.Redis, f.Registry)
 	for _, m := range f.Members() {
 		fmt.Fprintf(w, "%s\t%s\tkube-controller-manager, kube-scheduler, KWOK (node %s)\n", m.Name, m.Server, NodeName)
 	}
@@ -186,6 +230,7 @@ func printFleet(o DevOptions, f *Fleet, demo *Demo, kubeconfig string, took time
 	ns := o.ExampleNamespace
 	fmt.Fprintf(o.Out, `
 Versions: %s
+UI: http://%s (token %s, kept in %s)
 Kubeconfig: %s (contexts: hub, %s)
 
 Try:
@@ -198,7 +243,7 @@ Try:
   %s --context edge-1 get deployments,pods -n %s
 
 Press Ctrl-C to stop; everything started here stops with it.
-`, formatVersions(o.Assets.Versions()), kubeconfig, strings.Join(memberNames(f), ", "),
+`, formatVersions(o.Assets.Versions()), ui.addr, ui.token, ui.tokenPath, kubeconfig, strings.Join(memberNames(f), ", "),
 		kubeconfig, k, k, ns, k, ns, k, f.ArgoCDNamespace, ns, k, DemoTargetNamespace)
 }
 

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/server"
+)
+
+// serverSetup adds the API and UI server to a manager, reading through its cache.
+func serverSetup(o server.Options) controller.Setup {
+	return func(mgr ctrl.Manager, c controller.Config) error {
+		o.ArgoCDNamespace = c.ArgoCDNamespace
+		s, err := server.New(mgr.GetClient(), mgr.GetCache(), o)
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(s); err != nil {
+			return fmt.Errorf("add the server: %w", err)
+		}
+		return nil
+	}
+}
+
+// readToken reads the admin token from a file, or from KOKUMI_TOKEN when no file is given.
+func readToken(path string) (string, error) {
+	if path == "" {
+		if t := strings.TrimSpace(os.Getenv("KOKUMI_TOKEN")); t != "" {
+			return t, nil
+		}
+		return "", errors.New("no token: set --token-file (such as a mounted Secret) or KOKUMI_TOKEN")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read --token-file: %w", err)
+	}
+	t := strings.TrimSpace(string(data))
+	if t == "" {
+		return "", fmt.Errorf("--token-file %s is empty: write a long random token into it", path)
+	}
+	return t, nil
+}
+
+func runServer(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlagSet("server", stderr)
+	var o server.Options
+	var mgrOpts controller.Options
+	fs.StringVar(&o.Addr, "bind-address", ":8090", "address the API and UI listen on")
+	tokenFile := fs.String("token-file", "", "file holding the admin token (default: the KOKUMI_TOKEN environment variable)")
+	fs.DurationVar(&o.SessionTTL, "session-ttl", 12*time.Hour, "how long a login lasts")
+	fs.StringVar(&o.ArgoCDURL, "argocd-url", "", "base address of Argo CD's UI, such as https://argocd.example.com; Application rows link there")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serve HTTPS with this certificate (with --tls-key-file)")
+	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "key of --tls-cert-file")
+	fs.StringVar(&mgrOpts.MetricsAddr, "metrics-bind-address", "0", `address of the metrics endpoint ("0" turns it off)`)
+	fs.StringVar(&mgrOpts.ProbeAddr, "health-probe-bind-address", ":8091", "address of the /healthz and /readyz endpoints")
+	bindConfigFlags(fs, &mgrOpts.Config)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		return errors.New("set both --tls-cert-file and --tls-key-file, or neither")
+	}
+	token, err := readToken(*tokenFile)
+	if err != nil {
+		return err
+	}
+	o.Token = token
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	mgr, err := controller.NewManager(cfg, mgrOpts, serverSetup(o))
+	if err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting the API and UI server", "address", o.Addr)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run the server: %w", err)
+	}
+	return nil
+}

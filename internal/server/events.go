@@ -1,0 +1,172 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+)
+
+// Change tells the UI that an object it may show changed; the UI fetches again what it shows.
+// An Application's change names its Serving and cluster.
+type Change struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	Cluster   string `json:"cluster,omitempty"`
+}
+
+// subscriberBuffer is how many changes wait for a slow client before it is told to resync.
+const subscriberBuffer = 256
+
+// heartbeat keeps idle event streams open through proxies.
+const heartbeat = 25 * time.Second
+
+type subscriber struct {
+	ch       chan Change
+	kick     chan struct{}
+	overflow atomic.Bool
+}
+
+// broker fans changes out to the open event streams. A client that falls behind loses the
+// changes it missed and gets one "resync" event instead, so a busy fleet never blocks the
+// informers.
+type broker struct {
+	mu   sync.Mutex
+	subs map[*subscriber]struct{}
+}
+
+func newBroker() *broker { return &broker{subs: map[*subscriber]struct{}{}} }
+
+func (b *broker) subscribe() *subscriber {
+	s := &subscriber{ch: make(chan Change, subscriberBuffer), kick: make(chan struct{}, 1)}
+	b.mu.Lock()
+	b.subs[s] = struct{}{}
+	b.mu.Unlock()
+	return s
+}
+
+func (b *broker) unsubscribe(s *subscriber) {
+	b.mu.Lock()
+	delete(b.subs, s)
+	b.mu.Unlock()
+}
+
+func (b *broker) publish(c Change) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.subs {
+		select {
+		case s.ch <- c:
+		default:
+			s.overflow.Store(true)
+			select {
+			case s.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// watch publishes a Change for every add, update and delete the cache sees of the kinds the
+// UI shows.
+func (s *Server) watch(ctx context.Context, informers cache.Informers) error {
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(argocd.ApplicationGVK)
+	for _, w := range []struct {
+		kind string
+		obj  client.Object
+	}{
+		{"Serving", &v1.Serving{}}, {"Cluster", &v1.Cluster{}}, {"Order", &v1.Order{}},
+		{"Environment", &v1.Environment{}}, {"Application", app},
+	} {
+		inf, err := informers.GetInformer(ctx, w.obj)
+		if err != nil {
+			return fmt.Errorf("watch %s: %w", w.kind, err)
+		}
+		kind := w.kind
+		on := func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			o, ok := obj.(client.Object)
+			if !ok {
+				return
+			}
+			s.broker.publish(changeOf(kind, o))
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    on,
+			UpdateFunc: func(_, obj any) { on(obj) },
+			DeleteFunc: on,
+		}); err != nil {
+			return fmt.Errorf("watch %s: %w", w.kind, err)
+		}
+	}
+	return nil
+}
+
+func changeOf(kind string, o client.Object) Change {
+	if kind != "Application" {
+		return Change{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()}
+	}
+	l := o.GetLabels()
+	if l[argocd.LabelServing] == "" {
+		return Change{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()}
+	}
+	return Change{Kind: "Serving", Namespace: l[argocd.LabelServingNamespace], Name: l[argocd.LabelServing], Cluster: l[argocd.LabelCluster]}
+}
+
+// events streams changes as server-sent events: "change" with a Change as data, "resync" when
+// the client fell behind and should fetch everything it shows again.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "streaming is not supported by this connection")
+		return
+	}
+	sub := s.broker.subscribe()
+	defer s.broker.unsubscribe(sub)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, "retry: 3000\n: connected\n\n")
+	flusher.Flush()
+	tick := time.NewTicker(heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+			fmt.Fprint(w, ": heartbeat\n\n")
+		case <-sub.kick:
+			if sub.overflow.Swap(false) {
+				for len(sub.ch) > 0 {
+					<-sub.ch
+				}
+				fmt.Fprint(w, "event: resync\ndata: {}\n\n")
+			}
+		case c := <-sub.ch:
+			data, err := json.Marshal(c)
+			if err != nil {
+				continue
+			}
+			fmt.Fprintf(w, "event: change\ndata: %s\n\n", data)
+		}
+		flusher.Flush()
+	}
+}
