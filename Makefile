@@ -51,9 +51,10 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC.
-	$(CONTROLLER_GEN) crd rbac:roleName=kokumi-controller paths=./api/... paths=./internal/... \
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC (the controller's role and the server's).
+	$(CONTROLLER_GEN) crd rbac:roleName=kokumi-controller paths=./api/... paths=./internal/controller/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=kokumi-server paths=./internal/server/... output:rbac:artifacts:config=config/server
 
 .PHONY: fmt
 fmt: ## gofmt the tree.

@@ -35,7 +35,7 @@ import (
 // The server reads what the UI shows and creates Orders; nothing else.
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings;clusters;environments;products;orders;preparations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=orders,verbs=create
-// +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch
+// +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=applications,verbs=get;list;watch
 
 //go:embed ui
 var uiFiles embed.FS
@@ -108,7 +108,15 @@ func (s *Server) Handler() http.Handler {
 	if err != nil {
 		panic(err) // the embedded directory is part of the binary
 	}
-	mux.Handle("GET /", withSecurityHeaders(http.FileServerFS(ui)))
+	files := withSecurityHeaders(http.FileServerFS(ui))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, "the UI's files are read with GET")
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 	return mux
 }
 

@@ -119,6 +119,12 @@ func TestConfigDefaultInstallsKokumi(t *testing.T) {
 		{"ClusterRole", "", "kokumi-view"},
 		{"Service", "kokumi-system", "kokumi-registry"},
 		{"PersistentVolumeClaim", "kokumi-system", "kokumi-registry"},
+		{"ServiceAccount", "kokumi-system", "kokumi-server"},
+		{"ClusterRole", "", "kokumi-server"},
+		{"ClusterRoleBinding", "", "kokumi-server"},
+		{"Role", "argocd", "kokumi-server"},
+		{"RoleBinding", "argocd", "kokumi-server"},
+		{"Service", "kokumi-system", "kokumi-server"},
 	} {
 		if find(objs, want.kind, want.namespace, want.name) == nil {
 			t.Errorf("no %s %s/%s", want.kind, want.namespace, want.name)
@@ -148,6 +154,16 @@ func TestConfigDefaultInstallsKokumi(t *testing.T) {
 	if len(reg.Args) == 0 || reg.Args[0] != "registry" {
 		t.Errorf("registry args %v do not run `kokumi registry`", reg.Args)
 	}
+	srv := deployment(t, objs, "kokumi-server")
+	sc := hardened(t, srv)
+	if srv.Spec.Template.Spec.ServiceAccountName != "kokumi-server" || len(sc.Args) == 0 || sc.Args[0] != "server" ||
+		!slices.Contains(sc.Args, "--token-file=/etc/kokumi/token/token") {
+		t.Errorf("server runs as %q with args %v", srv.Spec.Template.Spec.ServiceAccountName, sc.Args)
+	}
+	if vols := srv.Spec.Template.Spec.Volumes; len(vols) != 1 || vols[0].Secret == nil || vols[0].Secret.SecretName != "kokumi-server-token" {
+		t.Errorf("server does not mount its token from the Secret kokumi-server-token: %+v", vols)
+	}
+
 	// The controller's default address of the bundled registry is this Service.
 	svc := find(objs, "Service", "kokumi-system", "kokumi-registry")
 	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
@@ -164,7 +180,7 @@ func TestConfigDefaultIsAcceptedByTheAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("apply --dry-run=server: %v", err)
 	}
-	for _, want := range []string{"deployment.apps/kokumi-controller", "deployment.apps/kokumi-registry", "clusterrole.rbac.authorization.k8s.io/kokumi-tenant"} {
+	for _, want := range []string{"deployment.apps/kokumi-controller", "deployment.apps/kokumi-registry", "deployment.apps/kokumi-server", "clusterrole.rbac.authorization.k8s.io/kokumi-tenant"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run output lacks %s:\n%s", want, out)
 		}

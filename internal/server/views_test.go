@@ -1,0 +1,98 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+)
+
+func testApp(cluster, health, sync string) unstructured.Unstructured {
+	a := unstructured.Unstructured{Object: map[string]any{"status": map[string]any{
+		"health": map[string]any{"status": health},
+		"sync":   map[string]any{"status": sync, "revision": "sha256:1"},
+	}}}
+	a.SetGroupVersionKind(argocd.ApplicationGVK)
+	a.SetNamespace("argocd")
+	a.SetName("app-" + cluster)
+	a.SetLabels(map[string]string{argocd.LabelCluster: cluster})
+	return a
+}
+
+func TestServingRowsPutTroubleFirst(t *testing.T) {
+	s := &v1.Serving{Status: v1.ServingStatus{Targets: []v1.Target{
+		{Cluster: "c-held", Conditions: []v1.TargetCondition{{Reason: v1.ReasonClusterNotReady, Message: "down"}}},
+	}}}
+	apps := []unstructured.Unstructured{
+		testApp("a-healthy", "Healthy", "Synced"),
+		testApp("b-progressing", "Progressing", "Synced"),
+		testApp("z-degraded", "Degraded", "Synced"),
+		testApp("y-outofsync", "Healthy", "OutOfSync"),
+	}
+	rows, omitted := servingRows(s, apps, "")
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Cluster)
+	}
+	want := []string{"c-held", "z-degraded", "b-progressing", "y-outofsync", "a-healthy"}
+	if fmt.Sprint(got) != fmt.Sprint(want) || omitted != 0 {
+		t.Fatalf("rows %v (omitted %d), want %v", got, omitted, want)
+	}
+	if rows[0].Reason != v1.ReasonClusterNotReady || rows[0].Link != "" {
+		t.Errorf("held row %+v", rows[0])
+	}
+}
+
+func TestServingRowsAreCapped(t *testing.T) {
+	apps := make([]unstructured.Unstructured, MaxRows+7)
+	for i := range apps {
+		apps[i] = testApp(fmt.Sprintf("c-%05d", i), "Healthy", "Synced")
+	}
+	rows, omitted := servingRows(&v1.Serving{}, apps, "https://argocd.example")
+	if len(rows) != MaxRows || omitted != 7 {
+		t.Fatalf("%d rows, %d omitted; want %d and 7", len(rows), omitted, MaxRows)
+	}
+	if rows[0].Link != "https://argocd.example/applications/argocd/app-c-00000" {
+		t.Errorf("link %q", rows[0].Link)
+	}
+}
+
+func TestSessionsExpire(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := newAuth("secret", time.Hour)
+	a.now = func() time.Time { return now }
+	id, err := a.open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.valid(id) {
+		t.Fatal("a fresh session is not valid")
+	}
+	now = now.Add(61 * time.Minute)
+	if a.valid(id) {
+		t.Fatal("a session past its TTL is still valid")
+	}
+	if a.tokenMatches("") || a.tokenMatches("secre") || !a.tokenMatches("secret") {
+		t.Fatal("token comparison is wrong")
+	}
+}
+
+func TestSlowSubscriberIsToldToResync(t *testing.T) {
+	b := newBroker()
+	s := b.subscribe()
+	for i := 0; i < subscriberBuffer+3; i++ {
+		b.publish(Change{Kind: "Serving", Name: fmt.Sprint(i)})
+	}
+	if len(s.ch) != subscriberBuffer || !s.overflow.Load() || len(s.kick) != 1 {
+		t.Fatalf("buffered %d, overflow %v, kicked %d", len(s.ch), s.overflow.Load(), len(s.kick))
+	}
+	b.unsubscribe(s)
+	b.publish(Change{Kind: "Serving", Name: "after"})
+	if len(s.ch) != subscriberBuffer {
+		t.Fatal("an unsubscribed client still receives changes")
+	}
+}

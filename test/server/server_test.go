@@ -1,0 +1,330 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/server"
+)
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+type list[T any] struct {
+	Items   []T `json:"items"`
+	Omitted int `json:"omitted"`
+}
+
+func TestNothingWithoutTheToken(t *testing.T) {
+	for _, c := range []call{
+		{path: "/api/v1/servings"},
+		{path: "/api/v1/servings", bearer: "not-the-token"},
+		{path: "/api/v1/clusters", cookie: &http.Cookie{Name: server.SessionCookie, Value: "made-up"}},
+		{method: http.MethodPost, path: "/api/v1/namespaces/default/orders", body: server.OrderRequest{Name: "x", Product: "p", Environment: "e"}},
+		{path: "/api/v1/events"},
+	} {
+		var out map[string]string
+		if res := do(t, c, &out); res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s %s: status %d, want 401", c.method, c.path, res.StatusCode)
+		} else if !strings.Contains(out["error"], "log in") {
+			t.Errorf("%s %s: error %q does not say to log in", c.method, c.path, out["error"])
+		}
+	}
+	// The page itself and the health check are public; what they show is not.
+	if res := do(t, call{path: "/"}, nil); res.StatusCode != http.StatusOK || !strings.Contains(res.Header.Get("Content-Security-Policy"), "default-src 'self'") {
+		t.Errorf("GET /: status %d, CSP %q", res.StatusCode, res.Header.Get("Content-Security-Policy"))
+	}
+	if res := do(t, call{path: "/healthz"}, nil); res.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz: status %d", res.StatusCode)
+	}
+}
+
+func TestLoginOpensASessionAndLogoutEndsIt(t *testing.T) {
+	var out map[string]any
+	if res := do(t, call{method: http.MethodPost, path: "/api/v1/login", body: map[string]string{"token": "wrong"}}, &out); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("login with a wrong token: status %d", res.StatusCode)
+	}
+	res := do(t, call{method: http.MethodPost, path: "/api/v1/login", body: map[string]string{"token": token}}, &out)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("login: status %d %v", res.StatusCode, out)
+	}
+	var session *http.Cookie
+	for _, c := range res.Cookies() {
+		if c.Name == server.SessionCookie {
+			session = c
+		}
+	}
+	if session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode {
+		t.Fatalf("login set no HttpOnly, SameSite=Strict session cookie: %+v", res.Cookies())
+	}
+	if res := do(t, call{path: "/api/v1/clusters", cookie: session}, nil); res.StatusCode != http.StatusOK {
+		t.Fatalf("GET with the session: status %d", res.StatusCode)
+	}
+	if res := do(t, call{path: "/api/v1/me", cookie: session}, &out); res.StatusCode != http.StatusOK || out["authenticated"] != true {
+		t.Fatalf("GET /me with the session: %d %v", res.StatusCode, out)
+	}
+	// A write by cookie must be JSON: a cross-site form cannot send that without asking.
+	res = do(t, call{method: http.MethodPost, path: "/api/v1/namespaces/default/orders", cookie: session, body: "x", contentType: "text/plain"}, &out)
+	if res.StatusCode != http.StatusUnsupportedMediaType {
+		t.Fatalf("form-encoded write by cookie: status %d, want 415", res.StatusCode)
+	}
+	do(t, call{method: http.MethodPost, path: "/api/v1/logout", cookie: session, body: map[string]string{}}, nil)
+	if res := do(t, call{path: "/api/v1/clusters", cookie: session}, nil); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET after logout: status %d, want 401", res.StatusCode)
+	}
+}
+
+// app creates the Application Kokumi would keep for a Serving on cluster, with the status
+// Argo CD would write.
+func app(t *testing.T, ns, serving, cluster, health, sync, revision, message string, since time.Time) string {
+	t.Helper()
+	ctx := context.Background()
+	name := fmt.Sprintf("%s-%s-%s", ns, serving, cluster)
+	a := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"project":     "edge",
+		"source":      map[string]any{"repoURL": "oci://127.0.0.1:5000/" + ns + "/" + serving, "path": ".", "targetRevision": revision},
+		"destination": map[string]any{"server": "https://" + cluster + ".example:6443", "namespace": "podinfo"},
+	}}}
+	a.SetGroupVersionKind(argocd.ApplicationGVK)
+	a.SetNamespace(argoNS)
+	a.SetName(name)
+	a.SetLabels(map[string]string{
+		argocd.LabelServing: serving, argocd.LabelServingNamespace: ns, argocd.LabelCluster: cluster,
+		argocd.LabelManagedBy: argocd.ManagedByKokumi,
+	})
+	must(t, env.Client.Create(ctx, a))
+	a.Object["status"] = map[string]any{
+		"sync":   map[string]any{"status": sync, "revision": revision},
+		"health": map[string]any{"status": health, "message": message, "lastTransitionTime": since.UTC().Format(time.RFC3339)},
+	}
+	must(t, env.Client.Update(ctx, a))
+	return name
+}
+
+// serving creates a Serving with the status the Serving reconciler would write: edge-1
+// healthy, edge-2 degraded, edge-3 held because its Cluster is not Ready.
+func serving(t *testing.T, ns string) *v1.Serving {
+	t.Helper()
+	ctx := context.Background()
+	must(t, env.CreateNamespace(ctx, ns))
+	s := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo-edge"}, Spec: v1.ServingSpec{
+		OrderRef: v1.LocalObjectReference{Name: "podinfo-edge"}, PreparationName: "podinfo-edge-abc",
+	}}
+	must(t, env.Client.Create(ctx, s))
+	held := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
+	s.Status = v1.ServingStatus{
+		Revision: "sha256:" + strings.Repeat("a", 64),
+		Clusters: v1.ClusterCounts{Selected: 3, Healthy: 1, Degraded: 1, Held: 1},
+		Targets: []v1.Target{
+			{Cluster: "edge-3", Since: held, Conditions: []v1.TargetCondition{{Type: "Held", Reason: v1.ReasonClusterNotReady, Message: "Cluster edge-3 is not Ready: Unreachable"}}},
+			{Cluster: "edge-2", Application: ns + "-podinfo-edge-edge-2", Revision: "sha256:" + strings.Repeat("a", 64), Conditions: []v1.TargetCondition{{Type: "Degraded", Reason: v1.ReasonDegraded, Message: "Deployment podinfo: progress deadline exceeded"}}},
+		},
+	}
+	apimeta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonDeploymentFailed, Message: "1 of 3 clusters degraded: edge-2"})
+	must(t, env.Client.Status().Update(ctx, s))
+	return s
+}
+
+func TestServingPageListsEveryClusterTroubledFirst(t *testing.T) {
+	ns := "team-serving"
+	s := serving(t, ns)
+	rev := s.Status.Revision
+	healthySince := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
+	healthyApp := app(t, ns, s.Name, "edge-1", "Healthy", "Synced", rev, "", healthySince)
+	app(t, ns, s.Name, "edge-2", "Degraded", "Synced", rev, "Deployment podinfo: progress deadline exceeded", time.Now())
+
+	d := get(t, "/api/v1/namespaces/"+ns+"/servings/podinfo-edge", func(d server.ServingDetail) error {
+		if len(d.Rows) != 3 {
+			return fmt.Errorf("%d rows, want 3", len(d.Rows))
+		}
+		return nil
+	})
+	if d.Clusters.Selected != 3 || d.Clusters.Healthy != 1 || d.Ready.Reason != v1.ReasonDeploymentFailed {
+		t.Errorf("counts %+v, ready %+v", d.Clusters, d.Ready)
+	}
+	held, degraded, healthy := d.Rows[0], d.Rows[1], d.Rows[2]
+	if held.Cluster != "edge-3" || held.Reason != v1.ReasonClusterNotReady || !strings.Contains(held.Message, "not Ready") || held.Application != "" || held.Since == nil {
+		t.Errorf("first row is not the held edge-3 with its reason and since: %+v", held)
+	}
+	if degraded.Cluster != "edge-2" || degraded.Health != "Degraded" || degraded.Reason != v1.ReasonDegraded {
+		t.Errorf("second row is not the degraded edge-2: %+v", degraded)
+	}
+	wantLink := argoURL + "/applications/" + argoNS + "/" + healthyApp
+	if healthy.Cluster != "edge-1" || healthy.Health != "Healthy" || healthy.Sync != "Synced" || healthy.Revision != rev ||
+		healthy.Link != wantLink || healthy.Since == nil || !healthy.Since.Equal(healthySince) {
+		t.Errorf("third row is not edge-1 healthy at %s since %s, linked to %s: %+v", rev, healthySince, wantLink, healthy)
+	}
+
+	all := get(t, "/api/v1/servings?namespace="+ns, func(l list[server.ServingSummary]) error {
+		if len(l.Items) != 1 {
+			return fmt.Errorf("%d Servings", len(l.Items))
+		}
+		return nil
+	})
+	if got := all.Items[0]; got.Name != "podinfo-edge" || got.Order != "podinfo-edge" || got.Preparation != "podinfo-edge-abc" {
+		t.Errorf("Serving row %+v", got)
+	}
+	if res := do(t, call{path: "/api/v1/namespaces/" + ns + "/servings/nope", bearer: token}, nil); res.StatusCode != http.StatusNotFound {
+		t.Errorf("a missing Serving: status %d, want 404", res.StatusCode)
+	}
+}
+
+func TestClusterPageListsWhatRunsThere(t *testing.T) {
+	ctx := context.Background()
+	c := &v1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge-9", Labels: map[string]string{"env": "edge"}},
+		Spec:       v1.ClusterSpec{Server: "https://edge-9.example:6443", CredentialsRef: v1.LocalObjectReference{Name: "edge-9"}},
+	}
+	must(t, env.Client.Create(ctx, c))
+	apimeta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonConnected, Message: "v1.35.0"})
+	c.Status.Version = "v1.35.0"
+	must(t, env.Client.Status().Update(ctx, c))
+	for _, ns := range []string{"team-b", "team-a"} {
+		must(t, env.CreateNamespace(ctx, ns))
+		app(t, ns, "podinfo-edge", "edge-9", "Healthy", "Synced", "sha256:"+strings.Repeat("b", 64), "", time.Now())
+	}
+	app(t, "team-a", "podinfo-edge", "edge-8", "Healthy", "Synced", "sha256:"+strings.Repeat("b", 64), "", time.Now())
+
+	d := get(t, "/api/v1/clusters/edge-9", func(d server.ClusterDetail) error {
+		if len(d.Deployments) != 2 {
+			return fmt.Errorf("%d deployments, want 2", len(d.Deployments))
+		}
+		return nil
+	})
+	if d.Ready.Status != "True" || d.Version != "v1.35.0" || d.Server != c.Spec.Server {
+		t.Errorf("cluster %+v", d.ClusterSummary)
+	}
+	if d.Deployments[0].Namespace != "team-a" || d.Deployments[1].Namespace != "team-b" || d.Deployments[0].Serving != "podinfo-edge" ||
+		d.Deployments[0].Health != "Healthy" || !strings.HasPrefix(d.Deployments[0].Link, argoURL+"/applications/argocd/") {
+		t.Errorf("deployments %+v", d.Deployments)
+	}
+	get(t, "/api/v1/clusters", func(l list[server.ClusterSummary]) error {
+		for _, c := range l.Items {
+			if c.Name == "edge-9" && c.Ready.Reason == v1.ReasonConnected && c.Labels["env"] == "edge" {
+				return nil
+			}
+		}
+		return fmt.Errorf("edge-9 not listed Ready: %+v", l.Items)
+	})
+}
+
+func TestOrderFormCreatesAnOrderAndNamesTheWrongField(t *testing.T) {
+	ctx := context.Background()
+	ns := "team-order"
+	must(t, env.CreateNamespace(ctx, ns))
+	must(t, env.Client.Create(ctx, &v1.Environment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: v1.EnvironmentSpec{
+		ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "edge"}}, Project: "edge",
+	}}))
+	must(t, env.Client.Create(ctx, &v1.Product{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"}, Spec: v1.ProductSpec{
+		Source: v1.ProductSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.14.1"},
+	}}))
+	get(t, "/api/v1/namespaces/"+ns+"/environments", func(l list[server.EnvironmentSummary]) error {
+		if len(l.Items) != 1 || l.Items[0].Name != "edge" {
+			return fmt.Errorf("environments %+v", l.Items)
+		}
+		return nil
+	})
+	get(t, "/api/v1/namespaces/"+ns+"/products", func(l list[server.ProductSummary]) error {
+		if len(l.Items) != 1 || l.Items[0].Source != "oci://ghcr.io/stefanprodan/charts/podinfo" {
+			return fmt.Errorf("products %+v", l.Items)
+		}
+		return nil
+	})
+
+	// The Environment is left empty: the namespace has only one, and the form picks it.
+	var created map[string]string
+	path := "/api/v1/namespaces/" + ns + "/orders"
+	req := server.OrderRequest{Name: "podinfo-edge", Product: "podinfo", TargetNamespace: "podinfo", Promotion: "Manual"}
+	if res := do(t, call{method: http.MethodPost, path: path, bearer: token, body: req}, &created); res.StatusCode != http.StatusCreated {
+		t.Fatalf("create Order: status %d %v", res.StatusCode, created)
+	}
+	var o v1.Order
+	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "podinfo-edge"}, &o))
+	if o.Spec.EnvironmentRef.Name != "edge" || o.Spec.ProductRef.Name != "podinfo" || o.Spec.TargetNamespace != "podinfo" || o.Spec.Promotion.Mode != v1.PromotionManual {
+		t.Errorf("Order spec %+v", o.Spec)
+	}
+	if res := do(t, call{method: http.MethodPost, path: path, bearer: token, body: req}, nil); res.StatusCode != http.StatusConflict {
+		t.Errorf("same Order again: status %d, want 409", res.StatusCode)
+	}
+
+	for _, c := range []struct {
+		req   server.OrderRequest
+		field string
+	}{
+		{server.OrderRequest{Name: "Bad_Name", Product: "podinfo"}, "name"},
+		{server.OrderRequest{Name: "ok", Product: ""}, "product"},
+		{server.OrderRequest{Name: "ok", Product: "podinfo", TargetNamespace: "Not A Namespace"}, "targetNamespace"},
+		{server.OrderRequest{Name: "ok", Product: "podinfo", Promotion: "Sometimes"}, "promotion"},
+	} {
+		var out struct {
+			Error  string              `json:"error"`
+			Fields []server.FieldError `json:"fields"`
+		}
+		res := do(t, call{method: http.MethodPost, path: path, bearer: token, body: c.req}, &out)
+		if res.StatusCode != http.StatusUnprocessableEntity || len(out.Fields) == 0 || out.Fields[0].Field != c.field || !strings.HasPrefix(out.Error, c.field+": ") {
+			t.Errorf("%+v: status %d, %+v; want 422 naming %s", c.req, res.StatusCode, out, c.field)
+		}
+	}
+	if res := do(t, call{method: http.MethodPost, path: path, bearer: token, body: map[string]string{"name": "x", "colour": "red"}}, nil); res.StatusCode != http.StatusBadRequest {
+		t.Errorf("unknown field: status %d, want 400", res.StatusCode)
+	}
+	var orders v1.OrderList
+	must(t, env.Client.List(ctx, &orders, client.InNamespace(ns)))
+	if len(orders.Items) != 1 {
+		t.Errorf("%d Orders in %s after the bad requests, want 1", len(orders.Items), ns)
+	}
+}
+
+// An environment-less namespace cannot pick one for the form.
+func TestOrderNeedsAnEnvironmentWhenTheNamespaceHasNone(t *testing.T) {
+	must(t, env.CreateNamespace(context.Background(), "team-empty"))
+	var out struct {
+		Fields []server.FieldError `json:"fields"`
+	}
+	res := do(t, call{method: http.MethodPost, path: "/api/v1/namespaces/team-empty/orders", bearer: token, body: server.OrderRequest{Name: "a", Product: "b"}}, &out)
+	if res.StatusCode != http.StatusUnprocessableEntity || len(out.Fields) != 1 || out.Fields[0].Field != "environment" {
+		t.Errorf("status %d, %+v; want 422 naming environment", res.StatusCode, out)
+	}
+}
+
+func TestEventsTellTheUIWhatChanged(t *testing.T) {
+	ns := "team-events"
+	s := serving(t, ns)
+	req, err := http.NewRequest(http.MethodGet, base+"/api/v1/events", nil)
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res, err := http.DefaultClient.Do(req.WithContext(ctx))
+	must(t, err)
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	r := bufio.NewReader(res.Body)
+
+	// A Serving's status changes.
+	s.Status.Clusters.Healthy = 2
+	must(t, env.Client.Status().Update(context.Background(), s))
+	nextEvent(t, r, "change", `"namespace":"team-events","name":"podinfo-edge"`)
+
+	// Argo CD reports on one of its Applications: the change names the Serving and cluster.
+	app(t, ns, s.Name, "edge-5", "Progressing", "OutOfSync", s.Status.Revision, "", time.Now())
+	nextEvent(t, r, "change", `"kind":"Serving","namespace":"team-events","name":"podinfo-edge","cluster":"edge-5"`)
+}
