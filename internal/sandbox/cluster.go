@@ -216,6 +216,10 @@ func (c *Cluster) startMemberComponents(f *Fleet, saKey string) error {
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 			"--node-ip=127.0.0.1",
+			// The node keeps a Lease, as a kubelet does. Without it the stages heartbeat the node
+			// every ten minutes only; the node lifecycle controller marks it NotReady after 50 s,
+			// and with it every Pod there, which KWOK never turns Ready again.
+			"--node-lease-duration-seconds=40",
 		},
 		env: []string{"HOME=" + c.dir},
 	}}

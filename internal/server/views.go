@@ -40,6 +40,9 @@ type ServingSummary struct {
 type ClusterRow struct {
 	Cluster     string `json:"cluster"`
 	Application string `json:"application,omitempty"`
+	// State is where the cluster's deployment stands, as the Serving counts it: Held,
+	// Degraded, Progressing or Healthy. A held cluster keeps the health Argo CD last reported.
+	State string `json:"state"`
 	// Link opens the Application in Argo CD's UI, when the server knows where that is.
 	Link     string `json:"link,omitempty"`
 	Health   string `json:"health,omitempty"`
@@ -186,7 +189,7 @@ func servingRows(s *v1.Serving, apps []unstructured.Unstructured, argoBase strin
 			byCluster[t.Cluster] = row
 		}
 		if len(t.Conditions) > 0 {
-			row.Reason, row.Message = t.Conditions[0].Reason, t.Conditions[0].Message
+			row.State, row.Reason, row.Message = t.Conditions[0].Type, t.Conditions[0].Reason, t.Conditions[0].Message
 		}
 		if !t.Since.IsZero() && (row.Since == nil || row.Reason != "") {
 			since := t.Since.Time
@@ -195,6 +198,9 @@ func servingRows(s *v1.Serving, apps []unstructured.Unstructured, argoBase strin
 	}
 	rows := make([]ClusterRow, 0, len(byCluster))
 	for _, r := range byCluster {
+		if r.State == "" {
+			r.State = stateOf(r.Health, r.Sync)
+		}
 		rows = append(rows, *r)
 	}
 	sort.Slice(rows, func(i, j int) bool {
@@ -206,17 +212,29 @@ func servingRows(s *v1.Serving, apps []unstructured.Unstructured, argoBase strin
 	return capRows(rows)
 }
 
-// rowRank orders rows by how much they need a look: held, degraded, other, healthy.
-func rowRank(r ClusterRow) int {
+// stateOf is the state of a cluster the Serving's status does not list: what Argo CD reports.
+func stateOf(health, sync string) string {
 	switch {
-	case r.Application == "" || (r.Reason != "" && r.Health == ""):
-		return 0
-	case r.Health == argocd.HealthDegraded || r.Health == "Missing":
-		return 1
-	case r.Health != argocd.HealthHealthy || r.Sync != argocd.SyncSynced:
-		return 2
+	case health == argocd.HealthHealthy && sync == argocd.SyncSynced:
+		return "Healthy"
+	case health == argocd.HealthDegraded || health == "Missing":
+		return "Degraded"
 	default:
+		return "Progressing"
+	}
+}
+
+// rowRank orders rows by how much they need a look: held, degraded, progressing, healthy.
+func rowRank(r ClusterRow) int {
+	switch r.State {
+	case "Held":
+		return 0
+	case "Degraded":
+		return 1
+	case "Healthy":
 		return 3
+	default:
+		return 2
 	}
 }
 

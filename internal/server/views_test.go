@@ -25,25 +25,34 @@ func testApp(cluster, health, sync string) unstructured.Unstructured {
 
 func TestServingRowsPutTroubleFirst(t *testing.T) {
 	s := &v1.Serving{Status: v1.ServingStatus{Targets: []v1.Target{
-		{Cluster: "c-held", Conditions: []v1.TargetCondition{{Reason: v1.ReasonClusterNotReady, Message: "down"}}},
+		{Cluster: "c-held", Conditions: []v1.TargetCondition{{Type: "Held", Reason: v1.ReasonClusterNotReady, Message: "down"}}},
+		// Held while Argo CD's last word on it was Healthy: a stopped cluster.
+		{Cluster: "x-stopped", Application: "app-x-stopped", Conditions: []v1.TargetCondition{{Type: "Held", Reason: v1.ReasonClusterNotReady, Message: "unreachable"}}},
 	}}}
 	apps := []unstructured.Unstructured{
 		testApp("a-healthy", "Healthy", "Synced"),
 		testApp("b-progressing", "Progressing", "Synced"),
 		testApp("z-degraded", "Degraded", "Synced"),
 		testApp("y-outofsync", "Healthy", "OutOfSync"),
+		testApp("x-stopped", "Healthy", "Synced"),
 	}
 	rows, omitted := servingRows(s, apps, "")
 	var got []string
 	for _, r := range rows {
 		got = append(got, r.Cluster)
 	}
-	want := []string{"c-held", "z-degraded", "b-progressing", "y-outofsync", "a-healthy"}
+	want := []string{"c-held", "x-stopped", "z-degraded", "b-progressing", "y-outofsync", "a-healthy"}
 	if fmt.Sprint(got) != fmt.Sprint(want) || omitted != 0 {
 		t.Fatalf("rows %v (omitted %d), want %v", got, omitted, want)
 	}
-	if rows[0].Reason != v1.ReasonClusterNotReady || rows[0].Link != "" {
+	if rows[0].Reason != v1.ReasonClusterNotReady || rows[0].Link != "" || rows[0].State != "Held" {
 		t.Errorf("held row %+v", rows[0])
+	}
+	if rows[1].State != "Held" || rows[1].Health != "Healthy" || rows[1].Message != "unreachable" {
+		t.Errorf("a held cluster does not keep Argo CD's last health beside its reason: %+v", rows[1])
+	}
+	if rows[2].State != "Degraded" || rows[5].State != "Healthy" {
+		t.Errorf("states %q, %q", rows[2].State, rows[5].State)
 	}
 }
 

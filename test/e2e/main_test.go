@@ -8,6 +8,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,9 +18,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/sandbox"
+	"github.com/kokumi-dev/kokumi/internal/server"
 )
 
 // The fleet every test of the package drives, started once.
@@ -101,8 +104,13 @@ func run(m *testing.M) int {
 	return code
 }
 
-// startController runs Kokumi's controller against the hub, as `kokumi dev` does, with a short
-// probe period so that a stopped member is noticed within seconds.
+// uiToken logs in to the server the e2e runs beside the controller, at uiBase.
+const uiToken = "e2e-token"
+
+var uiBase string
+
+// startController runs Kokumi's controller and server against the hub, as `kokumi dev` does,
+// with a short probe period so that a stopped member is noticed within seconds.
 func startController() (stop func(), err error) {
 	logFile, err := os.Create(filepath.Join(fleet.LogDir(), "kokumi-controller.log"))
 	if err != nil {
@@ -114,7 +122,19 @@ func startController() (stop func(), err error) {
 	cfg.ArgoCDNamespace = fleet.ArgoCDNamespace
 	cfg.BundledRegistry = fleet.Registry
 	cfg.ProbePeriod = 3 * time.Second
-	mgr, err := controller.NewManager(fleet.Hub.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen for the UI: %w", err)
+	}
+	uiBase = "http://" + ln.Addr().String()
+	ui := func(mgr ctrl.Manager, c controller.Config) error {
+		s, err := server.New(mgr.GetClient(), mgr.GetCache(), server.Options{Token: uiToken, ArgoCDNamespace: c.ArgoCDNamespace})
+		if err != nil {
+			return err
+		}
+		return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return s.Serve(ctx, ln) }))
+	}
+	mgr, err := controller.NewManager(fleet.Hub.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg, Also: []controller.Setup{ui}})
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/sandbox"
+	"github.com/kokumi-dev/kokumi/internal/server"
 )
 
 // The spec's scenarios, in order, on one fleet: each starts from where the one before left the
@@ -92,6 +95,44 @@ func deployToThree(t *testing.T) {
 	if len(apps) != 3 {
 		t.Errorf("%d Applications carry the Serving's labels, want one per cluster: %v", len(apps), apps)
 	}
+	// The UI's Serving page shows what Argo CD reports: every cluster healthy at the revision.
+	eventually(t, time.Minute, "the Serving page shows three healthy clusters", func(ctx context.Context) error {
+		page, err := servingPage(ctx, serving)
+		if err != nil {
+			return err
+		}
+		if len(page.Rows) != 3 {
+			return fmt.Errorf("%d rows, want 3: %+v", len(page.Rows), page.Rows)
+		}
+		for _, r := range page.Rows {
+			if r.Health != "Healthy" || r.Sync != "Synced" || r.Revision != s.Status.Revision || r.Since == nil {
+				return fmt.Errorf("%s shows %s/%s at %s since %v, want Healthy/Synced at %s", r.Cluster, r.Health, r.Sync, r.Revision, r.Since, s.Status.Revision)
+			}
+		}
+		return nil
+	})
+}
+
+// servingPage reads the Serving page of the UI's API, as the UI does.
+func servingPage(ctx context.Context, name string) (server.ServingDetail, error) {
+	var d server.ServingDetail
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, uiBase+"/api/v1/namespaces/"+tenant+"/servings/"+name, nil)
+	if err != nil {
+		return d, err
+	}
+	req.Header.Set("Authorization", "Bearer "+uiToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return d, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return d, fmt.Errorf("GET the Serving page: status %d", res.StatusCode)
+	}
+	if err := json.NewDecoder(res.Body).Decode(&d); err != nil {
+		return d, fmt.Errorf("decode the Serving page: %w", err)
+	}
+	return d, nil
 }
 
 func memberStopped(t *testing.T) {
@@ -107,6 +148,16 @@ func memberStopped(t *testing.T) {
 		}
 		if msg := readyMessage(s); !strings.Contains(msg, "edge-3") {
 			return fmt.Errorf("the Ready message %q does not name edge-3", msg)
+		}
+		return nil
+	})
+	eventually(t, time.Minute, "the Serving page lists the held edge-3 first, with its reason", func(ctx context.Context) error {
+		page, err := servingPage(ctx, serving)
+		if err != nil {
+			return err
+		}
+		if rows := page.Rows; len(rows) != 3 || rows[0].Cluster != "edge-3" || rows[0].Reason != deliveryv1alpha1.ReasonClusterNotReady {
+			return fmt.Errorf("rows %+v", rows)
 		}
 		return nil
 	})
@@ -395,4 +446,31 @@ func kubectl(t *testing.T, args ...string) string {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// Every member's simulated node keeps a Lease, as a kubelet does: without one the node
+// lifecycle controller marks the node, and every Pod on it, NotReady within a minute, and
+// KWOK never turns those Pods Ready again. The scenarios above take longer than that.
+func TestMembersKeepTheirNodeLease(t *testing.T) {
+	for _, m := range fleet.Members() {
+		eventually(t, time.Minute, m.Name+"'s node lease is fresh", func(ctx context.Context) error {
+			lease, err := member(t, m.Name).CoordinationV1().Leases("kube-node-lease").Get(ctx, sandbox.NodeName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if lease.Spec.RenewTime == nil || time.Since(lease.Spec.RenewTime.Time) > 40*time.Second {
+				return fmt.Errorf("renewed at %v", lease.Spec.RenewTime)
+			}
+			return nil
+		})
+		node, err := member(t, m.Name).CoreV1().Nodes().Get(context.Background(), sandbox.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+				t.Errorf("%s's node is not Ready: %s %s", m.Name, c.Reason, c.Message)
+			}
+		}
+	}
 }

@@ -159,14 +159,14 @@ func TestServingPageListsEveryClusterTroubledFirst(t *testing.T) {
 		t.Errorf("counts %+v, ready %+v", d.Clusters, d.Ready)
 	}
 	held, degraded, healthy := d.Rows[0], d.Rows[1], d.Rows[2]
-	if held.Cluster != "edge-3" || held.Reason != v1.ReasonClusterNotReady || !strings.Contains(held.Message, "not Ready") || held.Application != "" || held.Since == nil {
+	if held.Cluster != "edge-3" || held.State != "Held" || held.Reason != v1.ReasonClusterNotReady || !strings.Contains(held.Message, "not Ready") || held.Application != "" || held.Since == nil {
 		t.Errorf("first row is not the held edge-3 with its reason and since: %+v", held)
 	}
-	if degraded.Cluster != "edge-2" || degraded.Health != "Degraded" || degraded.Reason != v1.ReasonDegraded {
+	if degraded.Cluster != "edge-2" || degraded.State != "Degraded" || degraded.Health != "Degraded" || degraded.Reason != v1.ReasonDegraded {
 		t.Errorf("second row is not the degraded edge-2: %+v", degraded)
 	}
 	wantLink := argoURL + "/applications/" + argoNS + "/" + healthyApp
-	if healthy.Cluster != "edge-1" || healthy.Health != "Healthy" || healthy.Sync != "Synced" || healthy.Revision != rev ||
+	if healthy.Cluster != "edge-1" || healthy.State != "Healthy" || healthy.Health != "Healthy" || healthy.Sync != "Synced" || healthy.Revision != rev ||
 		healthy.Link != wantLink || healthy.Since == nil || !healthy.Since.Equal(healthySince) {
 		t.Errorf("third row is not edge-1 healthy at %s since %s, linked to %s: %+v", rev, healthySince, wantLink, healthy)
 	}

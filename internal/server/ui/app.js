@@ -79,15 +79,16 @@ async function servingPage(ns, name) {
     h("p", { title: s.ready.message || "" }, "Ready: ", status(s.ready.status), " ", s.ready.reason || "", s.ready.message ? ` — ${s.ready.message}` : ""),
     h("p", { class: "note" }, "Order ", s.order, s.preparation ? `, Preparation ${s.preparation}` : ""),
     h("table", {},
-      h("tr", {}, h("th", {}, "Cluster"), h("th", {}, "Health"), h("th", {}, "Sync"), h("th", {}, "Revision"), h("th", {}, "Since"), h("th", {}, "Application"), h("th", {}, "Message")),
+      h("tr", {}, h("th", {}, "Cluster"), h("th", {}, "State"), h("th", {}, "Health"), h("th", {}, "Sync"), h("th", {}, "Revision"), h("th", {}, "Since"), h("th", {}, "Application"), h("th", {}, "Message")),
       s.rows.map(r => h("tr", {},
         h("td", {}, h("a", { href: `#/clusters/${r.cluster}` }, r.cluster)),
-        h("td", {}, r.health ? status(r.health) : h("span", { class: "held" }, r.reason || "held")),
+        h("td", {}, status(r.state), r.reason && r.reason !== r.state ? ` (${r.reason})` : ""),
+        h("td", { title: "as Argo CD last reported it" }, r.health ? status(r.health) : ""),
         h("td", {}, r.sync ? status(r.sync) : ""),
         h("td", {}, short(r.revision)),
         h("td", { title: r.since || "" }, since(r.since)),
         h("td", {}, r.application ? link(r.link, r.application) : ""),
-        h("td", { class: "msg" }, r.reason && r.health ? `${r.reason}: ` : "", r.message || "")))),
+        h("td", { class: "msg" }, r.message || "")))),
     omitted(s.rowsOmitted, "clusters"));
 }
 
