@@ -153,6 +153,12 @@ func TestServingPageListsEveryClusterTroubledFirst(t *testing.T) {
 		if len(d.Rows) != 3 {
 			return fmt.Errorf("%d rows, want 3", len(d.Rows))
 		}
+		// The cache may hold an Application before the status Argo CD wrote on it.
+		for _, r := range d.Rows {
+			if r.Application != "" && r.Health == "" {
+				return fmt.Errorf("no health yet on %s", r.Cluster)
+			}
+		}
 		return nil
 	})
 	if d.Clusters.Selected != 3 || d.Clusters.Healthy != 1 || d.Ready.Reason != v1.ReasonDeploymentFailed {
@@ -204,6 +210,11 @@ func TestClusterPageListsWhatRunsThere(t *testing.T) {
 	d := get(t, "/api/v1/clusters/edge-9", func(d server.ClusterDetail) error {
 		if len(d.Deployments) != 2 {
 			return fmt.Errorf("%d deployments, want 2", len(d.Deployments))
+		}
+		for _, dep := range d.Deployments {
+			if dep.Health == "" {
+				return fmt.Errorf("no health yet on %s/%s", dep.Namespace, dep.Serving)
+			}
 		}
 		return nil
 	})
