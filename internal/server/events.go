@@ -89,7 +89,7 @@ func (s *Server) watch(ctx context.Context, informers cache.Informers) error {
 		obj  client.Object
 	}{
 		{"Serving", &v1.Serving{}}, {"Cluster", &v1.Cluster{}}, {"Order", &v1.Order{}},
-		{"Environment", &v1.Environment{}}, {"Application", app},
+		{"Environment", &v1.Environment{}}, {"Preparation", &v1.Preparation{}}, {"Application", app},
 	} {
 		inf, err := informers.GetInformer(ctx, w.obj)
 		if err != nil {

@@ -3,7 +3,8 @@
 // admin token for login, and the web UI embedded in the binary.
 //
 // The server reads through the manager's cache, so a page costs no request to the API server,
-// and writes Orders with its own ServiceAccount; whoever holds the token may order.
+// and writes with its own ServiceAccount (new Orders, and promotions); whoever holds the token
+// may order and promote.
 package server
 
 import (
@@ -32,7 +33,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 )
 
-// The server reads what the UI shows and creates Orders; nothing else.
+// The server reads what the UI shows and creates Orders; promotion.go adds the patch of Servings.
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings;clusters;environments;products;orders;preparations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=orders,verbs=create
 // +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=applications,verbs=get;list;watch
@@ -94,6 +95,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/me", s.me)
 	mux.HandleFunc("GET /api/v1/servings", req(s.listServings))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/servings/{name}", req(s.getServing))
+	mux.HandleFunc("POST /api/v1/namespaces/{ns}/servings/{name}/promotion", req(s.promote))
 	mux.HandleFunc("GET /api/v1/clusters", req(s.listClusters))
 	mux.HandleFunc("GET /api/v1/clusters/{name}", req(s.getCluster))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/environments", req(s.listEnvironments))
@@ -216,6 +218,10 @@ func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
 	}
 	d := ServingDetail{ServingSummary: summarizeServing(&sv)}
 	d.Rows, d.RowsOmitted = servingRows(&sv, apps, s.opts.ArgoCDURL)
+	if d.Promotion, err = s.promotionOf(r.Context(), &sv); err != nil {
+		writeAPIError(w, "list the Order's Preparations", err)
+		return
+	}
 	writeJSON(w, http.StatusOK, d)
 }
 
@@ -298,7 +304,8 @@ type OrderRequest struct {
 	// Environment may be empty when the namespace has exactly one Environment.
 	Environment     string `json:"environment"`
 	TargetNamespace string `json:"targetNamespace"`
-	// Promotion is Automatic (the default) or Manual.
+	// Promotion is Manual or Automatic; empty takes the Order's default, Manual: the Serving
+	// deploys nothing until a person promotes a Preparation.
 	Promotion string `json:"promotion"`
 }
 
@@ -325,7 +332,7 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if errs := validateOrder(req); len(errs) > 0 {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": errs[0].Field + ": " + errs[0].Message, "fields": errs})
+		writeFieldError(w, errs...)
 		return
 	}
 	o := &v1.Order{

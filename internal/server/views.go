@@ -61,6 +61,8 @@ type ServingDetail struct {
 	Rows []ClusterRow `json:"rows"`
 	// RowsOmitted counts the clusters past MaxRows.
 	RowsOmitted int `json:"rowsOmitted,omitempty"`
+	// Promotion is the Order's mode and its Preparations.
+	Promotion *Promotion `json:"promotion,omitempty"`
 }
 
 // ClusterSummary is one row of the Clusters table.

@@ -339,3 +339,100 @@ func TestEventsTellTheUIWhatChanged(t *testing.T) {
 	app(t, ns, s.Name, "edge-5", "Progressing", "OutOfSync", s.Status.Revision, "", time.Now())
 	nextEvent(t, r, "change", `"kind":"Serving","namespace":"team-events","name":"podinfo-edge","cluster":"edge-5"`)
 }
+
+// preparationOf creates a Preparation of order, Ready or not.
+func preparationOf(t *testing.T, ns, name, order string, ready bool) {
+	t.Helper()
+	ctx := context.Background()
+	d := "sha256:" + fmt.Sprintf("%064x", []byte(name))[:64]
+	p := &v1.Preparation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.PreparationSpec{
+		OrderRef: v1.LocalObjectReference{Name: order}, ProductRef: v1.LocalObjectReference{Name: "podinfo"},
+		Source:          v1.PreparationSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.14.1", Digest: d},
+		TargetNamespace: "podinfo", Artifact: v1.Artifact{Ref: "oci://127.0.0.1:5000/" + ns + "/" + order + "@" + d, Digest: d},
+		ConfigHash: name,
+	}}
+	must(t, env.Client.Create(ctx, p))
+	cond := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonRendered, Message: "pushed"}
+	if !ready {
+		cond = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonPushFailed, Message: "the registry refused the artifact"}
+	}
+	apimeta.SetStatusCondition(&p.Status.Conditions, cond)
+	must(t, env.Client.Status().Update(ctx, p))
+}
+
+func TestAPersonPromotesAReadyPreparationOfAManualOrder(t *testing.T) {
+	ctx := context.Background()
+	ns := "team-promote"
+	must(t, env.CreateNamespace(ctx, ns))
+	for _, o := range []struct {
+		name string
+		mode v1.PromotionMode
+	}{{"manual", v1.PromotionManual}, {"auto", v1.PromotionAutomatic}} {
+		must(t, env.Client.Create(ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: o.name}, Spec: v1.OrderSpec{
+			ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: "edge"},
+			Promotion: v1.Promotion{Mode: o.mode},
+		}}))
+		must(t, env.Client.Create(ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: o.name}, Spec: v1.ServingSpec{
+			OrderRef: v1.LocalObjectReference{Name: o.name},
+		}}))
+	}
+	preparationOf(t, ns, "manual-ready", "manual", true)
+	preparationOf(t, ns, "manual-broken", "manual", false)
+	preparationOf(t, ns, "auto-ready", "auto", true)
+
+	d := get(t, "/api/v1/namespaces/"+ns+"/servings/manual", func(d server.ServingDetail) error {
+		if d.Promotion == nil || len(d.Promotion.Preparations) != 2 {
+			return fmt.Errorf("promotion %+v, want the Order's two Preparations", d.Promotion)
+		}
+		for _, p := range d.Promotion.Preparations {
+			if p.Ready.Status == "Unknown" {
+				return fmt.Errorf("no Ready condition yet on %s", p.Name)
+			}
+		}
+		return nil
+	})
+	if d.Promotion.Mode != "Manual" {
+		t.Errorf("mode %q, want Manual", d.Promotion.Mode)
+	}
+
+	path := "/api/v1/namespaces/" + ns + "/servings/manual/promotion"
+	for _, c := range []struct {
+		prep, want string
+	}{
+		{"", "preparation: name one"},
+		{"nope", `preparation: no Preparation "nope"`},
+		{"auto-ready", "preparation: auto-ready belongs to Order auto"},
+		{"manual-broken", "preparation: manual-broken is not Ready (PushFailed: the registry refused the artifact)"},
+	} {
+		var out map[string]any
+		res := do(t, call{method: http.MethodPost, path: path, bearer: token, body: server.PromoteRequest{Preparation: c.prep}}, &out)
+		if res.StatusCode != http.StatusUnprocessableEntity || !strings.HasPrefix(fmt.Sprint(out["error"]), c.want) {
+			t.Errorf("promote %q: %d %v, want 422 %q", c.prep, res.StatusCode, out["error"], c.want)
+		}
+	}
+	var out map[string]any
+	if res := do(t, call{method: http.MethodPost, path: "/api/v1/namespaces/" + ns + "/servings/auto/promotion", bearer: token, body: server.PromoteRequest{Preparation: "auto-ready"}}, &out); res.StatusCode != http.StatusConflict || !strings.Contains(fmt.Sprint(out["error"]), "spec.promotion.mode to Manual") {
+		t.Errorf("promote in an Automatic Order: %d %v, want 409 naming spec.promotion.mode", res.StatusCode, out)
+	}
+	var sv v1.Serving
+	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "manual"}, &sv))
+	if sv.Spec.PreparationName != "" {
+		t.Fatalf("a refused promotion changed the Serving: %q", sv.Spec.PreparationName)
+	}
+
+	if res := do(t, call{method: http.MethodPost, path: path, bearer: token, body: server.PromoteRequest{Preparation: "manual-ready"}}, &out); res.StatusCode != http.StatusOK {
+		t.Fatalf("promote manual-ready: %d %v", res.StatusCode, out)
+	}
+	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "manual"}, &sv))
+	if sv.Spec.PreparationName != "manual-ready" {
+		t.Fatalf("the Serving deploys %q after the promotion, want manual-ready", sv.Spec.PreparationName)
+	}
+	get(t, "/api/v1/namespaces/"+ns+"/servings/manual", func(d server.ServingDetail) error {
+		for _, p := range d.Promotion.Preparations {
+			if p.Name == "manual-ready" && p.Promoted {
+				return nil
+			}
+		}
+		return fmt.Errorf("manual-ready not shown as deployed: %+v", d.Promotion.Preparations)
+	})
+}

@@ -89,7 +89,46 @@ async function servingPage(ns, name) {
         h("td", { title: r.since || "" }, since(r.since)),
         h("td", {}, r.application ? link(r.link, r.application) : ""),
         h("td", { class: "msg" }, r.message || "")))),
-    omitted(s.rowsOmitted, "clusters"));
+    omitted(s.rowsOmitted, "clusters"),
+    promotionSection(s));
+}
+
+// promotionSection lists the Order's Preparations; in Manual mode, each Ready one that is not
+// deployed has a Promote button.
+function promotionSection(s) {
+  const p = s.promotion;
+  if (!p) return "";
+  const manual = p.mode !== "Automatic";
+  const message = h("p", { class: "note" });
+  async function promote(name) {
+    message.className = "note";
+    message.textContent = `Promoting ${name}…`;
+    try {
+      await api(`/namespaces/${encodeURIComponent(s.namespace)}/servings/${encodeURIComponent(s.name)}/promotion`, {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ preparation: name }),
+      });
+      message.textContent = `${name} promoted: the clusters roll it out.`;
+    } catch (e) { message.className = "error"; message.textContent = e.message; }
+  }
+  return [
+    h("div", { class: "tabs" }, h("span", {}, "Preparations")),
+    h("p", { class: "note" }, manual ?
+      "Promotion is Manual: promote a Ready Preparation to deploy it." :
+      "Promotion is Automatic: the newest Ready Preparation is deployed as soon as it is made."),
+    p.preparations.length === 0 ? h("p", { class: "note" }, "The Order has no Preparation yet.") :
+    h("table", {},
+      h("tr", {}, h("th", {}, "Preparation"), h("th", {}, "Created"), h("th", {}, "Digest"), h("th", {}, "Target namespace"), h("th", {}, "Ready"), h("th", {}, "")),
+      p.preparations.map(x => h("tr", {},
+        h("td", {}, x.name),
+        h("td", { title: x.created }, since(x.created)),
+        h("td", {}, short(x.digest)),
+        h("td", {}, x.targetNamespace),
+        h("td", { title: x.ready.message || "" }, status(x.ready.status), " ", x.ready.reason || ""),
+        h("td", {}, x.promoted ? "deployed" :
+          manual && x.ready.status === "True" ? h("button", { type: "button", onclick: () => promote(x.name) }, "Promote") : "")))),
+    omitted(p.preparationsOmitted, "Preparations"),
+    message,
+  ];
 }
 
 async function clustersPage() {
@@ -134,7 +173,7 @@ async function orderPage() {
   const product = h("select", { name: "product" });
   const environment = h("select", { name: "environment" });
   const target = h("input", { name: "targetNamespace", placeholder: "the Product's, or the Order's namespace" });
-  const promotion = h("select", { name: "promotion" }, h("option", {}, "Automatic"), h("option", {}, "Manual"));
+  const promotion = h("select", { name: "promotion" }, h("option", {}, "Manual"), h("option", {}, "Automatic"));
   const message = h("p", { class: "note" });
   async function fill() {
     message.textContent = "";
