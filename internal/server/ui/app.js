@@ -78,6 +78,7 @@ async function servingPage(ns, name) {
         h("div", { class: "count" }, h("b", {}, c[k] || 0), k))),
     h("p", { title: s.ready.message || "" }, "Ready: ", status(s.ready.status), " ", s.ready.reason || "", s.ready.message ? ` — ${s.ready.message}` : ""),
     h("p", { class: "note" }, "Order ", s.order, s.preparation ? `, Preparation ${s.preparation}` : ""),
+    s.rows.length === 0 ? h("p", { class: "note" }, "No cluster runs this Serving yet.") :
     h("table", {},
       h("tr", {}, h("th", {}, "Cluster"), h("th", {}, "State"), h("th", {}, "Health"), h("th", {}, "Sync"), h("th", {}, "Revision"), h("th", {}, "Since"), h("th", {}, "Application"), h("th", {}, "Message")),
       s.rows.map(r => h("tr", {},
