@@ -20,14 +20,7 @@ import (
 func serverSetup(o server.Options) controller.Setup {
 	return func(mgr ctrl.Manager, c controller.Config) error {
 		o.ArgoCDNamespace = c.ArgoCDNamespace
-		s, err := server.New(mgr.GetClient(), mgr.GetCache(), o)
-		if err != nil {
-			return err
-		}
-		if err := mgr.Add(s); err != nil {
-			return fmt.Errorf("add the server: %w", err)
-		}
-		return nil
+		return server.AddToManager(mgr, o, nil)
 	}
 }
 

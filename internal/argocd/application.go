@@ -13,6 +13,8 @@ import (
 var (
 	// ApplicationGVK is Argo CD's Application.
 	ApplicationGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"}
+	// ApplicationListGVK is a list of Argo CD's Applications.
+	ApplicationListGVK = ApplicationGVK.GroupVersion().WithKind("ApplicationList")
 	// AppProjectGVK is Argo CD's AppProject.
 	AppProjectGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "AppProject"}
 )

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -50,9 +49,6 @@ const (
 	// clusterMaxVersion is the length status.version allows.
 	clusterMaxVersion = 64
 )
-
-// clusterApplicationListGVK is Argo CD's Application list, read as metadata only.
-var clusterApplicationListGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "ApplicationList"}
 
 // ClusterReconciler keeps each Cluster's Argo CD cluster Secret in step with its credentials,
 // probes its server on a period with jitter, and reports Ready.
@@ -314,7 +310,7 @@ func (r *ClusterReconciler) finalize(ctx context.Context, c *v1.Cluster) (ctrl.R
 // CD's Application kind, none can remain.
 func (r *ClusterReconciler) remainingApplications(ctx context.Context, name string) (int, error) {
 	var apps metav1.PartialObjectMetadataList
-	apps.SetGroupVersionKind(clusterApplicationListGVK)
+	apps.SetGroupVersionKind(argocd.ApplicationListGVK)
 	err := r.APIReader.List(ctx, &apps, client.InNamespace(r.Config.ArgoCDNamespace),
 		client.MatchingLabels{argocd.LabelCluster: name})
 	if meta.IsNoMatchError(err) {

@@ -466,7 +466,7 @@ func clusterRef(name string) *v1.Cluster {
 // applications lists the Serving's own Applications.
 func (r *ServingReconciler) applications(ctx context.Context, s *v1.Serving) ([]unstructured.Unstructured, error) {
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(argocd.ApplicationGVK.GroupVersion().WithKind("ApplicationList"))
+	list.SetGroupVersionKind(argocd.ApplicationListGVK)
 	// Read-only: writes go to copies (writeApplication), so the cache's objects are not copied.
 	if err := r.List(ctx, list, client.InNamespace(r.Config.ArgoCDNamespace), client.MatchingLabels{
 		argocd.LabelServing: s.Name, argocd.LabelServingNamespace: s.Namespace,

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
@@ -132,6 +133,23 @@ func withSecurityHeaders(next http.Handler) http.Handler {
 	})
 }
 
+// AddToManager runs a server in mgr, reading and writing through the manager's client and
+// watching through its cache: on ln, or on o.Addr when ln is nil.
+func AddToManager(mgr manager.Manager, o Options, ln net.Listener) error {
+	s, err := New(mgr.GetClient(), mgr.GetCache(), o)
+	if err != nil {
+		return err
+	}
+	var r manager.Runnable = s
+	if ln != nil {
+		r = manager.RunnableFunc(func(ctx context.Context) error { return s.Serve(ctx, ln) })
+	}
+	if err := mgr.Add(r); err != nil {
+		return fmt.Errorf("add the server to the manager: %w", err)
+	}
+	return nil
+}
+
 // Serve watches the cache for changes and serves on ln until ctx ends.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := s.watch(ctx, s.informers); err != nil {
@@ -192,14 +210,12 @@ func (s *Server) listServings(w http.ResponseWriter, r *http.Request) {
 	for i := range list.Items {
 		out = append(out, summarizeServing(&list.Items[i]))
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Namespace != out[j].Namespace {
-			return out[i].Namespace < out[j].Namespace
+	writeTable(w, out, func(a, b ServingSummary) bool {
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
 		}
-		return out[i].Name < out[j].Name
+		return a.Name < b.Name
 	})
-	rows, omitted := capRows(out)
-	writeJSON(w, http.StatusOK, map[string]any{"items": rows, "omitted": omitted})
 }
 
 func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
@@ -235,9 +251,7 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) {
 	for i := range list.Items {
 		out = append(out, summarizeCluster(&list.Items[i]))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	rows, omitted := capRows(out)
-	writeJSON(w, http.StatusOK, map[string]any{"items": rows, "omitted": omitted})
+	writeTable(w, out, func(a, b ClusterSummary) bool { return a.Name < b.Name })
 }
 
 func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
@@ -269,9 +283,7 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) {
 	for _, e := range list.Items {
 		out = append(out, EnvironmentSummary{Name: e.Name, Clusters: e.Status.Clusters, Ready: readyOf(e.Status.Conditions)})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	rows, omitted := capRows(out)
-	writeJSON(w, http.StatusOK, map[string]any{"items": rows, "omitted": omitted})
+	writeTable(w, out, func(a, b EnvironmentSummary) bool { return a.Name < b.Name })
 }
 
 // ProductSummary is one Product of a namespace, as the Order form offers it.
@@ -292,9 +304,7 @@ func (s *Server) listProducts(w http.ResponseWriter, r *http.Request) {
 	for _, p := range list.Items {
 		out = append(out, ProductSummary{Name: p.Name, Source: p.Spec.Source.URL, TargetNamespace: p.Spec.TargetNamespace, Ready: readyOf(p.Status.Conditions)})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	rows, omitted := capRows(out)
-	writeJSON(w, http.StatusOK, map[string]any{"items": rows, "omitted": omitted})
+	writeTable(w, out, func(a, b ProductSummary) bool { return a.Name < b.Name })
 }
 
 // OrderRequest is the body of POST /api/v1/namespaces/{ns}/orders.
@@ -386,11 +396,19 @@ func validateOrder(req OrderRequest) []FieldError {
 // applications lists Kokumi's Applications in Argo CD's namespace that match the labels.
 func (s *Server) applications(ctx context.Context, labels client.MatchingLabels) ([]unstructured.Unstructured, error) {
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(argocd.ApplicationGVK.GroupVersion().WithKind("ApplicationList"))
+	list.SetGroupVersionKind(argocd.ApplicationListGVK)
 	if err := s.client.List(ctx, list, client.InNamespace(s.opts.ArgoCDNamespace), labels); err != nil {
 		return nil, err
 	}
 	return list.Items, nil
+}
+
+// writeTable answers a table: its rows sorted by less, capped at MaxRows, and the count of the
+// rows past the cap.
+func writeTable[T any](w http.ResponseWriter, rows []T, less func(a, b T) bool) {
+	sort.Slice(rows, func(i, j int) bool { return less(rows[i], rows[j]) })
+	kept, omitted := capRows(rows)
+	writeJSON(w, http.StatusOK, map[string]any{"items": kept, "omitted": omitted})
 }
 
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {

@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/fleet"
 )
 
 // MaxRows caps every table the API returns; the rest is counted in an omitted field.
@@ -218,26 +219,23 @@ func servingRows(s *v1.Serving, apps []unstructured.Unstructured, argoBase strin
 func stateOf(health, sync string) string {
 	switch {
 	case health == argocd.HealthHealthy && sync == argocd.SyncSynced:
-		return "Healthy"
+		return fleet.Healthy.String()
 	case health == argocd.HealthDegraded || health == "Missing":
-		return "Degraded"
+		return fleet.Degraded.String()
 	default:
-		return "Progressing"
+		return fleet.Progressing.String()
 	}
 }
 
-// rowRank orders rows by how much they need a look: held, degraded, progressing, healthy.
+// rowRank orders rows by how much they need a look: held, degraded, progressing, healthy, in
+// the order of fleet's states.
 func rowRank(r ClusterRow) int {
-	switch r.State {
-	case "Held":
-		return 0
-	case "Degraded":
-		return 1
-	case "Healthy":
-		return 3
-	default:
-		return 2
+	for _, st := range []fleet.State{fleet.Held, fleet.Degraded, fleet.Progressing, fleet.Healthy} {
+		if r.State == st.String() {
+			return int(st)
+		}
 	}
+	return int(fleet.Progressing)
 }
 
 // clusterDeployments builds the Cluster page's Deployments tab from the Applications Kokumi

@@ -18,7 +18,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/sandbox"
@@ -128,11 +127,7 @@ func startController() (stop func(), err error) {
 	}
 	uiBase = "http://" + ln.Addr().String()
 	ui := func(mgr ctrl.Manager, c controller.Config) error {
-		s, err := server.New(mgr.GetClient(), mgr.GetCache(), server.Options{Token: uiToken, ArgoCDNamespace: c.ArgoCDNamespace})
-		if err != nil {
-			return err
-		}
-		return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return s.Serve(ctx, ln) }))
+		return server.AddToManager(mgr, server.Options{Token: uiToken, ArgoCDNamespace: c.ArgoCDNamespace}, ln)
 	}
 	mgr, err := controller.NewManager(fleet.Hub.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg, Also: []controller.Setup{ui}})
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/server"
@@ -61,13 +60,7 @@ func (r runWithServer) Run() int {
 	}
 	base = "http://" + ln.Addr().String()
 	setup := func(mgr ctrl.Manager, c controller.Config) error {
-		s, err := server.New(mgr.GetClient(), mgr.GetCache(), server.Options{
-			Token: token, ArgoCDNamespace: c.ArgoCDNamespace, ArgoCDURL: argoURL,
-		})
-		if err != nil {
-			return err
-		}
-		return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return s.Serve(ctx, ln) }))
+		return server.AddToManager(mgr, server.Options{Token: token, ArgoCDNamespace: c.ArgoCDNamespace, ArgoCDURL: argoURL}, ln)
 	}
 	cfg := controller.Config{ArgoCDNamespace: argoNS, Namespace: "kokumi-system"}
 	mgr, err := controller.NewManager(env.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg}, setup)

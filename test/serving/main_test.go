@@ -176,7 +176,7 @@ func (f *fixture) app(cluster string) (*unstructured.Unstructured, error) {
 func (f *fixture) apps() []unstructured.Unstructured {
 	f.t.Helper()
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(argocd.ApplicationGVK.GroupVersion().WithKind("ApplicationList"))
+	list.SetGroupVersionKind(argocd.ApplicationListGVK)
 	must(f.t, env.Client.List(f.ctx, list, client.InNamespace(cfg.ArgoCDNamespace),
 		client.MatchingLabels{argocd.LabelServing: "podinfo-edge", argocd.LabelServingNamespace: f.ns}))
 	return list.Items
