@@ -155,6 +155,16 @@ func assertNoCredential(t *testing.T, name string, secrets ...string) {
 	}
 }
 
+// waitEvent waits for an Event of the Cluster with the reason: the recorder sends Events in
+// the background, after the status they go with.
+func waitEvent(t *testing.T, name, reason string) {
+	t.Helper()
+	eventually(t, "an Event "+reason+" of Cluster "+name, func() (bool, string) {
+		reasons := clusterEvents(t, name)
+		return containsString(reasons, reason), fmt.Sprintf("events %v", reasons)
+	})
+}
+
 // clusterEvents lists the reasons of the events about the Cluster.
 func clusterEvents(t *testing.T, name string) []string {
 	t.Helper()
@@ -201,9 +211,7 @@ func TestAClusterWithATokenIsReadyAndDeclaredToArgoCD(t *testing.T) {
 	if cfg.BearerToken != token || string(cfg.TLSClientConfig.CAData) != string(member.CA) {
 		t.Errorf("Argo CD config does not carry the token and the member's CA")
 	}
-	if reasons := clusterEvents(t, "member"); !containsString(reasons, v1.ReasonConnected) {
-		t.Errorf("events %v lack Connected", reasons)
-	}
+	waitEvent(t, "member", v1.ReasonConnected)
 	assertNoCredential(t, "member", token)
 }
 
@@ -216,9 +224,7 @@ func TestAWrongTokenIsUnauthorized(t *testing.T) {
 	if msg := readyMessage(c); !strings.Contains(msg, "401") || !strings.Contains(msg, member.Server) {
 		t.Errorf("Ready message %q does not say the server refused the credentials", msg)
 	}
-	if reasons := clusterEvents(t, "member-wrong-token"); !containsString(reasons, v1.ReasonUnauthorized) {
-		t.Errorf("events %v lack Unauthorized", reasons)
-	}
+	waitEvent(t, "member-wrong-token", v1.ReasonUnauthorized)
 	assertNoCredential(t, "member-wrong-token", wrong)
 }
 
