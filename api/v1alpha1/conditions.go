@@ -54,6 +54,20 @@ const (
 	ReasonEnvironmentReady = "Ready"
 )
 
+// Promotion pipeline reasons.
+const (
+	// ReasonAwaitingStage: the Preparation has not passed a stage its Environment requires
+	// (not deployed there, no verified record, or still soaking); the Serving keeps running
+	// what it runs. An Order's and a Serving's Ready reason.
+	ReasonAwaitingStage = "AwaitingStage"
+	// ReasonRequirementCycle: the Environment's spec.requires leads back to itself, so no
+	// Preparation could ever pass it. An Environment's Ready reason.
+	ReasonRequirementCycle = "RequirementCycle"
+	// ReasonRequiredEnvironmentNotFound: spec.requires names an Environment that does not exist
+	// in the namespace. An Environment's Ready reason.
+	ReasonRequiredEnvironmentNotFound = "RequiredEnvironmentNotFound"
+)
+
 // Target reasons: why one cluster does not run the Preparation healthily.
 const (
 	// ReasonClusterNotReady: held; the Cluster is not Ready. Does not fail the Serving.

@@ -16,7 +16,8 @@ type StageRequirement struct {
 	// +required
 	Environment string `json:"environment"`
 
-	// Soak is how long it must have run there, such as 30m.
+	// Soak is how long the release must have run there healthily, without a break, such as
+	// 30m. Absent or 0 means deployed healthily is enough.
 	// +optional
 	Soak *metav1.Duration `json:"soak,omitempty"`
 }
@@ -34,8 +35,11 @@ type EnvironmentSpec struct {
 	// +required
 	Project string `json:"project"`
 
-	// Requires lists stages of other Environments a Preparation must pass first.
-	// +listType=atomic
+	// Requires lists stages of other Environments of the namespace a release must pass first:
+	// deployed healthily there by an Order of the namespace, with a verified deployment record,
+	// for at least the soak, and still running there.
+	// +listType=map
+	// +listMapKey=environment
 	// +kubebuilder:validation:MaxItems=8
 	// +optional
 	Requires []StageRequirement `json:"requires,omitempty"`
@@ -65,6 +69,7 @@ type EnvironmentStatus struct {
 
 // Environment is a group of clusters an admin set up, and the Argo CD project they deploy through.
 //
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.requires) || self.spec.requires.all(r, r.environment != self.metadata.name)",message="spec.requires cannot name the Environment itself: a stage requires other Environments"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=env,categories=kokumi

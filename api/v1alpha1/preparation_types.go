@@ -117,15 +117,21 @@ type DeploymentRecord struct {
 	// +required
 	Time metav1.Time `json:"time"`
 
-	// Digest of the record attached to the artifact.
+	// Digest of the record attached to the artifact: the digest of its signed DSSE envelope,
+	// a layer of the artifact's sha256-<hex>.att attestation image.
 	// +kubebuilder:validation:MaxLength=128
 	// +required
 	Digest string `json:"digest"`
+
+	// KeyID names the signing key: the file <keyID>.pub of the public-key ConfigMap verifies it.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	KeyID string `json:"keyID,omitempty"`
 }
 
 // PreparationStatus is the observed state of a Preparation.
 type PreparationStatus struct {
-	// DeploymentRecords made for the Preparation, newest last.
+	// DeploymentRecords made for the Preparation, newest first, at most 32.
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
 	// +optional

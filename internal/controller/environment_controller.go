@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -26,6 +27,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
+	"github.com/kokumi-dev/kokumi/internal/promotion"
 )
 
 func init() { setups = append(setups, SetupEnvironmentController) }
@@ -88,7 +90,10 @@ func SetupEnvironmentController(mgr ctrl.Manager, cfg Config) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("environment").
 		For(&v1.Environment{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Kind(mgr.GetCache(), &v1.Cluster{}, r.clusterHandler()))
+		WatchesRawSource(source.Kind(mgr.GetCache(), &v1.Cluster{}, r.clusterHandler())).
+		// An Environment appearing, going or changing its requirements may break or mend the
+		// pipelines of the others in its namespace.
+		Watches(&v1.Environment{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOfNamespace))
 	// Watch AppProjects only where Argo CD is installed: a watch of a kind not served would
 	// keep the manager from starting. Without it, Environments say ArgoCDNotInstalled.
 	if _, err := mgr.GetRESTMapper().RESTMapping(environmentAppProjectGVK.GroupKind(), environmentAppProjectGVK.Version); err == nil {
@@ -199,6 +204,12 @@ func (r *EnvironmentReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 	status, reason, message := cluster.EnvironmentReady(facts)
+	// A pipeline that can never pass is the admin's to fix first, whatever else holds.
+	if preason, pmessage, err := r.pipelineProblem(ctx, &env); err != nil {
+		return ctrl.Result{}, err
+	} else if preason != "" {
+		status, reason, message = metav1.ConditionFalse, preason, pmessage
+	}
 	env.Status.Clusters, env.Status.ReadyClusters = facts.Selected, facts.Ready
 	env.Status.ObservedGeneration = env.Generation
 	meta.SetStatusCondition(&env.Status.Conditions, metav1.Condition{
@@ -219,6 +230,57 @@ func (r *EnvironmentReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{RequeueAfter: environmentArgoCDRecheck}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// pipelineProblem says why the Environment's spec.requires cannot be passed: a required
+// Environment does not exist, or the requirements lead back to it.
+func (r *EnvironmentReconciler) pipelineProblem(ctx context.Context, env *v1.Environment) (reason, message string, err error) {
+	if len(env.Spec.Requires) == 0 {
+		return "", "", nil
+	}
+	var list v1.EnvironmentList
+	if err := r.Client.List(ctx, &list, client.InNamespace(env.Namespace)); err != nil {
+		return "", "", fmt.Errorf("list the Environments of namespace %s: %w", env.Namespace, err)
+	}
+	requires := make(map[string][]string, len(list.Items))
+	for _, e := range list.Items {
+		requires[e.Name] = nil
+		for _, req := range e.Spec.Requires {
+			requires[e.Name] = append(requires[e.Name], req.Environment)
+		}
+	}
+	var missing []string
+	for _, req := range env.Spec.Requires {
+		if _, ok := requires[req.Environment]; !ok {
+			missing = append(missing, req.Environment)
+		}
+	}
+	if len(missing) > 0 {
+		return v1.ReasonRequiredEnvironmentNotFound, fmt.Sprintf("spec.requires names %s, which does not exist in namespace %s: create it or remove it from spec.requires; until then no release is promoted here",
+			strings.Join(missing, ", "), env.Namespace), nil
+	}
+	if cycle := promotion.FindCycle(requires, env.Name); len(cycle) > 0 {
+		return v1.ReasonRequirementCycle, fmt.Sprintf("spec.requires forms a cycle (%s): no release could ever pass it; remove one of the requirements",
+			strings.Join(cycle, " → ")), nil
+	}
+	return "", "", nil
+}
+
+// pipelinesOfNamespace maps an Environment to the Environments of its namespace that have
+// requirements.
+func (r *EnvironmentReconciler) pipelinesOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1.EnvironmentList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list Environments", "namespace", o.GetNamespace())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if len(list.Items[i].Spec.Requires) > 0 && list.Items[i].Name != o.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
 }
 
 // projectExists looks the AppProject up in Argo CD's namespace.

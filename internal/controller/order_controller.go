@@ -27,6 +27,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/images"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
+	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/render"
 )
 
@@ -50,8 +51,9 @@ const (
 )
 
 // PromotionGate decides whether an Order in Automatic mode may promote a Preparation to its
-// Serving now. It returns false and why when it may not yet; promotion pipelines plug in here.
-type PromotionGate func(ctx context.Context, order *deliveryv1alpha1.Order, prep *deliveryv1alpha1.Preparation) (allowed bool, why string, err error)
+// Serving now; when it may not yet, the verdict says why and when to look again. The
+// promotion pipeline of the Order's Environment (Pipeline.Gate) plugs in here.
+type PromotionGate func(ctx context.Context, order *deliveryv1alpha1.Order, prep *deliveryv1alpha1.Preparation) (promotion.Verdict, error)
 
 // OrderReconciler renders an Order's Product into Preparations and keeps its Serving.
 type OrderReconciler struct {
@@ -75,7 +77,8 @@ type OrderReconciler struct {
 func init() { setups = append(setups, setupOrder) }
 
 func setupOrder(mgr ctrl.Manager, cfg Config) error {
-	r := &OrderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"), Config: cfg}
+	r := &OrderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"), Config: cfg,
+		Gate: NewPipeline(mgr.GetClient(), mgr.GetAPIReader(), cfg).Gate}
 	return r.SetupWithManager(mgr)
 }
 
@@ -92,6 +95,9 @@ func (r *OrderReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&deliveryv1alpha1.Serving{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&deliveryv1alpha1.Product{}, handler.EnqueueRequestsFromMapFunc(r.ordersOfProduct),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// What runs in a required Environment decides whether the Orders after it may promote.
+		Watches(&deliveryv1alpha1.Serving{}, downstreamOf(mgr.GetClient()), builder.WithPredicates(stageEvidenceChanged)).
+		Watches(&deliveryv1alpha1.Preparation{}, downstreamOf(mgr.GetClient()), builder.WithPredicates(stageEvidenceChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Complete(r)
 	if err != nil {
@@ -155,19 +161,31 @@ func (r *OrderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		}
 		return ctrl.Result{RequeueAfter: retryAfter}, nil
 	}
-	held, err := r.promote(ctx, &order, prep)
+	verdict, err := r.promote(ctx, &order, prep)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if held != "" {
+	if !verdict.Allowed {
 		c := meta.FindStatusCondition(order.Status.Conditions, deliveryv1alpha1.ConditionReady)
-		c.Message = shorten(c.Message + "; promotion waits: " + held)
+		meta.SetStatusCondition(&order.Status.Conditions, metav1.Condition{
+			Type: deliveryv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: deliveryv1alpha1.ReasonAwaitingStage,
+			Message:            shorten(verdict.Message + "; the Serving keeps running what it runs. " + c.Message),
+			ObservedGeneration: order.Generation,
+		})
+		if old := meta.FindStatusCondition(before.Conditions, deliveryv1alpha1.ConditionReady); old != nil && old.Reason == deliveryv1alpha1.ReasonAwaitingStage {
+			meta.FindStatusCondition(order.Status.Conditions, deliveryv1alpha1.ConditionReady).LastTransitionTime = old.LastTransitionTime
+		}
 	}
 	order.Status.ObservedGeneration = order.Generation
+	after := resync
 	if r.Resync > 0 {
-		return ctrl.Result{RequeueAfter: r.Resync}, nil
+		after = r.Resync
 	}
-	return ctrl.Result{RequeueAfter: resync}, nil
+	if verdict.RecheckAfter > 0 && verdict.RecheckAfter+time.Second < after {
+		// The soak ends by itself: look again then, not before.
+		after = verdict.RecheckAfter + time.Second
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
 }
 
 // failure is a failed render: the Order's Ready reason and message.
@@ -450,25 +468,24 @@ func shorten(s string) string {
 // promote keeps the Serving (same name as the Order). Automatic mode points it at the Order's
 // newest Ready Preparation once the gate allows, and otherwise returns why it waits; Manual
 // mode creates it empty and leaves spec.preparationName to a person.
-func (r *OrderReconciler) promote(ctx context.Context, order *deliveryv1alpha1.Order, prep *deliveryv1alpha1.Preparation) (held string, err error) {
+func (r *OrderReconciler) promote(ctx context.Context, order *deliveryv1alpha1.Order, prep *deliveryv1alpha1.Preparation) (verdict promotion.Verdict, err error) {
+	verdict.Allowed = true
 	var serving deliveryv1alpha1.Serving
 	err = r.Get(ctx, client.ObjectKeyFromObject(order), &serving)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("get serving %s: %w", order.Name, err)
+		return verdict, fmt.Errorf("get serving %s: %w", order.Name, err)
 	}
 	exists := err == nil
 	want := ""
-	if order.Spec.Promotion.Mode == deliveryv1alpha1.PromotionAutomatic && meta.IsStatusConditionTrue(prep.Status.Conditions, deliveryv1alpha1.ConditionReady) {
-		allowed, why := true, ""
+	if order.Spec.Promotion.Mode == deliveryv1alpha1.PromotionAutomatic && meta.IsStatusConditionTrue(prep.Status.Conditions, deliveryv1alpha1.ConditionReady) &&
+		(!exists || serving.Spec.PreparationName != prep.Name) {
 		if r.Gate != nil {
-			if allowed, why, err = r.Gate(ctx, order, prep); err != nil {
-				return "", fmt.Errorf("promotion gate of order %s: %w", order.Name, err)
+			if verdict, err = r.Gate(ctx, order, prep); err != nil {
+				return verdict, fmt.Errorf("promotion gate of order %s: %w", order.Name, err)
 			}
 		}
-		if allowed {
+		if verdict.Allowed {
 			want = prep.Name
-		} else {
-			held = why
 		}
 	}
 	if !exists {
@@ -477,19 +494,19 @@ func (r *OrderReconciler) promote(ctx context.Context, order *deliveryv1alpha1.O
 			Spec:       deliveryv1alpha1.ServingSpec{OrderRef: deliveryv1alpha1.LocalObjectReference{Name: order.Name}, PreparationName: want},
 		}
 		if err := controllerutil.SetControllerReference(order, &serving, r.Scheme()); err != nil {
-			return "", fmt.Errorf("own serving %s: %w", order.Name, err)
+			return verdict, fmt.Errorf("own serving %s: %w", order.Name, err)
 		}
 		if err := r.Create(ctx, &serving); err != nil {
-			return "", fmt.Errorf("create serving %s: %w", order.Name, err)
+			return verdict, fmt.Errorf("create serving %s: %w", order.Name, err)
 		}
-		return held, nil
+		return verdict, nil
 	}
 	if want == "" || serving.Spec.PreparationName == want {
-		return held, nil
+		return verdict, nil
 	}
 	serving.Spec.PreparationName = want
 	if err := r.Update(ctx, &serving); err != nil {
-		return "", fmt.Errorf("promote %s to serving %s: %w", want, order.Name, err)
+		return verdict, fmt.Errorf("promote %s to serving %s: %w", want, order.Name, err)
 	}
-	return "", nil
+	return verdict, nil
 }

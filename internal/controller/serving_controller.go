@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -28,6 +29,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
+	"github.com/kokumi-dev/kokumi/internal/record"
 )
 
 // ServingFinalizer lets a deleted Serving delete its Applications first (what runs stays).
@@ -54,6 +56,9 @@ const recheckArgoCD = time.Minute
 // +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=argoproj.io,resources=appprojects,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=preparations/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=secrets,verbs=create
+// +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=configmaps,verbs=get;create;update;patch
 
 // ServingReconciler deploys a Serving's Preparation to every cluster of its Order's Environment
 // through one Argo CD Application per cluster, and folds what Argo CD reports into its status.
@@ -65,6 +70,13 @@ type ServingReconciler struct {
 	Recorder events.EventRecorder
 	// Now stamps status times.
 	Now func() time.Time
+	// Pipeline holds back a promoted Preparation that has not passed the stages its
+	// Environment requires (a Manual promotion; Automatic Orders are held before). Nil: none.
+	Pipeline *Pipeline
+	// Records signs deployment records and attaches them to artifacts; nil writes none.
+	Records *record.Store
+	// Keys holds the signing key.
+	Keys *record.Keys
 
 	ctrl      controller.Controller
 	watchArgo sync.Once
@@ -75,7 +87,9 @@ func init() { setups = append(setups, SetupServing) }
 
 // SetupServing registers the Serving reconciler.
 func SetupServing(mgr ctrl.Manager, cfg Config) error {
-	r := &ServingReconciler{Client: mgr.GetClient(), Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving"), Now: time.Now}
+	pipeline := NewPipeline(mgr.GetClient(), mgr.GetAPIReader(), cfg)
+	r := &ServingReconciler{Client: mgr.GetClient(), Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving"), Now: time.Now,
+		Pipeline: pipeline, Records: pipeline.Records.(*record.Store), Keys: pipeline.Keys.(*record.Keys)}
 	return r.SetupWithManager(mgr)
 }
 
@@ -109,6 +123,9 @@ func (r *ServingReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1.Order{}, handler.EnqueueRequestsFromMapFunc(sameName)).
 		Watches(&v1.Environment{}, handler.EnqueueRequestsFromMapFunc(r.servingsOfEnvironment)).
 		Watches(&v1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.servingsOfCluster)).
+		// A Serving held by a stage looks again when what runs in the stage changes.
+		Watches(&v1.Serving{}, downstreamOf(mgr.GetClient()), builder.WithPredicates(stageEvidenceChanged)).
+		Watches(&v1.Preparation{}, downstreamOf(mgr.GetClient()), builder.WithPredicates(stageEvidenceChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("serving").
 		Build(r)
@@ -196,6 +213,9 @@ func (r *ServingReconciler) outcome(s *v1.Serving, status metav1.ConditionStatus
 	apimeta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
 		Type: v1.ConditionReady, Status: status, Reason: reason, Message: fleet.Truncate(message, 2048),
 		ObservedGeneration: s.Generation,
+		// Kept when the status does not change: a Deployed Serving's transition time starts the
+		// soak of the stages after it.
+		LastTransitionTime: metav1.NewTime(r.Now().Truncate(time.Second)),
 	})
 }
 
@@ -289,7 +309,23 @@ func (r *ServingReconciler) deploy(ctx context.Context, s *v1.Serving) (ctrl.Res
 	if !ok {
 		repoURL, revision = prep.Spec.Artifact.Ref, prep.Spec.Artifact.Digest
 	}
-	return r.rollOut(ctx, s, fleet.Request{
+	if revision != s.Status.Revision && r.Pipeline != nil {
+		// A Preparation not deployed yet passes its Environment's stages first, however it
+		// was promoted; what runs keeps running meanwhile.
+		verdict, err := r.Pipeline.Check(ctx, s.Namespace, order.Spec.EnvironmentRef.Name, &prep)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !verdict.Allowed {
+			r.wait(s, v1.ReasonAwaitingStage, fmt.Sprintf("Preparation %s waits for the stages of Environment %s: %s; the clusters keep running what they run",
+				prep.Name, order.Spec.EnvironmentRef.Name, verdict.Message))
+			if verdict.RecheckAfter > 0 {
+				return ctrl.Result{RequeueAfter: verdict.RecheckAfter + time.Second}, nil
+			}
+			return ctrl.Result{}, nil
+		}
+	}
+	return r.rollOut(ctx, s, &prep, fleet.Request{
 		ServingNamespace: s.Namespace, ServingName: s.Name, ArgoCDNamespace: r.Config.ArgoCDNamespace,
 		Preparation: prep.Name, RepoURL: repoURL, Revision: revision, TargetNamespace: prep.Spec.TargetNamespace,
 		ImagesInBundledRegistry: prep.Spec.ImagesInBundledRegistry, Project: project, Clusters: tgt.clusters,
@@ -354,7 +390,7 @@ func readProject(u *unstructured.Unstructured) (argocd.Project, error) {
 
 // rollOut writes the Applications the fleet plan asks for, removes those of clusters that
 // left, and folds what Argo CD reports into the status.
-func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, req fleet.Request, environment string) (ctrl.Result, error) {
+func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Preparation, req fleet.Request, environment string) (ctrl.Result, error) {
 	ours, err := r.applications(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -424,6 +460,11 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, req flee
 	s.Status.Revision = req.Revision
 	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = sum.Clusters, sum.Targets, sum.Omitted
 	r.outcome(s, sum.Ready.Status, sum.Ready.Reason, sum.Ready.Message)
+	if sum.Ready.Reason == v1.ReasonDeployed {
+		if err := r.recordDeployment(ctx, s, prep, environment, decisions); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if optIn {
 		return ctrl.Result{RequeueAfter: recheckArgoCD}, nil
 	}

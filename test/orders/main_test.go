@@ -17,6 +17,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -42,11 +43,11 @@ type suite struct{ m *testing.M }
 const annotationHold = "test.kokumi.dev/hold"
 
 // holdGate plays a promotion pipeline: it holds Orders annotated with annotationHold.
-func holdGate(_ context.Context, o *v1.Order, _ *v1.Preparation) (bool, string, error) {
+func holdGate(_ context.Context, o *v1.Order, _ *v1.Preparation) (promotion.Verdict, error) {
 	if why, ok := o.Annotations[annotationHold]; ok {
-		return false, why, nil
+		return promotion.Verdict{Message: why}, nil
 	}
-	return true, "", nil
+	return promotion.Verdict{Allowed: true}, nil
 }
 
 // Run starts the bundled registry and a manager with the Order reconciler around the tests.

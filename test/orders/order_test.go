@@ -626,8 +626,8 @@ func TestPromotionGateHoldsAutomaticPromotion(t *testing.T) {
 	if err := env.Client.Create(ctx, o); err != nil {
 		t.Fatal(err)
 	}
-	o = waitReady(t, ns, "gated", v1.ReasonRendered)
-	if !strings.Contains(readyMessage(o), "promotion waits: staging soaking 12m of 30m") {
+	o = waitReady(t, ns, "gated", v1.ReasonAwaitingStage)
+	if !strings.Contains(readyMessage(o), "staging soaking 12m of 30m; the Serving keeps running what it runs") {
 		t.Errorf("Ready message %q does not say why promotion waits", readyMessage(o))
 	}
 	if sv := servingOf(t, ns, "gated"); sv.Spec.PreparationName != "" {

@@ -1,0 +1,180 @@
+package promotion
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kokumi-dev/kokumi/internal/record"
+)
+
+var t0 = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+
+const release = "sha256:release"
+
+func verified(order, env string) record.Record {
+	return record.Record{Digest: "sha256:rec-" + order, Verified: true, KeyID: "k1",
+		Predicate: record.Predicate{Order: order, Namespace: "team", Environment: env, Clusters: []string{"edge-1"}}}
+}
+
+func deployedRun(env string, since time.Time, recs ...record.Record) Run {
+	return Run{Order: "app-" + env, Environment: env, Preparation: "app-" + env + "-1", Release: release,
+		Deployed: true, State: "Deployed", Since: since, Records: recs}
+}
+
+func TestEvaluate(t *testing.T) {
+	staging := []Stage{{Environment: "staging", Soak: 30 * time.Minute}}
+	cases := []struct {
+		name      string
+		in        Input
+		allowed   bool
+		message   string
+		recheckAfter time.Duration
+	}{
+		{name: "an Environment without stages promotes at once", in: Input{}, allowed: true},
+		{name: "a stage that never deployed the release holds it",
+			in: Input{Requires: staging}, message: "staging has not deployed this release"},
+		{name: "a stage running another release holds it",
+			in:      Input{Requires: staging, Runs: []Run{{Order: "app-staging", Environment: "staging", Release: "sha256:other", Deployed: true}}},
+			message: "staging has not deployed this release (it runs another one)"},
+		{name: "a stage still rolling the release out holds it",
+			in:      Input{Requires: staging, Runs: []Run{{Order: "app-staging", Environment: "staging", Release: release, State: "Progressing"}}},
+			message: "staging has not deployed this release yet (Order app-staging: Progressing)"},
+		{name: "a stage soaking says how far and when it ends",
+			in:        Input{Requires: staging, Runs: []Run{deployedRun("staging", t0.Add(-12*time.Minute), verified("app-staging", "staging"))}},
+			message:   "staging soaking 12m of 30m",
+			recheckAfter: 18 * time.Minute},
+		{name: "a stage that soaked long enough passes",
+			in:      Input{Requires: staging, Runs: []Run{deployedRun("staging", t0.Add(-31*time.Minute), verified("app-staging", "staging"))}},
+			allowed: true},
+		{name: "a stage without a soak passes once deployed with a record",
+			in:      Input{Requires: []Stage{{Environment: "staging"}}, Runs: []Run{deployedRun("staging", t0, verified("app-staging", "staging"))}},
+			allowed: true},
+		{name: "a deployed stage without any record waits for it",
+			in:      Input{Requires: staging, Runs: []Run{deployedRun("staging", t0.Add(-time.Hour))}},
+			message: "staging runs this release; its deployment record is not written yet"},
+		{name: "a record whose signature fails is ignored and named",
+			in: Input{Requires: staging, Runs: []Run{deployedRun("staging", t0.Add(-time.Hour),
+				record.Record{Digest: "sha256:bad", Problem: "signature does not match any listed key"})}},
+			message: "staging runs this release but its deployment record does not verify (signature does not match any listed key), so Kokumi ignores it"},
+		{name: "a record made for an Order of another namespace does not count",
+			in: Input{Requires: staging, Runs: []Run{deployedRun("staging", t0.Add(-time.Hour),
+				record.Record{Digest: "sha256:abc", Verified: true, Predicate: record.Predicate{Order: "app-staging", Namespace: "stranger", Environment: "staging"}})}},
+			message: "was made for Order stranger/app-staging in Environment staging"},
+		{name: "a verified record after a bad one still counts",
+			in: Input{Requires: staging, Runs: []Run{deployedRun("staging", t0.Add(-time.Hour),
+				verified("app-staging", "staging"), record.Record{Digest: "sha256:bad", Problem: "altered"})}},
+			allowed: true},
+		{name: "records that cannot be read hold the stage and say why",
+			in: Input{Requires: staging, Runs: []Run{func() Run {
+				r := deployedRun("staging", t0.Add(-time.Hour))
+				r.RecordsError = "reading them from registry/x failed: connection refused"
+				return r
+			}()}},
+			message: "connection refused"},
+		{name: "a required Environment that does not exist holds it",
+			in:      Input{Requires: staging, Missing: []string{"staging"}},
+			message: "required Environment staging does not exist in namespace team"},
+		{name: "a cycle holds it and says so",
+			in:      Input{Requires: staging, Cycle: []string{"prod", "staging", "prod"}},
+			message: "cycle (prod → staging → prod)"},
+		{name: "every stage must pass; the earliest soak end is when to look again",
+			in: Input{Requires: []Stage{{Environment: "staging", Soak: time.Hour}, {Environment: "qa", Soak: 10 * time.Minute}},
+				Runs: []Run{deployedRun("staging", t0.Add(-20*time.Minute), verified("app-staging", "staging")),
+					deployedRun("qa", t0.Add(-5*time.Minute), verified("app-qa", "qa"))}},
+			message:   "staging soaking 20m of 1h; qa soaking 5m of 10m",
+			recheckAfter: 5 * time.Minute},
+		{name: "of two Orders in the stage the one furthest along decides",
+			in: Input{Requires: staging, Runs: []Run{
+				{Order: "a", Environment: "staging", Release: release, State: "DeploymentFailed"},
+				func() Run {
+					r := deployedRun("staging", t0.Add(-40*time.Minute), verified("b", "staging"))
+					r.Order = "b"
+					return r
+				}()}},
+			allowed: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.in.Namespace, c.in.Release, c.in.Now = "team", release, t0
+			v := Evaluate(c.in)
+			if v.Allowed != c.allowed {
+				t.Fatalf("allowed = %v (%q), want %v", v.Allowed, v.Message, c.allowed)
+			}
+			if !strings.Contains(v.Message, c.message) {
+				t.Errorf("message %q does not say %q", v.Message, c.message)
+			}
+			if v.RecheckAfter != c.recheckAfter {
+				t.Errorf("recheck after %v, want %v", v.RecheckAfter, c.recheckAfter)
+			}
+		})
+	}
+}
+
+func TestReleaseIgnoresOrderOfImagesAndWhereTheyLive(t *testing.T) {
+	a := Release("sha256:chart", []string{"ghcr.io/a@sha256:1", "docker.io/b@sha256:2"})
+	b := Release("sha256:chart", []string{"registry.local/b@sha256:2", "registry.local/a@sha256:1", "x/a@sha256:1"})
+	if a != b {
+		t.Errorf("the same digests make two releases: %s, %s", a, b)
+	}
+	if a == Release("sha256:chart", []string{"ghcr.io/a@sha256:1", "docker.io/b@sha256:3"}) {
+		t.Error("another image digest makes the same release")
+	}
+	if a == Release("sha256:other", []string{"ghcr.io/a@sha256:1", "docker.io/b@sha256:2"}) {
+		t.Error("another source digest makes the same release")
+	}
+}
+
+func TestFindCycle(t *testing.T) {
+	cases := []struct {
+		requires map[string][]string
+		start    string
+		want     []string
+	}{
+		{map[string][]string{"prod": {"staging"}, "staging": {"dev"}}, "prod", nil},
+		{map[string][]string{"prod": {"staging"}, "staging": {"prod"}}, "prod", []string{"prod", "staging", "prod"}},
+		{map[string][]string{"prod": {"staging"}, "staging": {"qa"}, "qa": {"staging"}}, "prod", []string{"staging", "qa", "staging"}},
+		{map[string][]string{"prod": {"a", "b"}, "a": {"c"}, "b": {"c"}}, "prod", nil},
+	}
+	for _, c := range cases {
+		if got := FindCycle(c.requires, c.start); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("FindCycle(%v, %s) = %v, want %v", c.requires, c.start, got, c.want)
+		}
+	}
+}
+
+func TestDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		5 * time.Second: "5s", 12 * time.Minute: "12m", 12*time.Minute + 30*time.Second: "12m",
+		2*time.Minute + 5*time.Second: "2m5s", 90 * time.Minute: "1h30m", 2 * time.Hour: "2h",
+	} {
+		if got := Duration(d); got != want {
+			t.Errorf("Duration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// BenchmarkEvaluate decides a stage whose Environment runs the release with 100 records,
+// each naming 1,000 clusters, already verified.
+func BenchmarkEvaluate(b *testing.B) {
+	clusters := make([]string, 1000)
+	for i := range clusters {
+		clusters[i] = fmt.Sprintf("edge-%04d", i)
+	}
+	recs := make([]record.Record, 100)
+	for i := range recs {
+		recs[i] = verified("app-staging", "staging")
+		recs[i].Predicate.Clusters = clusters
+	}
+	in := Input{Namespace: "team", Release: release, Now: t0,
+		Requires: []Stage{{Environment: "staging", Soak: 30 * time.Minute}},
+		Runs:     []Run{deployedRun("staging", t0.Add(-time.Hour), recs...)}}
+	b.ResetTimer()
+	for b.Loop() {
+		if !Evaluate(in).Allowed {
+			b.Fatal("not allowed")
+		}
+	}
+}
