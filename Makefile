@@ -11,6 +11,8 @@ KUBE_VERSION   := $(shell grep -oE 'k8s.io/kubernetes v[0-9][^ ]*' hack/tools/ku
 ETCD_VERSION   := $(shell grep -oE 'go.etcd.io/etcd/server/v3 v[0-9][^ ]*' hack/tools/etcd/go.mod | head -1 | cut -d' ' -f2)
 ARGOCD_VERSION := $(shell grep -oE 'github.com/argoproj/argo-cd/v3 v[0-9][^ ]*' hack/tools/argocd/go.mod | head -1 | cut -d' ' -f2)
 KWOK_VERSION   := $(shell grep -oE 'sigs.k8s.io/kwok v[0-9][^ ]*' hack/tools/kwok/go.mod | head -1 | cut -d' ' -f2)
+# Stock cosign, which the deployment-record tests verify records with.
+COSIGN_VERSION := $(shell grep -oE 'github.com/sigstore/cosign/v2 v[0-9][^ ]*' hack/tools/cosign/go.mod | head -1 | cut -d' ' -f2)
 CONTROLLER_TOOLS_VERSION := v0.23.0
 GOLANGCI_LINT_VERSION    := v2.15.0
 # Argo CD needs a newer Go than the project; only what touches its module uses it (fetched through the proxy).
@@ -21,6 +23,7 @@ ETCD_DIR   := $(BIN)/etcd-$(ETCD_VERSION)
 ARGOCD_CRD_DIR := $(BIN)/argocd-crds-$(ARGOCD_VERSION)
 ARGOCD_DIR := $(BIN)/argocd-$(ARGOCD_VERSION)
 KWOK_DIR   := $(BIN)/kwok-$(KWOK_VERSION)
+COSIGN_DIR := $(BIN)/cosign-$(COSIGN_VERSION)
 # FLEET_DIR is where `kokumi dev` and the e2e tests find kube-controller-manager, KWOK and Argo CD.
 FLEET_DIR  := $(BIN)/fleet
 # ENVTEST_DIR is where the test harness finds kube-apiserver, etcd, kubectl and Argo CD's CRDs.
@@ -82,15 +85,16 @@ test: test-assets ## Build the control-plane binaries (cached in bin/) and run e
 	go test ./... -count=1
 
 .PHONY: test-assets
-test-assets: $(ENVTEST_DIR)/.stamp-$(KUBE_VERSION)-$(ETCD_VERSION)-$(ARGOCD_VERSION) ## Build kube-apiserver, kubectl, etcd; fetch Argo CD's CRDs.
+test-assets: $(ENVTEST_DIR)/.stamp-$(KUBE_VERSION)-$(ETCD_VERSION)-$(ARGOCD_VERSION)-$(COSIGN_VERSION) ## Build kube-apiserver, kubectl, etcd, cosign; fetch Argo CD's CRDs.
 
-$(ENVTEST_DIR)/.stamp-$(KUBE_VERSION)-$(ETCD_VERSION)-$(ARGOCD_VERSION): $(KUBE_DIR)/kube-apiserver $(KUBE_DIR)/kubectl $(ETCD_DIR)/etcd $(ARGOCD_CRD_DIR)/application-crd.yaml
+$(ENVTEST_DIR)/.stamp-$(KUBE_VERSION)-$(ETCD_VERSION)-$(ARGOCD_VERSION)-$(COSIGN_VERSION): $(KUBE_DIR)/kube-apiserver $(KUBE_DIR)/kubectl $(ETCD_DIR)/etcd $(ARGOCD_CRD_DIR)/application-crd.yaml $(COSIGN_DIR)/cosign
 	rm -rf $(ENVTEST_DIR) && mkdir -p $(ENVTEST_DIR)/crds
 	ln -s ../k8s-$(KUBE_VERSION)/kube-apiserver $(ENVTEST_DIR)/kube-apiserver
 	ln -s ../k8s-$(KUBE_VERSION)/kubectl $(ENVTEST_DIR)/kubectl
 	ln -s ../etcd-$(ETCD_VERSION)/etcd $(ENVTEST_DIR)/etcd
+	ln -s ../cosign-$(COSIGN_VERSION)/cosign $(ENVTEST_DIR)/cosign
 	cp $(ARGOCD_CRD_DIR)/application-crd.yaml $(ARGOCD_CRD_DIR)/appproject-crd.yaml $(ENVTEST_DIR)/crds/
-	printf 'kubernetes=%s\netcd=%s\nargocd=%s\n' $(KUBE_VERSION) $(ETCD_VERSION) $(ARGOCD_VERSION) > $(ENVTEST_DIR)/versions
+	printf 'kubernetes=%s\netcd=%s\nargocd=%s\ncosign=%s\n' $(KUBE_VERSION) $(ETCD_VERSION) $(ARGOCD_VERSION) $(COSIGN_VERSION) > $(ENVTEST_DIR)/versions
 	touch $@
 
 .PHONY: e2e
@@ -146,6 +150,16 @@ $(ETCD_DIR)/etcd:
 	mkdir -p $(ETCD_DIR)
 	cd hack/tools/etcd && $(GO_BUILD_TOOL) -o $(ETCD_DIR)/etcd go.etcd.io/etcd/server/v3
 
+# Stock cosign, for the deployment-record tests (`cosign verify-attestation`).
+.PHONY: cosign
+cosign: $(COSIGN_DIR)/cosign ## Build cosign (about 2 minutes the first time).
+
+$(COSIGN_DIR)/cosign:
+	@echo "building cosign $(COSIGN_VERSION) (about 2 minutes the first time)"
+	mkdir -p $(COSIGN_DIR)
+	cd hack/tools/cosign && $(GO_BUILD_TOOL) -o $@.tmp github.com/sigstore/cosign/v2/cmd/cosign
+	mv $@.tmp $@
+
 $(ARGOCD_CRD_DIR)/application-crd.yaml:
 	mkdir -p $(ARGOCD_CRD_DIR)
 	dir=$$(GOTOOLCHAIN=$(ARGOCD_GO_TOOLCHAIN) go mod download -json github.com/argoproj/argo-cd/v3@$(ARGOCD_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
@@ -160,7 +174,7 @@ $(GOLANGCI_LINT):
 
 .PHONY: versions
 versions: ## Print the pinned versions.
-	@echo "kubernetes $(KUBE_VERSION) etcd $(ETCD_VERSION) argo-cd $(ARGOCD_VERSION) kwok $(KWOK_VERSION)"
+	@echo "kubernetes $(KUBE_VERSION) etcd $(ETCD_VERSION) argo-cd $(ARGOCD_VERSION) kwok $(KWOK_VERSION) cosign $(COSIGN_VERSION)"
 
 .PHONY: clean
 clean: ## Remove bin/ (the cached control-plane builds too).

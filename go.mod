@@ -8,6 +8,7 @@ require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/opencontainers/go-digest v1.0.0
 	github.com/opencontainers/image-spec v1.1.1
+	github.com/secure-systems-lab/go-securesystemslib v0.11.1
 	github.com/sirupsen/logrus v1.10.2
 	go.uber.org/zap v1.27.1
 	golang.org/x/crypto v0.58.0

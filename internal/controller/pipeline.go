@@ -170,6 +170,8 @@ func (p *Pipeline) run(ctx context.Context, o *v1.Order, release string, keys **
 		*keys = &k
 	}
 	repository, _, _ := strings.Cut(oci.TrimScheme(prep.Spec.Artifact.Ref), "@")
+	ctx, cancel := context.WithTimeout(ctx, registryTimeout)
+	defer cancel()
 	recs, err := p.Records.Records(ctx, repository, prep.Spec.Artifact.Digest, **keys)
 	if err != nil {
 		// The registry may be down for a while: the stage waits and says so.

@@ -20,19 +20,17 @@ import (
 // MaxDeploymentRecords is how many records a Preparation's status lists, newest first.
 const MaxDeploymentRecords = 32
 
+// registryTimeout bounds one write or read of records in a registry.
+const registryTimeout = 30 * time.Second
+
 // recordDeployment signs a deployment record of a Deployed Serving and attaches it to the
 // Preparation's artifact: once each time the Serving becomes Deployed, and again whenever more
 // clusters run it healthily than the last record names. Held clusters are not named.
-func (r *ServingReconciler) recordDeployment(ctx context.Context, s *v1.Serving, prep *v1.Preparation, environment string, decisions []fleet.Decision) error {
+func (r *ServingReconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *deployment) error {
 	if r.Records == nil || r.Keys == nil {
 		return nil
 	}
-	var healthy []string
-	for _, d := range decisions {
-		if d.State == fleet.Healthy {
-			healthy = append(healthy, d.Cluster)
-		}
-	}
+	prep, environment, healthy := d.prep, d.environment, d.healthy
 	ready := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
 	since := ready.LastTransitionTime.Truncate(time.Second)
 	if !needsRecord(prep.Status.DeploymentRecords, environment, since, len(healthy)) {
@@ -47,6 +45,8 @@ func (r *ServingReconciler) recordDeployment(ctx context.Context, s *v1.Serving,
 		now = since
 	}
 	repository, _, _ := strings.Cut(oci.TrimScheme(prep.Spec.Artifact.Ref), "@")
+	ctx, cancel := context.WithTimeout(ctx, registryTimeout)
+	defer cancel()
 	digest, err := r.Records.Attach(ctx, repository, prep.Spec.Artifact.Digest, signer, record.Predicate{
 		Order: s.Spec.OrderRef.Name, Namespace: s.Namespace, Environment: environment,
 		TargetNamespace: prep.Spec.TargetNamespace, Preparation: prep.Name, Clusters: healthy, Time: now,

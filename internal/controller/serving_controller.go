@@ -192,7 +192,8 @@ func (r *ServingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 
 	before := s.Status.DeepCopy()
-	res, err := r.deploy(ctx, &s)
+	var deployed *deployment
+	res, err := r.deploy(ctx, &s, &deployed)
 	if err == nil {
 		s.Status.ObservedGeneration = s.Generation
 	}
@@ -204,6 +205,10 @@ func (r *ServingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if uerr := r.Status().Patch(ctx, &s, client.MergeFrom(base)); uerr != nil {
 			return ctrl.Result{}, fmt.Errorf("update status of Serving %s: %w", req, uerr)
 		}
+	}
+	if err == nil && deployed != nil {
+		// After the status: a registry that is slow or down delays only the record.
+		err = r.recordDeployment(ctx, &s, deployed)
 	}
 	return res, err
 }
@@ -242,7 +247,14 @@ type target struct {
 	clusters    []fleet.Cluster
 }
 
-func (r *ServingReconciler) deploy(ctx context.Context, s *v1.Serving) (ctrl.Result, error) {
+// deployment is a Deployed roll-out, for its deployment record.
+type deployment struct {
+	prep        *v1.Preparation
+	environment string
+	healthy     []string
+}
+
+func (r *ServingReconciler) deploy(ctx context.Context, s *v1.Serving, deployed **deployment) (ctrl.Result, error) {
 	if !r.argoCDInstalled() {
 		r.wait(s, v1.ReasonArgoCDNotInstalled, "Argo CD's Application CRD is not installed: install Argo CD (its CRDs and controller) in namespace "+r.Config.ArgoCDNamespace)
 		return ctrl.Result{RequeueAfter: recheckArgoCD}, nil
@@ -325,7 +337,7 @@ func (r *ServingReconciler) deploy(ctx context.Context, s *v1.Serving) (ctrl.Res
 			return ctrl.Result{}, nil
 		}
 	}
-	return r.rollOut(ctx, s, &prep, fleet.Request{
+	return r.rollOut(ctx, s, &prep, deployed, fleet.Request{
 		ServingNamespace: s.Namespace, ServingName: s.Name, ArgoCDNamespace: r.Config.ArgoCDNamespace,
 		Preparation: prep.Name, RepoURL: repoURL, Revision: revision, TargetNamespace: prep.Spec.TargetNamespace,
 		ImagesInBundledRegistry: prep.Spec.ImagesInBundledRegistry, Project: project, Clusters: tgt.clusters,
@@ -390,7 +402,7 @@ func readProject(u *unstructured.Unstructured) (argocd.Project, error) {
 
 // rollOut writes the Applications the fleet plan asks for, removes those of clusters that
 // left, and folds what Argo CD reports into the status.
-func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Preparation, req fleet.Request, environment string) (ctrl.Result, error) {
+func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Preparation, deployed **deployment, req fleet.Request, environment string) (ctrl.Result, error) {
 	ours, err := r.applications(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -461,9 +473,7 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = sum.Clusters, sum.Targets, sum.Omitted
 	r.outcome(s, sum.Ready.Status, sum.Ready.Reason, sum.Ready.Message)
 	if sum.Ready.Reason == v1.ReasonDeployed {
-		if err := r.recordDeployment(ctx, s, prep, environment, decisions); err != nil {
-			return ctrl.Result{}, err
-		}
+		*deployed = &deployment{prep: prep, environment: environment, healthy: sum.HealthyClusters}
 	}
 	if optIn {
 		return ctrl.Result{RequeueAfter: recheckArgoCD}, nil

@@ -222,6 +222,8 @@ type Summary struct {
 	Omitted int32
 	// Ready is the Serving's Ready condition (without times and generation).
 	Ready metav1.Condition
+	// HealthyClusters names the clusters that run the Preparation synced and healthy, by name.
+	HealthyClusters []string
 }
 
 // MaxNamed is how many clusters a Ready message names before it counts the rest.
@@ -284,6 +286,7 @@ func Fold(preparation, environment string, decisions []Decision, previous []v1.T
 		s.Targets = append(s.Targets, t)
 	}
 	s.Ready = readyCondition(preparation, environment, len(decisions), healthy, notReady, failing, progressing)
+	s.HealthyClusters = healthy
 	return s
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
+	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -32,6 +33,8 @@ var (
 	env *harness.Env
 	mgr ctrl.Manager
 	cfg = controller.Config{ArgoCDNamespace: "argocd", LocalProject: "default", Namespace: "kokumi-system"}
+	// registry holds the Preparations' deployment records.
+	registry *oci.Registry
 )
 
 func TestMain(m *testing.M) {
@@ -45,11 +48,23 @@ type runWithManager struct{ m *testing.M }
 func (r runWithManager) Run() int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := env.CreateNamespace(ctx, cfg.ArgoCDNamespace); err != nil {
+	for _, ns := range []string{cfg.ArgoCDNamespace, cfg.Namespace} {
+		if err := env.CreateNamespace(ctx, ns); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	dir, err := os.MkdirTemp("", "kokumi-records-")
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	var err error
+	defer func() { _ = os.RemoveAll(dir) }()
+	if registry, err = oci.StartRegistry("127.0.0.1:0", dir, false); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = registry.Stop() }()
 	mgr, err = controller.NewManager(env.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg}, controller.SetupServing)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -136,12 +151,15 @@ func digestOf(s string) string {
 // preparation creates a Preparation of the Order podinfo-edge rendered into targetNamespace.
 func (f *fixture) preparation(name, targetNamespace string, vendored bool) *v1.Preparation {
 	f.t.Helper()
-	d := digestOf(name)
+	// A real artifact in the registry: deployment records are attached to it.
+	repository := registry.Addr + "/" + f.ns + "/podinfo-edge"
+	d, err := (&oci.Client{}).PushArtifact(f.ctx, repository, []byte(name), nil)
+	must(f.t, err)
 	p := &v1.Preparation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Spec: v1.PreparationSpec{
 		OrderRef: v1.LocalObjectReference{Name: "podinfo-edge"}, ProductRef: v1.LocalObjectReference{Name: "podinfo-fleet"},
 		Source:          v1.PreparationSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.14.1", Digest: digestOf("chart")},
 		TargetNamespace: targetNamespace, ImagesInBundledRegistry: vendored,
-		Artifact:   v1.Artifact{Ref: "oci://127.0.0.1:5000/" + f.ns + "/podinfo-edge@" + d, Digest: d},
+		Artifact:   v1.Artifact{Ref: "oci://" + repository + "@" + d, Digest: d},
 		ConfigHash: name,
 	}}
 	must(f.t, env.Client.Create(f.ctx, p))

@@ -32,7 +32,7 @@ func TestDeploysToEveryClusterThroughOneApplicationEach(t *testing.T) {
 	must(t, err)
 	want := map[string]string{
 		"spec.project":                       f.project,
-		"spec.source.repoURL":                "oci://127.0.0.1:5000/" + f.ns + "/podinfo-edge",
+		"spec.source.repoURL":                "oci://" + registry.Addr + "/" + f.ns + "/podinfo-edge",
 		"spec.source.targetRevision":         prep.Spec.Artifact.Digest,
 		"spec.source.path":                   ".",
 		"spec.destination.server":            "https://b1.example:6443",
@@ -308,9 +308,12 @@ func TestClustersJoinAndLeave(t *testing.T) {
 		return errors.New("no ClusterLeft event for b7")
 	})
 	s := f.ready(v1.ReasonDeployed, "Deployed Preparation podinfo-edge-1 to a7")
-	if s.Status.Clusters.Selected != 1 {
-		t.Errorf("counts %+v", s.Status.Clusters)
-	}
+	f.eventually("the status counts one cluster", func() error {
+		if s = f.serving(); s.Status.Clusters.Selected != 1 {
+			return fmt.Errorf("counts %+v", s.Status.Clusters)
+		}
+		return nil
+	})
 }
 
 func TestATargetNamespaceChangeMovesEveryApplication(t *testing.T) {

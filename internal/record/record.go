@@ -1,0 +1,256 @@
+// Package record writes and reads Kokumi's deployment records: an in-toto Statement about a
+// Preparation's artifact, signed as a DSSE envelope with an ECDSA P-256 key and attached to the
+// artifact in cosign's attestation layout (the tag sha256-<hex>.att of the artifact's
+// repository), so that stock cosign verifies it:
+//
+//	cosign verify-attestation --key cosign.pub --insecure-ignore-tlog \
+//	  --type https://kokumi.dev/deployment-record/v1 <host>/<repo>@sha256:<hex>
+package record
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+)
+
+// PredicateType is the predicate type of a deployment record.
+const PredicateType = "https://kokumi.dev/deployment-record/v1"
+
+// StatementType is the in-toto Statement type records are written as.
+const StatementType = "https://in-toto.io/Statement/v1"
+
+// PayloadType is the DSSE payload type of an in-toto Statement (the only one cosign accepts).
+const PayloadType = "application/vnd.in-toto+json"
+
+// MediaTypeEnvelope is the media type of a DSSE envelope layer in cosign's attestation image.
+const MediaTypeEnvelope = "application/vnd.dsse.envelope.v1+json"
+
+// statementTypeV01 is the older in-toto Statement type, which cosign reads as well.
+const statementTypeV01 = "https://in-toto.io/Statement/v0.1"
+
+// Predicate is what a record says.
+type Predicate struct {
+	// Order is the name of the Order that deployed the Preparation.
+	Order string `json:"order"`
+	// Namespace is the Order's namespace.
+	Namespace string `json:"namespace"`
+	// Environment is the Environment it was deployed to.
+	Environment string `json:"environment"`
+	// TargetNamespace is the namespace the workloads run in on each cluster.
+	TargetNamespace string `json:"targetNamespace"`
+	// Preparation is the name of the deployed Preparation.
+	Preparation string `json:"preparation"`
+	// Clusters are the clusters that ran it synced and healthy at the digest, sorted.
+	Clusters []string `json:"clusters"`
+	// Time is when the record was made.
+	Time time.Time `json:"time"`
+}
+
+// statement is an in-toto Statement.
+type statement struct {
+	Type          string          `json:"_type"`
+	Subject       []subject       `json:"subject"`
+	PredicateType string          `json:"predicateType"`
+	Predicate     json.RawMessage `json:"predicate"`
+}
+
+// recordStatement is an in-toto Statement read as a deployment record.
+type recordStatement struct {
+	Type          string    `json:"_type"`
+	Subject       []subject `json:"subject"`
+	PredicateType string    `json:"predicateType"`
+	Predicate     Predicate `json:"predicate"`
+}
+
+// subject is one artifact a statement is about.
+type subject struct {
+	Name   string            `json:"name"`
+	Digest map[string]string `json:"digest"`
+}
+
+// Record is one record read back from the registry.
+type Record struct {
+	// Digest is the digest of the DSSE envelope layer (sha256:...).
+	Digest string
+	// KeyID is which trusted key verified it ("" when none did).
+	KeyID string
+	// Predicate is what the record says; filled in whenever the statement could be read, even
+	// when it did not verify.
+	Predicate Predicate
+	// Verified says that a trusted key signed it, and that it is a Kokumi record about the
+	// artifact.
+	Verified bool
+	// Problem says why it did not verify, short and human.
+	Problem string
+}
+
+// splitDigest checks a sha256:<64 hex> digest and returns the hex part.
+func splitDigest(d string) (string, error) {
+	hexPart, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(hexPart) != 64 {
+		return "", fmt.Errorf("digest %q is not sha256:<64 hex digits>", d)
+	}
+	if _, err := hex.DecodeString(hexPart); err != nil {
+		return "", fmt.Errorf("digest %q is not sha256:<64 hex digits>", d)
+	}
+	return hexPart, nil
+}
+
+// Envelope signs a statement about the artifact repository@artifactDigest with predicate p and
+// returns the DSSE envelope as JSON. The clusters are sorted and the time is in UTC; the same
+// inputs and key always give the same bytes (RFC 6979 signatures).
+func Envelope(ctx context.Context, repository, artifactDigest string, signer *Signer, p Predicate) ([]byte, error) {
+	if signer == nil {
+		return nil, errors.New("sign record: no signer")
+	}
+	hexPart, err := splitDigest(artifactDigest)
+	if err != nil {
+		return nil, fmt.Errorf("sign record: %w", err)
+	}
+	p.Clusters = slices.Clone(p.Clusters)
+	if p.Clusters == nil {
+		p.Clusters = []string{}
+	}
+	slices.Sort(p.Clusters)
+	p.Time = p.Time.UTC()
+	pred, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("sign record: marshal predicate: %w", err)
+	}
+	body, err := json.Marshal(statement{
+		Type:          StatementType,
+		Subject:       []subject{{Name: repository, Digest: map[string]string{"sha256": hexPart}}},
+		PredicateType: PredicateType,
+		Predicate:     pred,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sign record: marshal statement: %w", err)
+	}
+	es, err := dsse.NewEnvelopeSigner(dsseSigner{signer})
+	if err != nil {
+		return nil, fmt.Errorf("sign record: %w", err)
+	}
+	env, err := es.SignPayload(ctx, PayloadType, body)
+	if err != nil {
+		return nil, fmt.Errorf("sign record: %w", err)
+	}
+	out, err := json.Marshal(env)
+	if err != nil {
+		return nil, fmt.Errorf("sign record: marshal envelope: %w", err)
+	}
+	return out, nil
+}
+
+// Verify verifies one DSSE envelope for artifactDigest with keys: a listed key signed it, it
+// holds an in-toto Statement of PredicateType, and its subject is the artifact. It makes no
+// network call.
+func Verify(envelope []byte, artifactDigest string, keys TrustedKeys) Record {
+	sum := sha256.Sum256(envelope)
+	r := Record{Digest: "sha256:" + hex.EncodeToString(sum[:])}
+	var env dsse.Envelope
+	if err := json.Unmarshal(envelope, &env); err != nil {
+		r.Problem = "not a DSSE envelope"
+		return r
+	}
+	if env.PayloadType != PayloadType {
+		r.Problem = fmt.Sprintf("not a Kokumi record (payload type %q)", env.PayloadType)
+		return r
+	}
+	body, err := env.DecodeB64Payload()
+	if err != nil {
+		r.Problem = "payload is not base64"
+		return r
+	}
+	// One pass reads a record; a statement of another shape is read again to say why not.
+	var st recordStatement
+	if err := json.Unmarshal(body, &st); err != nil {
+		var other statement
+		switch {
+		case json.Unmarshal(body, &other) != nil:
+			r.Problem = "payload is not an in-toto statement"
+		case other.PredicateType != PredicateType:
+			r.Problem = fmt.Sprintf("not a Kokumi record (predicate type %q)", other.PredicateType)
+		default:
+			r.Problem = "predicate is not a deployment record"
+		}
+		return r
+	}
+	if st.Type != StatementType && st.Type != statementTypeV01 {
+		r.Problem = fmt.Sprintf("not an in-toto statement (type %q)", st.Type)
+		return r
+	}
+	if st.PredicateType != PredicateType {
+		r.Problem = fmt.Sprintf("not a Kokumi record (predicate type %q)", st.PredicateType)
+		return r
+	}
+	r.Predicate = st.Predicate
+	if len(keys.keys) == 0 {
+		r.Problem = "no trusted keys are listed"
+		return r
+	}
+	ev, err := dsse.NewEnvelopeVerifier(keys.verifiers()...)
+	if err != nil {
+		r.Problem = "no trusted keys are listed"
+		return r
+	}
+	accepted, err := ev.Verify(context.Background(), &env)
+	if err != nil || len(accepted) == 0 {
+		// cosign ignores the key ids of signatures; so does Kokumi when a signature names a
+		// key id it does not know, trying every listed key instead.
+		if anon, ok := withoutUnknownKeyIDs(env, keys); ok {
+			accepted, err = ev.Verify(context.Background(), &anon)
+		}
+	}
+	if err != nil || len(accepted) == 0 {
+		r.Problem = "signature does not match any listed key"
+		return r
+	}
+	r.KeyID = accepted[0].KeyID
+	want, err := splitDigest(artifactDigest)
+	if err != nil {
+		r.Problem = "the artifact digest is not sha256"
+		return r
+	}
+	var named []string
+	for _, s := range st.Subject {
+		if s.Digest["sha256"] == want {
+			r.Verified = true
+			return r
+		}
+		if d, ok := s.Digest["sha256"]; ok {
+			named = append(named, "sha256:"+d)
+		}
+	}
+	switch len(named) {
+	case 0:
+		r.Problem = "subject names no sha256 digest"
+	case 1:
+		r.Problem = fmt.Sprintf("subject is %s not the artifact", named[0])
+	default:
+		r.Problem = fmt.Sprintf("subjects are %s, not the artifact", strings.Join(named, ", "))
+	}
+	return r
+}
+
+// withoutUnknownKeyIDs returns env with the key ids that name no listed key cleared, and
+// whether there were any.
+func withoutUnknownKeyIDs(env dsse.Envelope, keys TrustedKeys) (dsse.Envelope, bool) {
+	changed := false
+	sigs := slices.Clone(env.Signatures)
+	for i := range sigs {
+		if _, ok := keys.keys[sigs[i].KeyID]; sigs[i].KeyID != "" && !ok {
+			sigs[i].KeyID = ""
+			changed = true
+		}
+	}
+	env.Signatures = sigs
+	return env, changed
+}

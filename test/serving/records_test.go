@@ -1,0 +1,73 @@
+package serving
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/record"
+)
+
+// records waits for n deployment records in the Preparation's status.
+func (f *fixture) records(prep string, n int) []v1.DeploymentRecord {
+	f.t.Helper()
+	var p v1.Preparation
+	f.eventually(fmt.Sprintf("%d deployment records of %s", n, prep), func() error {
+		must(f.t, env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: prep}, &p))
+		if len(p.Status.DeploymentRecords) != n {
+			return fmt.Errorf("%d records: %+v", len(p.Status.DeploymentRecords), p.Status.DeploymentRecords)
+		}
+		return nil
+	})
+	return p.Status.DeploymentRecords
+}
+
+func TestADeployedServingSignsARecordOfTheHealthyClustersOnly(t *testing.T) {
+	f := newFixture(t)
+	f.cluster("a12", true)
+	held := f.cluster("b12", false)
+	prep := f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", prep.Name)
+	f.healthy(prep.Spec.Artifact.Digest, "a12")
+	f.ready(v1.ReasonDeployed, "to a12; not ready: b12")
+
+	recs := f.records(prep.Name, 1)
+	if recs[0].Clusters != 1 || recs[0].Environment != "edge" {
+		t.Errorf("first record %+v, want edge with 1 cluster", recs[0])
+	}
+	keys, err := (&record.Keys{Client: env.Client, Namespace: cfg.Namespace}).Trusted(f.ctx)
+	must(t, err)
+	repository, _, _ := strings.Cut(oci.TrimScheme(prep.Spec.Artifact.Ref), "@")
+	store := &record.Store{Client: &oci.Client{}}
+	attached, err := store.Records(f.ctx, repository, prep.Spec.Artifact.Digest, keys)
+	must(t, err)
+	if len(attached) != 1 || !attached[0].Verified || strings.Join(attached[0].Predicate.Clusters, ",") != "a12" ||
+		attached[0].Predicate.Namespace != f.ns || attached[0].Predicate.TargetNamespace != "podinfo" {
+		t.Fatalf("attached %+v", attached)
+	}
+
+	// A quiet resync writes no second record.
+	f.settled()
+	f.promote(prep.Name) // no change: the Serving is reconciled again
+	if got := f.records(prep.Name, 1); got[0].Digest != recs[0].Digest {
+		t.Errorf("the record changed to %s", got[0].Digest)
+	}
+
+	// The held cluster comes back and runs it healthily: the set grows, a new record names both.
+	f.setReady(held, true)
+	f.healthy(prep.Spec.Artifact.Digest, "b12")
+	f.ready(v1.ReasonDeployed, "to a12, b12")
+	recs = f.records(prep.Name, 2)
+	if recs[0].Clusters != 2 || recs[1].Clusters != 1 {
+		t.Errorf("records, newest first: %+v", recs)
+	}
+	attached, err = store.Records(f.ctx, repository, prep.Spec.Artifact.Digest, keys)
+	must(t, err)
+	if len(attached) != 2 || strings.Join(attached[1].Predicate.Clusters, ",") != "a12,b12" {
+		t.Errorf("attached %+v", attached)
+	}
+}
