@@ -27,10 +27,10 @@ func deployedRun(env string, since time.Time, recs ...record.Record) Run {
 func TestEvaluate(t *testing.T) {
 	staging := []Stage{{Environment: "staging", Soak: 30 * time.Minute}}
 	cases := []struct {
-		name      string
-		in        Input
-		allowed   bool
-		message   string
+		name         string
+		in           Input
+		allowed      bool
+		message      string
 		recheckAfter time.Duration
 	}{
 		{name: "an Environment without stages promotes at once", in: Input{}, allowed: true},
@@ -43,8 +43,8 @@ func TestEvaluate(t *testing.T) {
 			in:      Input{Requires: staging, Runs: []Run{{Order: "app-staging", Environment: "staging", Release: release, State: "Progressing"}}},
 			message: "staging has not deployed this release yet (Order app-staging: Progressing)"},
 		{name: "a stage soaking says how far and when it ends",
-			in:        Input{Requires: staging, Runs: []Run{deployedRun("staging", t0.Add(-12*time.Minute), verified("app-staging", "staging"))}},
-			message:   "staging soaking 12m of 30m",
+			in:           Input{Requires: staging, Runs: []Run{deployedRun("staging", t0.Add(-12*time.Minute), verified("app-staging", "staging"))}},
+			message:      "staging soaking 12m of 30m",
 			recheckAfter: 18 * time.Minute},
 		{name: "a stage that soaked long enough passes",
 			in:      Input{Requires: staging, Runs: []Run{deployedRun("staging", t0.Add(-31*time.Minute), verified("app-staging", "staging"))}},
@@ -84,7 +84,7 @@ func TestEvaluate(t *testing.T) {
 			in: Input{Requires: []Stage{{Environment: "staging", Soak: time.Hour}, {Environment: "qa", Soak: 10 * time.Minute}},
 				Runs: []Run{deployedRun("staging", t0.Add(-20*time.Minute), verified("app-staging", "staging")),
 					deployedRun("qa", t0.Add(-5*time.Minute), verified("app-qa", "qa"))}},
-			message:   "staging soaking 20m of 1h; qa soaking 5m of 10m",
+			message:      "staging soaking 20m of 1h; qa soaking 5m of 10m",
 			recheckAfter: 5 * time.Minute},
 		{name: "of two Orders in the stage the one furthest along decides",
 			in: Input{Requires: staging, Runs: []Run{
