@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -88,14 +89,18 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// cacheOptions keeps the cache of Argo CD's objects to Argo CD's namespace.
+// cacheOptions keeps the cache of Argo CD's objects to Argo CD's namespace, and of ConfigMaps
+// to Kokumi's.
 func cacheOptions(c Config) cache.Options {
 	inArgoCD := cache.ByObject{Namespaces: map[string]cache.Config{c.ArgoCDNamespace: {}}}
 	app := &unstructured.Unstructured{}
 	app.SetGroupVersionKind(argocd.ApplicationGVK)
 	project := &unstructured.Unstructured{}
 	project.SetGroupVersionKind(argocd.AppProjectGVK)
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{app: inArgoCD, project: inArgoCD}}
+	// The public keys of deployment records live in Kokumi's own namespace; no other
+	// ConfigMap is read.
+	inKokumi := cache.ByObject{Namespaces: map[string]cache.Config{c.Namespace: {}}}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{app: inArgoCD, project: inArgoCD, &corev1.ConfigMap{}: inKokumi}}
 }
 
 // NewManager builds a manager with the scheme registered, health checks, metrics and every

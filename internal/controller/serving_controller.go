@@ -58,7 +58,7 @@ const recheckArgoCD = time.Minute
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=preparations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=secrets,verbs=create
-// +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=configmaps,verbs=get;create;update;patch
+// +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=configmaps,verbs=get;list;watch;create;update;patch
 
 // ServingReconciler deploys a Serving's Preparation to every cluster of its Order's Environment
 // through one Argo CD Application per cluster, and folds what Argo CD reports into its status.

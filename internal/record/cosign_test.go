@@ -15,6 +15,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/record/recordtest"
 	"github.com/kokumi-dev/kokumi/internal/sandbox"
 )
 
@@ -87,7 +88,7 @@ func TestStockCosignVerifiesRecords(t *testing.T) {
 
 	tampered := pushArtifact(t, repo, "tampered")
 	attach(t, st, repo, tampered, a, predicate("edge-1"))
-	tamper(t, repo, tampered)
+	recordtest.Tamper(t, repo, tampered)
 	if out, err := verifyAttestation(t, cosign, a.PublicKeyPEM(), repo, tampered); err == nil || !strings.Contains(out, "no matching attestations") {
 		t.Errorf("cosign did not refuse a tampered record (%v):\n%s", err, out)
 	}

@@ -13,16 +13,13 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/record/recordtest"
 )
 
 // startRegistry runs a registry on loopback for the test. Before it stops, the shared
@@ -103,23 +100,6 @@ func records(tb testing.TB, st *record.Store, repo, digest string, keys record.T
 	return rs
 }
 
-// attImage reads the attestation image of an artifact.
-func attImage(tb testing.TB, repo, digest string) (name.Tag, v1.Image) {
-	tb.Helper()
-	tagName, err := record.AttestationTag(digest)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tag, err := name.NewTag(repo + ":" + tagName)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	img, err := remote.Image(tag)
-	if err != nil {
-		tb.Fatalf("read %s: %v", tag, err)
-	}
-	return tag, img
-}
 
 func TestAttachThenRecordsVerifies(t *testing.T) {
 	reg := startRegistry(t)
@@ -155,7 +135,7 @@ func TestAttachThenRecordsVerifies(t *testing.T) {
 
 	// The layout cosign reads: an OCI image manifest at sha256-<hex>.att whose layers are DSSE
 	// envelopes carrying cosign's annotations.
-	_, img := attImage(t, repo, digest)
+	_, img := recordtest.AttImage(t, repo, digest)
 	m, err := img.Manifest()
 	if err != nil {
 		t.Fatal(err)
@@ -197,51 +177,6 @@ func TestTwoAttachesTwoRecordsAndTheSameRecordOnce(t *testing.T) {
 	}
 }
 
-// tamper rewrites the artifact's attestation image with every envelope's payload changed (a
-// cluster added), keeping the signatures.
-func tamper(tb testing.TB, repo, digest string) {
-	tb.Helper()
-	tag, img := attImage(tb, repo, digest)
-	m, err := img.Manifest()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	for _, desc := range m.Layers {
-		l, err := img.LayerByDigest(desc.Digest)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		rc, err := l.Compressed()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		var env map[string]any
-		if err := json.NewDecoder(rc).Decode(&env); err != nil {
-			tb.Fatal(err)
-		}
-		_ = rc.Close()
-		body, err := base64.StdEncoding.DecodeString(env["payload"].(string))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		changed := strings.Replace(string(body), `"clusters":[`, `"clusters":["rogue",`, 1)
-		if changed == string(body) {
-			tb.Fatalf("payload without clusters: %s", body)
-		}
-		env["payload"] = base64.StdEncoding.EncodeToString([]byte(changed))
-		data, _ := json.Marshal(env)
-		base, err = mutate.Append(base, mutate.Addendum{
-			Layer: static.NewLayer(data, record.MediaTypeEnvelope), Annotations: desc.Annotations, MediaType: record.MediaTypeEnvelope,
-		})
-		if err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := remote.Write(tag, base); err != nil {
-		tb.Fatalf("rewrite %s: %v", tag, err)
-	}
-}
 
 func TestTamperedRecordDoesNotVerify(t *testing.T) {
 	reg := startRegistry(t)
@@ -250,7 +185,7 @@ func TestTamperedRecordDoesNotVerify(t *testing.T) {
 	st := &record.Store{Client: &oci.Client{}}
 	a := newSigner(t)
 	attach(t, st, repo, digest, a, predicate("edge-1"))
-	tamper(t, repo, digest)
+	recordtest.Tamper(t, repo, digest)
 
 	rs := records(t, st, repo, digest, trust(t, a))
 	if len(rs) != 1 {
@@ -290,7 +225,7 @@ func TestRecordAboutAnotherDigestDoesNotVerify(t *testing.T) {
 	attach(t, st, repo, one, a, predicate("edge-1"))
 
 	// Someone copies the first artifact's attestations to the second.
-	_, img := attImage(t, repo, one)
+	_, img := recordtest.AttImage(t, repo, one)
 	otherTag, _ := record.AttestationTag(other)
 	tag, err := name.NewTag(repo + ":" + otherTag)
 	if err != nil {

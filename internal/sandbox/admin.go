@@ -22,6 +22,9 @@ const KokumiNamespace = "kokumi-system"
 // EnvironmentLabel is the label the demo's Environment selects its Clusters by.
 const EnvironmentLabel = "environment"
 
+// StagingLabel marks the member the demo's Environment staging selects (edge-1).
+const StagingLabel = "stage"
+
 // AdminClient returns a client of the hub that knows the built-in kinds and Kokumi's.
 func (f *Fleet) AdminClient() (client.Client, error) {
 	s := runtime.NewScheme()
@@ -90,6 +93,10 @@ type EnvironmentSetup struct {
 	Project string
 	// TargetNamespaces are the namespaces (globs) the AppProject lets it deploy into.
 	TargetNamespaces []string
+	// Selector picks the Environment's Clusters; empty means EnvironmentLabel=Name.
+	Selector map[string]string
+	// Requires are the stages the Environment requires first.
+	Requires []deliveryv1alpha1.StageRequirement
 }
 
 // SetUpEnvironment creates the tenant namespace, the AppProject (admitting the namespace, and
@@ -115,12 +122,34 @@ func (f *Fleet) SetUpEnvironment(ctx context.Context, e EnvironmentSetup) error 
 	if err := createIfMissing(ctx, hub, AppProject(f.ArgoCDNamespace, e.Project, spec)); err != nil {
 		return err
 	}
+	selector := e.Selector
+	if len(selector) == 0 {
+		selector = map[string]string{EnvironmentLabel: e.Name}
+	}
 	env := &deliveryv1alpha1.Environment{
 		ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace},
 		Spec: deliveryv1alpha1.EnvironmentSpec{
-			ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{EnvironmentLabel: e.Name}},
+			ClusterSelector: metav1.LabelSelector{MatchLabels: selector},
 			Project:         e.Project,
+			Requires:        e.Requires,
 		},
 	}
 	return createIfMissing(ctx, hub, env)
+}
+
+// StagingOrder creates the demo's Order of the example's Product for the Environment staging,
+// promoting automatically, so that each release runs there before edge takes it.
+func (f *Fleet) StagingOrder(ctx context.Context, namespace string) error {
+	hub, err := f.AdminClient()
+	if err != nil {
+		return err
+	}
+	return createIfMissing(ctx, hub, &deliveryv1alpha1.Order{
+		ObjectMeta: metav1.ObjectMeta{Name: DemoStagingOrder, Namespace: namespace},
+		Spec: deliveryv1alpha1.OrderSpec{
+			ProductRef:     deliveryv1alpha1.LocalObjectReference{Name: DemoProduct},
+			EnvironmentRef: deliveryv1alpha1.LocalObjectReference{Name: DemoStagingEnvironment},
+			Promotion:      deliveryv1alpha1.Promotion{Mode: deliveryv1alpha1.PromotionAutomatic},
+		},
+	})
 }

@@ -134,3 +134,6 @@ func (a Assets) Versions() map[string]string {
 
 // Kubectl is the path of the built kubectl.
 func (a Assets) Kubectl() string { return filepath.Join(a.BinDir, "kubectl") }
+
+// Cosign is the path of stock cosign, which `make test-assets` builds beside kubectl.
+func (a Assets) Cosign() string { return filepath.Join(a.BinDir, "cosign") }

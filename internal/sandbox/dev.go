@@ -16,9 +16,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 )
 
 // DevOptions configures `kokumi dev`.
@@ -59,6 +62,15 @@ var DefaultMembers = []string{"edge-1", "edge-2", "edge-3"}
 // DemoEnvironment is the Environment `kokumi dev` sets up for the spec's example.
 const DemoEnvironment = "edge"
 
+// DemoStagingEnvironment is the stage the demo's Environment edge requires.
+const DemoStagingEnvironment = "staging"
+
+// DemoStagingOrder is the Order the demo adds to deploy the example's Product to staging.
+const DemoStagingOrder = "podinfo-staging"
+
+// DemoSoak is how long a release runs healthily in staging before edge takes it.
+const DemoSoak = 20 * time.Second
+
 // DemoProduct is the Product of the spec's example, which the demo points at the demo chart.
 const DemoProduct = "podinfo-fleet"
 
@@ -91,21 +103,31 @@ func RunDev(ctx context.Context, o DevOptions) (err error) {
 	if err := fleet.WriteKubeconfig(kubeconfig); err != nil {
 		return err
 	}
-	for _, m := range fleet.Members() {
-		if err := fleet.RegisterCluster(ctx, m, map[string]string{EnvironmentLabel: DemoEnvironment}); err != nil {
+	for i, m := range fleet.Members() {
+		labels := map[string]string{EnvironmentLabel: DemoEnvironment}
+		if i == 0 {
+			labels[StagingLabel] = DemoStagingEnvironment
+		}
+		if err := fleet.RegisterCluster(ctx, m, labels); err != nil {
 			return err
 		}
 	}
-	if err := fleet.SetUpEnvironment(ctx, EnvironmentSetup{
-		Namespace:        o.ExampleNamespace,
-		Name:             DemoEnvironment,
-		Project:          DemoEnvironment,
-		TargetNamespaces: []string{DemoTargetNamespace},
-	}); err != nil {
-		return err
+	// A two-stage pipeline: staging (the first member) runs a release first; edge takes it once
+	// it ran there healthily for DemoSoak.
+	for _, e := range []EnvironmentSetup{
+		{Name: DemoStagingEnvironment, Selector: map[string]string{StagingLabel: DemoStagingEnvironment}},
+		{Name: DemoEnvironment, Requires: []deliveryv1alpha1.StageRequirement{{Environment: DemoStagingEnvironment, Soak: &metav1.Duration{Duration: DemoSoak}}}},
+	} {
+		e.Namespace, e.Project, e.TargetNamespaces = o.ExampleNamespace, DemoEnvironment, []string{DemoTargetNamespace}
+		if err := fleet.SetUpEnvironment(ctx, e); err != nil {
+			return err
+		}
 	}
 	if err := kubectl(ctx, o.Assets, kubeconfig, "apply", "-n", o.ExampleNamespace, "-k", o.ExampleDir); err != nil {
 		return fmt.Errorf("apply the example: %w", err)
+	}
+	if err := fleet.StagingOrder(ctx, o.ExampleNamespace); err != nil {
+		return err
 	}
 	// The example names podinfo's published chart; the demo points it at the same chart in the
 	// bundled registry, so that it needs no internet.
@@ -236,6 +258,7 @@ Kubeconfig: %s (contexts: hub, %s)
 Try:
   export KUBECONFIG=%s
   %s get clusters,environments -A
+  %s get orders,servings -n %s        # staging runs each release first; edge takes it after a %s soak
   %s get serving podinfo-edge -n %s -o wide
   %s get serving podinfo-edge -n %s \
     -o jsonpath='{range .status.targets[*]}{.cluster}{"\t"}{.conditions[0].reason}{"\t"}{.revision}{"\n"}{end}'
@@ -244,7 +267,7 @@ Try:
 
 Press Ctrl-C to stop; everything started here stops with it.
 `, formatVersions(o.Assets.Versions()), ui.addr, ui.token, ui.tokenPath, kubeconfig, strings.Join(memberNames(f), ", "),
-		kubeconfig, k, k, ns, k, ns, k, f.ArgoCDNamespace, ns, k, DemoTargetNamespace)
+		kubeconfig, k, k, ns, DemoSoak, k, ns, k, ns, k, f.ArgoCDNamespace, ns, k, DemoTargetNamespace)
 }
 
 func memberNames(f *Fleet) []string {

@@ -1,0 +1,84 @@
+// Package recordtest helps tests read and alter the deployment records attached to artifacts in
+// a registry on loopback, as an attacker with write access to the registry would.
+package recordtest
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/kokumi-dev/kokumi/internal/record"
+)
+
+// AttImage reads the attestation image of an artifact.
+func AttImage(tb testing.TB, repo, digest string) (name.Tag, v1.Image) {
+	tb.Helper()
+	tagName, err := record.AttestationTag(digest)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tag, err := name.NewTag(repo + ":" + tagName)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	img, err := remote.Image(tag)
+	if err != nil {
+		tb.Fatalf("read %s: %v", tag, err)
+	}
+	return tag, img
+}
+
+// Tamper rewrites the artifact's attestation image with every envelope's payload changed (a
+// cluster added), keeping the signatures.
+func Tamper(tb testing.TB, repo, digest string) {
+	tb.Helper()
+	tag, img := AttImage(tb, repo, digest)
+	m, err := img.Manifest()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	for _, desc := range m.Layers {
+		l, err := img.LayerByDigest(desc.Digest)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		rc, err := l.Compressed()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var env map[string]any
+		if err := json.NewDecoder(rc).Decode(&env); err != nil {
+			tb.Fatal(err)
+		}
+		_ = rc.Close()
+		body, err := base64.StdEncoding.DecodeString(env["payload"].(string))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		changed := strings.Replace(string(body), `"clusters":[`, `"clusters":["rogue",`, 1)
+		if changed == string(body) {
+			tb.Fatalf("payload without clusters: %s", body)
+		}
+		env["payload"] = base64.StdEncoding.EncodeToString([]byte(changed))
+		data, _ := json.Marshal(env)
+		base, err = mutate.Append(base, mutate.Addendum{
+			Layer: static.NewLayer(data, record.MediaTypeEnvelope), Annotations: desc.Annotations, MediaType: record.MediaTypeEnvelope,
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := remote.Write(tag, base); err != nil {
+		tb.Fatalf("rewrite %s: %v", tag, err)
+	}
+}
