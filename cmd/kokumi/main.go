@@ -1,5 +1,5 @@
 // Command kokumi is Kokumi's one binary: the controller, the API and UI server, the local fleet,
-// the bundled registry, and its version.
+// the bundled registry, the public key of deployment records, and its version.
 package main
 
 import (
@@ -21,6 +21,7 @@ Usage:
   kokumi server [flags]       serve the API and the web UI
   kokumi dev [flags]          run a local control plane with Kokumi (make demo)
   kokumi registry [flags]     serve the bundled OCI registry
+  kokumi public-key [flags]   print the public key that verifies deployment records
   kokumi version              print the version
 
 Run "kokumi <command> -h" for a command's flags.
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDev(ctx, args[1:], stdout, stderr)
 	case "registry":
 		return runRegistry(ctx, args[1:], stdout, stderr)
+	case "public-key":
+		return runPublicKey(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version.Version)
 		return nil

@@ -16,10 +16,13 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/server"
 )
 
-// serverSetup adds the API and UI server to a manager, reading through its cache.
+// serverSetup adds the API and UI server to a manager, reading through its cache, with
+// Kokumi's configuration (--namespace, --argocd-namespace, --bundled-registry).
 func serverSetup(o server.Options) controller.Setup {
 	return func(mgr ctrl.Manager, c controller.Config) error {
 		o.ArgoCDNamespace = c.ArgoCDNamespace
+		o.Namespace = c.Namespace
+		o.BundledRegistry = c.BundledRegistry
 		return server.AddToManager(mgr, o, nil)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -88,8 +89,18 @@ func init() { setups = append(setups, SetupServing) }
 // SetupServing registers the Serving reconciler.
 func SetupServing(mgr ctrl.Manager, cfg Config) error {
 	pipeline := NewPipeline(mgr.GetClient(), mgr.GetAPIReader(), cfg)
+	keys := pipeline.Keys.(*record.Keys)
 	r := &ServingReconciler{Client: mgr.GetClient(), Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving"), Now: time.Now,
-		Pipeline: pipeline, Records: pipeline.Records.(*record.Store), Keys: pipeline.Keys.(*record.Keys)}
+		Pipeline: pipeline, Records: pipeline.Records.(*record.Store), Keys: keys}
+	// The signing key exists, and its public half is published, from the first start on.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if _, err := keys.Ensure(ctx); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "create the deployment-record signing key; the first record will try again")
+		}
+		return nil
+	})); err != nil {
+		return fmt.Errorf("add the signing-key check: %w", err)
+	}
 	return r.SetupWithManager(mgr)
 }
 

@@ -104,7 +104,9 @@ func (s *Server) watch(ctx context.Context, informers cache.Informers) error {
 			if !ok {
 				return
 			}
-			s.broker.publish(changeOf(kind, o))
+			for _, c := range changesOf(kind, o) {
+				s.broker.publish(c)
+			}
 		}
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    on,
@@ -117,15 +119,20 @@ func (s *Server) watch(ctx context.Context, informers cache.Informers) error {
 	return nil
 }
 
-func changeOf(kind string, o client.Object) Change {
-	if kind != "Application" {
-		return Change{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()}
+// changesOf says what a change of o changes: o itself; for one of Kokumi's Applications, its
+// Serving and cluster instead; for a Preparation (a new deployment record, say), also the
+// Serving of its Order, which has the Order's name.
+func changesOf(kind string, o client.Object) []Change {
+	self := Change{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()}
+	switch obj := o.(type) {
+	case *v1.Preparation:
+		return []Change{self, {Kind: "Serving", Namespace: obj.Namespace, Name: obj.Spec.OrderRef.Name}}
+	case *unstructured.Unstructured:
+		if l := obj.GetLabels(); l[argocd.LabelServing] != "" {
+			return []Change{{Kind: "Serving", Namespace: l[argocd.LabelServingNamespace], Name: l[argocd.LabelServing], Cluster: l[argocd.LabelCluster]}}
+		}
 	}
-	l := o.GetLabels()
-	if l[argocd.LabelServing] == "" {
-		return Change{Kind: kind, Namespace: o.GetNamespace(), Name: o.GetName()}
-	}
-	return Change{Kind: "Serving", Namespace: l[argocd.LabelServingNamespace], Name: l[argocd.LabelServing], Cluster: l[argocd.LabelCluster]}
+	return []Change{self}
 }
 
 // events streams changes as server-sent events: "change" with a Change as data, "resync" when

@@ -45,25 +45,50 @@ type PromoteRequest struct {
 	Preparation string `json:"preparation"`
 }
 
-// promotionOf lists the Preparations of the Serving's Order, newest first.
-func (s *Server) promotionOf(ctx context.Context, sv *v1.Serving) (*Promotion, error) {
+// orderOf gets the Serving's Order; nil when it is gone.
+func (s *Server) orderOf(ctx context.Context, sv *v1.Serving) (*v1.Order, error) {
 	var order v1.Order
-	mode := ""
-	if err := s.client.Get(ctx, client.ObjectKey{Namespace: sv.Namespace, Name: sv.Spec.OrderRef.Name}, &order); err == nil {
-		mode = string(order.Spec.Promotion.Mode)
-		if mode == "" {
-			mode = string(v1.PromotionManual) // the Order's default
-		}
-	} else if client.IgnoreNotFound(err) != nil {
-		return nil, err
+	if err := s.client.Get(ctx, client.ObjectKey{Namespace: sv.Namespace, Name: sv.Spec.OrderRef.Name}, &order); err != nil {
+		return nil, client.IgnoreNotFound(err)
 	}
+	return &order, nil
+}
+
+// preparationsOf lists the Preparations of the Serving's Order, newest first.
+func (s *Server) preparationsOf(ctx context.Context, sv *v1.Serving) ([]v1.Preparation, error) {
 	var list v1.PreparationList
 	if err := s.client.List(ctx, &list, client.InNamespace(sv.Namespace)); err != nil {
 		return nil, err
 	}
-	p := &Promotion{Mode: mode, Preparations: []PreparationSummary{}}
+	var out []v1.Preparation
 	for _, prep := range list.Items {
-		if prep.Spec.OrderRef.Name != sv.Spec.OrderRef.Name {
+		if prep.Spec.OrderRef.Name == sv.Spec.OrderRef.Name {
+			out = append(out, prep)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].CreationTimestamp.Time, out[j].CreationTimestamp.Time
+		if !a.Equal(b) {
+			return a.After(b)
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
+}
+
+// promotionOf shows the Order's mode (empty when the Order is gone) and its Preparations,
+// newest first (preps are).
+func promotionOf(sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *Promotion {
+	p := &Promotion{Preparations: []PreparationSummary{}}
+	if order != nil {
+		p.Mode = string(order.Spec.Promotion.Mode)
+		if p.Mode == "" {
+			p.Mode = string(v1.PromotionManual) // the Order's default
+		}
+	}
+	for _, prep := range preps {
+		if len(p.Preparations) == MaxPreparations {
+			p.PreparationsOmitted++
 			continue
 		}
 		p.Preparations = append(p.Preparations, PreparationSummary{
@@ -72,21 +97,12 @@ func (s *Server) promotionOf(ctx context.Context, sv *v1.Serving) (*Promotion, e
 			Promoted: prep.Name == sv.Spec.PreparationName,
 		})
 	}
-	sort.Slice(p.Preparations, func(i, j int) bool {
-		a, b := p.Preparations[i], p.Preparations[j]
-		if !a.Created.Equal(b.Created) {
-			return a.Created.After(b.Created)
-		}
-		return a.Name < b.Name
-	})
-	if n := len(p.Preparations); n > MaxPreparations {
-		p.Preparations, p.PreparationsOmitted = p.Preparations[:MaxPreparations], n-MaxPreparations
-	}
-	return p, nil
+	return p
 }
 
-// promote points a Serving of a Manual Order at one of the Order's Ready Preparations, as
-// `kubectl patch serving … spec.preparationName` does.
+// promote points a Serving of a Manual Order at one of the Order's Ready Preparations that has
+// passed the stages its Environment requires, as `kubectl patch serving …
+// spec.preparationName` does.
 func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 	var req PromoteRequest
 	if !readJSON(w, r, &req) {
@@ -131,6 +147,19 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 			why = c.Reason + ": " + c.Message
 		}
 		writeFieldError(w, FieldError{"preparation", fmt.Sprintf("%s is not Ready (%s)", prep.Name, why)})
+		return
+	}
+	// The Serving would refuse it too (AwaitingStage); saying so now spares a silent wait.
+	environment := order.Spec.EnvironmentRef.Name
+	checkCtx, cancel := context.WithTimeout(ctx, registryTimeout)
+	verdict, err := s.pipeline.Check(checkCtx, sv.Namespace, environment, &prep)
+	cancel()
+	if err != nil {
+		writeAPIError(w, fmt.Sprintf("check the stages of Environment %s", environment), err)
+		return
+	}
+	if !verdict.Allowed {
+		writeFieldError(w, FieldError{"preparation", fmt.Sprintf("Preparation %s has not passed the stages of Environment %s: %s", prep.Name, environment, verdict.Message)})
 		return
 	}
 	patch := client.MergeFrom(sv.DeepCopy())

@@ -2,9 +2,10 @@
 // Environments, Products and Orders, server-sent events that tell the UI what changed, one
 // admin token for login, and the web UI embedded in the binary.
 //
-// The server reads through the manager's cache, so a page costs no request to the API server,
-// and writes with its own ServiceAccount (new Orders, and promotions); whoever holds the token
-// may order and promote.
+// The server reads through the manager's cache, so a page costs no request to the API server
+// (but for the public keys of deployment records, which it may only get), and writes with its
+// own ServiceAccount (new Orders, and promotions); whoever holds the token may order and
+// promote.
 package server
 
 import (
@@ -32,9 +33,12 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/record"
 )
 
-// The server reads what the UI shows and creates Orders; promotion.go adds the patch of Servings.
+// The server reads what the UI shows and creates Orders; promotion.go adds the patch of Servings,
+// publickeys.go the read of the public keys in Kokumi's namespace.
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings;clusters;environments;products;orders;preparations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=orders,verbs=create
 // +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=applications,verbs=get;list;watch
@@ -61,20 +65,32 @@ type Options struct {
 	ArgoCDURL string
 	// TLSCertFile and TLSKeyFile serve HTTPS when both are set.
 	TLSCertFile, TLSKeyFile string
+	// Namespace is Kokumi's own namespace, where the public keys of deployment records are
+	// listed; empty means controller.DefaultConfig's.
+	Namespace string
+	// BundledRegistry is the host:port of the bundled registry, reached over plain HTTP to
+	// read deployment records; empty means controller.DefaultConfig's.
+	BundledRegistry string
 }
 
 // Server serves the API and the UI.
 type Server struct {
-	opts      Options
-	client    client.Client
+	opts   Options
+	client client.Client
+	// reader reads without a cache what the server may only get: the public keys.
+	reader    client.Reader
 	informers cache.Informers
 	auth      *auth
 	broker    *broker
+	// pipeline decides promotions as the Serving reconciler does; its Records and Keys read
+	// the deployment records the Serving page shows.
+	pipeline *controller.Pipeline
+	records  *recordCache
 }
 
-// New returns a server that reads and writes through c and watches through informers, which
-// are usually a manager's client and cache.
-func New(c client.Client, informers cache.Informers, o Options) (*Server, error) {
+// New returns a server that reads and writes through c, reads the public keys through reader,
+// and watches through informers: usually a manager's client, API reader and cache.
+func New(c client.Client, reader client.Reader, informers cache.Informers, o Options) (*Server, error) {
 	if o.Token == "" {
 		return nil, errors.New("the server needs a token: set --token-file or KOKUMI_TOKEN")
 	}
@@ -84,7 +100,22 @@ func New(c client.Client, informers cache.Informers, o Options) (*Server, error)
 	if o.ArgoCDNamespace == "" {
 		o.ArgoCDNamespace = argocd.DefaultNamespace
 	}
-	return &Server{opts: o, client: c, informers: informers, auth: newAuth(o.Token, o.SessionTTL), broker: newBroker()}, nil
+	d := controller.DefaultConfig()
+	if o.Namespace == "" {
+		o.Namespace = d.Namespace
+	}
+	if o.BundledRegistry == "" {
+		o.BundledRegistry = d.BundledRegistry
+	}
+	cfg := controller.Config{Namespace: o.Namespace, ArgoCDNamespace: o.ArgoCDNamespace, BundledRegistry: o.BundledRegistry}
+	p := controller.NewPipeline(c, reader, cfg)
+	// The keys are read without the cache, which would list and watch every ConfigMap of the
+	// cluster: the server may only get the one in Kokumi's namespace.
+	p.Keys = &trustedKeys{source: &record.Keys{Client: uncached{Client: c, reader: reader}, Namespace: o.Namespace}}
+	return &Server{
+		opts: o, client: c, reader: reader, informers: informers, auth: newAuth(o.Token, o.SessionTTL), broker: newBroker(),
+		pipeline: p, records: &recordCache{},
+	}, nil
 }
 
 // Handler returns the server's routes.
@@ -102,6 +133,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/environments", req(s.listEnvironments))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/products", req(s.listProducts))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/orders", req(s.createOrder))
+	mux.HandleFunc("GET /api/v1/public-keys", req(s.publicKeys))
 	mux.HandleFunc("GET /api/v1/events", req(s.events))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "no such API route")
@@ -133,10 +165,11 @@ func withSecurityHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// AddToManager runs a server in mgr, reading and writing through the manager's client and
-// watching through its cache: on ln, or on o.Addr when ln is nil.
+// AddToManager runs a server in mgr, reading and writing through the manager's client, reading
+// the public keys through its API reader and watching through its cache: on ln, or on o.Addr
+// when ln is nil.
 func AddToManager(mgr manager.Manager, o Options, ln net.Listener) error {
-	s, err := New(mgr.GetClient(), mgr.GetCache(), o)
+	s, err := New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetCache(), o)
 	if err != nil {
 		return err
 	}
@@ -234,10 +267,19 @@ func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
 	}
 	d := ServingDetail{ServingSummary: summarizeServing(&sv)}
 	d.Rows, d.RowsOmitted = servingRows(&sv, apps, s.opts.ArgoCDURL)
-	if d.Promotion, err = s.promotionOf(r.Context(), &sv); err != nil {
+	order, err := s.orderOf(r.Context(), &sv)
+	if err != nil {
+		writeAPIError(w, "get the Serving's Order", err)
+		return
+	}
+	preps, err := s.preparationsOf(r.Context(), &sv)
+	if err != nil {
 		writeAPIError(w, "list the Order's Preparations", err)
 		return
 	}
+	d.Promotion = promotionOf(&sv, order, preps)
+	d.Pipeline = s.pipelineOf(r.Context(), &sv, order, preps)
+	d.Records = s.recordsOf(r.Context(), &sv, preps)
 	writeJSON(w, http.StatusOK, d)
 }
 
@@ -281,7 +323,7 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]EnvironmentSummary, 0, len(list.Items))
 	for _, e := range list.Items {
-		out = append(out, EnvironmentSummary{Name: e.Name, Clusters: e.Status.Clusters, Ready: readyOf(e.Status.Conditions)})
+		out = append(out, EnvironmentSummary{Name: e.Name, Clusters: e.Status.Clusters, Ready: readyOf(e.Status.Conditions), Requires: requirementsOf(&e)})
 	}
 	writeTable(w, out, func(a, b EnvironmentSummary) bool { return a.Name < b.Name })
 }

@@ -13,6 +13,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
+	"github.com/kokumi-dev/kokumi/internal/promotion"
 )
 
 // MaxRows caps every table the API returns; the rest is counted in an omitted field.
@@ -64,6 +65,11 @@ type ServingDetail struct {
 	RowsOmitted int `json:"rowsOmitted,omitempty"`
 	// Promotion is the Order's mode and its Preparations.
 	Promotion *Promotion `json:"promotion,omitempty"`
+	// Pipeline is how the stages the Order's Environment requires stand; absent when it
+	// requires none.
+	Pipeline *Pipeline `json:"pipeline,omitempty"`
+	// Records are the deployment records of the deployed Preparation; absent when it has none.
+	Records *Records `json:"records,omitempty"`
 }
 
 // ClusterSummary is one row of the Clusters table.
@@ -101,6 +107,28 @@ type EnvironmentSummary struct {
 	Name     string    `json:"name"`
 	Clusters int32     `json:"clusters"`
 	Ready    Condition `json:"ready"`
+	// Requires are the stages a release must pass before it deploys here.
+	Requires []Requirement `json:"requires,omitempty"`
+}
+
+// Requirement is one stage an Environment requires: another Environment and its soak.
+type Requirement struct {
+	Environment string `json:"environment"`
+	// Soak is how long the release must have run there, as people write it ("30m"); empty
+	// when deployed healthily is enough.
+	Soak string `json:"soak,omitempty"`
+}
+
+func requirementsOf(e *v1.Environment) []Requirement {
+	var out []Requirement
+	for _, r := range e.Spec.Requires {
+		req := Requirement{Environment: r.Environment}
+		if r.Soak != nil && r.Soak.Duration > 0 {
+			req.Soak = promotion.Duration(r.Soak.Duration)
+		}
+		out = append(out, req)
+	}
+	return out
 }
 
 func readyOf(conds []metav1.Condition) Condition {

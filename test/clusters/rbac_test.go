@@ -179,3 +179,26 @@ func TestTheTenantRolesAggregateIntoTheStandardRoles(t *testing.T) {
 		}
 	}
 }
+
+// Anyone signed in reads the public keys that verify deployment records, and nothing else of
+// Kokumi's namespace: not another ConfigMap, not the signing key.
+func TestEveryoneReadsThePublicKeysAndNothingElseOfKokumisNamespace(t *testing.T) {
+	ctx := context.Background()
+	ns := "kokumi-system"
+	for _, cm := range []*corev1.ConfigMap{
+		{ObjectMeta: metav1.ObjectMeta{Name: "kokumi-public-keys", Namespace: ns}, Data: map[string]string{"cosign.pub": "-----BEGIN PUBLIC KEY-----"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "something-else", Namespace: ns}},
+	} {
+		if err := env.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	must(t, client.IgnoreAlreadyExists(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kokumi-signing-key", Namespace: ns}})))
+	stranger := userClient(t, "stranger", "no-roles-at-all")
+	allowed(t, "get the public keys", stranger.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kokumi-public-keys"}, &corev1.ConfigMap{}))
+	forbidden(t, "get another ConfigMap", stranger.Get(ctx, client.ObjectKey{Namespace: ns, Name: "something-else"}, &corev1.ConfigMap{}))
+	forbidden(t, "list ConfigMaps", stranger.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(ns)))
+	forbidden(t, "get the signing key", stranger.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kokumi-signing-key"}, &corev1.Secret{}))
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kokumi-public-keys", Namespace: ns}}
+	forbidden(t, "change the public keys", stranger.Update(ctx, cm))
+}

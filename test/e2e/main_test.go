@@ -127,7 +127,7 @@ func startController() (stop func(), err error) {
 	}
 	uiBase = "http://" + ln.Addr().String()
 	ui := func(mgr ctrl.Manager, c controller.Config) error {
-		return server.AddToManager(mgr, server.Options{Token: uiToken, ArgoCDNamespace: c.ArgoCDNamespace}, ln)
+		return server.AddToManager(mgr, server.Options{Token: uiToken, ArgoCDNamespace: c.ArgoCDNamespace, Namespace: c.Namespace, BundledRegistry: c.BundledRegistry}, ln)
 	}
 	mgr, err := controller.NewManager(fleet.Hub.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg, Also: []controller.Setup{ui}})
 	if err != nil {

@@ -29,6 +29,7 @@ const (
 	token    = "test-token-0123456789"
 	argoURL  = "https://argocd.example"
 	argoNS   = "argocd"
+	kokumiNS = "kokumi-system"
 	waitFor  = 30 * time.Second
 	pollStep = 100 * time.Millisecond
 )
@@ -49,9 +50,11 @@ type runWithServer struct{ m *testing.M }
 func (r runWithServer) Run() int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := env.CreateNamespace(ctx, argoNS); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	for _, ns := range []string{argoNS, kokumiNS} {
+		if err := env.CreateNamespace(ctx, ns); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -60,9 +63,9 @@ func (r runWithServer) Run() int {
 	}
 	base = "http://" + ln.Addr().String()
 	setup := func(mgr ctrl.Manager, c controller.Config) error {
-		return server.AddToManager(mgr, server.Options{Token: token, ArgoCDNamespace: c.ArgoCDNamespace, ArgoCDURL: argoURL}, ln)
+		return server.AddToManager(mgr, server.Options{Token: token, ArgoCDNamespace: c.ArgoCDNamespace, ArgoCDURL: argoURL, Namespace: c.Namespace}, ln)
 	}
-	cfg := controller.Config{ArgoCDNamespace: argoNS, Namespace: "kokumi-system"}
+	cfg := controller.Config{ArgoCDNamespace: argoNS, Namespace: kokumiNS}
 	mgr, err := controller.NewManager(env.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg}, setup)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

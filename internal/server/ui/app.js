@@ -91,7 +91,62 @@ async function servingPage(ns, name) {
         h("td", {}, r.application ? link(r.link, r.application) : ""),
         h("td", { class: "msg" }, r.message || "")))),
     omitted(s.rowsOmitted, "clusters"),
-    promotionSection(s));
+    pipelineSection(s),
+    promotionSection(s),
+    recordsSection(s));
+}
+
+function tab(title) { return h("div", { class: "tabs" }, h("span", {}, title)); }
+function servingLink(ns, name) { return h("a", { href: `#/servings/${ns}/${name}` }, name); }
+
+// pipelineSection shows the stages the Order's Environment requires, for one Preparation:
+// Passed, Soaking (with the time left) or Waiting, and why.
+function pipelineSection(s) {
+  const p = s.pipeline;
+  if (!p) return "";
+  return [
+    tab("Pipeline"),
+    h("p", { class: "note" }, `Environment ${p.environment} deploys a release only after these stages`,
+      p.preparation ? `; checked for Preparation ${p.preparation}` : "", p.allowed ? ": every stage passed." : "."),
+    p.error ? h("p", { class: "error" }, p.error) : "",
+    p.stages.length === 0 ? (p.message ? h("p", { class: "error" }, p.message) : "") :
+    h("table", {},
+      h("tr", {}, h("th", {}, "Stage"), h("th", {}, "State"), h("th", {}, "Soak"), h("th", {}, "Serving"), h("th", {}, "Message")),
+      p.stages.map(st => h("tr", {},
+        h("td", {}, st.environment),
+        h("td", {}, status(st.state), st.left ? ` (${st.left} left)` : ""),
+        h("td", {}, st.soak || ""),
+        h("td", {}, st.serving ? servingLink(s.namespace, st.serving) : st.order || ""),
+        h("td", { class: "msg" }, st.message || "")))),
+    p.stages.length > 0 && !p.preparation && p.message ? h("p", { class: "note" }, p.message) : "",
+  ];
+}
+
+// recordsSection lists the signed deployment records of the deployed Preparation, and how to
+// verify them with cosign.
+function recordsSection(s) {
+  const r = s.records;
+  if (!r) return "";
+  return [
+    tab("Deployment records"),
+    h("p", { class: "note" }, `Signed records attached to the artifact of Preparation ${r.preparation}, newest first.`),
+    r.error ? h("p", { class: "error" }, "The records could not be read: ", r.error,
+      r.items.length ? " (listed below from the Preparation's status, unverified)" : "") : "",
+    r.items.length === 0 ? "" :
+    h("table", {},
+      h("tr", {}, h("th", {}, "Record"), h("th", {}, "Environment"), h("th", {}, "Clusters"), h("th", {}, "Time"), h("th", {}, "Key"), h("th", {}, "Verified")),
+      r.items.map(x => h("tr", {},
+        h("td", {}, short(x.digest)),
+        h("td", {}, x.environment || ""),
+        h("td", {}, String(x.clusters)),
+        h("td", { title: x.time || "" }, since(x.time)),
+        h("td", {}, x.keyID ? h("code", {}, x.keyID) : ""),
+        h("td", { class: "msg" }, r.error ? "—" : h("span", { class: x.verified ? "True" : "False" }, x.verified ? "yes" : "no"),
+          x.problem ? ` (${x.problem})` : "")))),
+    omitted(r.itemsOmitted, "records"),
+    h("p", { class: "note" }, "Verify them with stock cosign and Kokumi's ", h("a", { href: "#/public-key" }, "public key"), " saved as kokumi.pub:"),
+    h("pre", {}, r.verify),
+  ];
 }
 
 // promotionSection lists the Order's Preparations; in Manual mode, each Ready one that is not
@@ -173,6 +228,15 @@ async function orderPage() {
   const name = h("input", { name: "name", required: true, placeholder: "podinfo-edge" });
   const product = h("select", { name: "product" });
   const environment = h("select", { name: "environment" });
+  const requires = h("span", { class: "note" });
+  let environments = [];
+  // showRequires names the stages the chosen Environment requires before it deploys a release.
+  function showRequires() {
+    const e = environments.find(x => x.name === environment.value);
+    requires.textContent = e && e.requires && e.requires.length ?
+      "requires " + e.requires.map(r => r.soak ? `${r.environment} (soak ${r.soak})` : r.environment).join(", ") : "";
+  }
+  environment.addEventListener("change", showRequires);
   const target = h("input", { name: "targetNamespace", placeholder: "the Product's, or the Order's namespace" });
   const promotion = h("select", { name: "promotion" }, h("option", {}, "Manual"), h("option", {}, "Automatic"));
   const message = h("p", { class: "note" });
@@ -182,8 +246,10 @@ async function orderPage() {
       const [envs, products] = await Promise.all([
         api(`/namespaces/${encodeURIComponent(ns.value)}/environments`),
         api(`/namespaces/${encodeURIComponent(ns.value)}/products`)]);
+      environments = envs.items;
       environment.replaceChildren(...envs.items.map(e => h("option", { value: e.name }, `${e.name} (${e.clusters} clusters)`)));
       if (envs.items.length === 1) environment.value = envs.items[0].name;
+      showRequires();
       product.replaceChildren(...products.items.map(p => h("option", { value: p.name }, p.name)));
       if (envs.items.length === 0) message.textContent = "This namespace has no Environment: an admin creates one.";
     } catch (e) { message.textContent = e.message; }
@@ -204,10 +270,33 @@ async function orderPage() {
     },
   },
     h("label", {}, "Namespace", ns), h("label", {}, "Name", name), h("label", {}, "Product", product),
-    h("label", {}, "Environment", environment), h("label", {}, "Target namespace", target),
+    h("label", {}, "Environment", environment, requires), h("label", {}, "Target namespace", target),
     h("label", {}, "Promotion", promotion), h("button", { type: "submit" }, "Create Order"), message);
   render(h("h1", {}, "New Order"), form);
   await fill();
+}
+
+// publicKeyPage shows the key that verifies deployment records, and the cosign command.
+async function publicKeyPage() {
+  const k = await api("/public-keys");
+  render(
+    h("h1", {}, "Public key"),
+    h("p", { class: "note" }, "Kokumi signs a deployment record each time a Serving deploys a Preparation, and attaches it to the Preparation's artifact. Anyone verifies them with stock cosign and this key."),
+    k.current ? [h("p", {}, "Current key ", k.currentID ? h("code", {}, k.currentID) : ""), h("pre", {}, k.current)] :
+      h("p", { class: "note" }, "No key yet: Kokumi creates it when the controller first starts."),
+    h("p", {}, "Save it as kokumi.pub (or run ", h("code", {}, "kokumi public-key > kokumi.pub"),
+      "), then verify the records of an artifact; the Serving page shows the command for what it deploys:"),
+    h("pre", {}, k.verify),
+    k.keys.length > 1 ? [
+      tab("Every trusted key"),
+      h("p", { class: "note" }, "Records signed with a previous key stay trusted while it is listed: kokumi public-key --all prints them."),
+      h("table", {},
+        h("tr", {}, h("th", {}, "Key ID"), h("th", {}, ""), h("th", {}, "PEM")),
+        k.keys.map(x => h("tr", {},
+          h("td", {}, h("code", {}, x.id)),
+          h("td", {}, x.id === k.currentID ? "current" : ""),
+          h("td", {}, h("pre", {}, x.pem))))),
+    ] : "");
 }
 
 function loginPage() {
@@ -234,6 +323,7 @@ const routes = [
   [/^#\/clusters$/, clustersPage],
   [/^#\/clusters\/([^/]+)$/, clusterPage],
   [/^#\/order(\?.*)?$/, orderPage],
+  [/^#\/public-key$/, publicKeyPage],
 ];
 
 async function route() {

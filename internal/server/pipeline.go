@@ -1,0 +1,332 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/fleet"
+	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/promotion"
+	"github.com/kokumi-dev/kokumi/internal/record"
+)
+
+const (
+	// registryTimeout bounds how long a request waits for a registry (deployment records): a
+	// registry that is down makes a short message, not a stuck page.
+	registryTimeout = 5 * time.Second
+	// recordsTTL is how long the Serving page reuses the records it read of an artifact; a new
+	// record listed in the Preparation's status reads them again at once.
+	recordsTTL = 30 * time.Second
+	// keysTTL is how long the trusted public keys are reused before they are read again.
+	keysTTL = 10 * time.Second
+	// maxProblem caps an error the Serving page shows.
+	maxProblem = 300
+)
+
+// Pipeline is how the stages the Order's Environment requires stand for one of its
+// Preparations, as the Serving reconciler decides them.
+type Pipeline struct {
+	// Environment is the Order's Environment.
+	Environment string `json:"environment"`
+	// Preparation is the Preparation the stages are checked for: the one the Serving waits
+	// to deploy, else the Order's newest Ready one, else the one it deploys. Empty when the
+	// Order has none.
+	Preparation string `json:"preparation,omitempty"`
+	// Allowed is true when every stage passed.
+	Allowed bool `json:"allowed"`
+	// Message says why not (or, with no Preparation, what the stages wait for).
+	Message string `json:"message,omitempty"`
+	// Stages are the required stages, in the order the Environment lists them.
+	Stages []Stage `json:"stages"`
+	// Error says why the stages could not be checked.
+	Error string `json:"error,omitempty"`
+}
+
+// Stage is one required stage.
+type Stage struct {
+	// Environment is the required Environment.
+	Environment string `json:"environment"`
+	// State is Passed, Soaking or Waiting.
+	State string `json:"state"`
+	// Message says how it stands, such as "staging soaking 12m of 30m".
+	Message string `json:"message,omitempty"`
+	// Soak is the stage's soak ("30m").
+	Soak string `json:"soak,omitempty"`
+	// Left is the soak time left while Soaking.
+	Left string `json:"left,omitempty"`
+	// Order is the Order whose run decided the stage; Serving is its Serving when it exists.
+	Order   string `json:"order,omitempty"`
+	Serving string `json:"serving,omitempty"`
+	// Record is the digest of the verified record that is the evidence, if any.
+	Record string `json:"record,omitempty"`
+}
+
+// pipelineOf checks the stages of the Order's Environment; nil when it requires none.
+func (s *Server) pipelineOf(ctx context.Context, sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *Pipeline {
+	if order == nil {
+		return nil
+	}
+	var env v1.Environment
+	key := client.ObjectKey{Namespace: sv.Namespace, Name: order.Spec.EnvironmentRef.Name}
+	if err := s.client.Get(ctx, key, &env); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil // the Serving says so
+		}
+		return &Pipeline{Environment: key.Name, Stages: []Stage{}, Error: fleet.Truncate(fmt.Sprintf("get Environment %s: %v", key.Name, err), maxProblem)}
+	}
+	if len(env.Spec.Requires) == 0 {
+		return nil
+	}
+	p := &Pipeline{Environment: env.Name, Stages: []Stage{}}
+	prep := pipelinePreparation(sv, preps)
+	if prep == nil {
+		p.Message = "the Order has no Preparation yet"
+		for _, r := range requirementsOf(&env) {
+			p.Stages = append(p.Stages, Stage{Environment: r.Environment, State: string(promotion.Waiting), Soak: r.Soak})
+		}
+		return p
+	}
+	p.Preparation = prep.Name
+	ctx, cancel := context.WithTimeout(ctx, registryTimeout)
+	defer cancel()
+	verdict, err := s.pipeline.Check(ctx, sv.Namespace, env.Name, prep)
+	if err != nil {
+		p.Error = fleet.Truncate(err.Error(), maxProblem)
+		return p
+	}
+	p.Allowed, p.Message = verdict.Allowed, verdict.Message
+	for _, st := range verdict.Stages {
+		stage := Stage{Environment: st.Environment, State: string(st.State), Message: st.Message, Order: st.Order, Record: st.Record}
+		if st.Soak > 0 {
+			stage.Soak = promotion.Duration(st.Soak)
+		}
+		if st.State == promotion.Soaking {
+			stage.Left = promotion.Duration(st.Soak - st.Elapsed)
+		}
+		if st.Order != "" {
+			// A Serving has its Order's name.
+			if err := s.client.Get(ctx, client.ObjectKey{Namespace: sv.Namespace, Name: st.Order}, &v1.Serving{}); err == nil {
+				stage.Serving = st.Order
+			}
+		}
+		p.Stages = append(p.Stages, stage)
+	}
+	return p
+}
+
+// pipelinePreparation picks the Preparation whose stages the Serving page shows: the one the
+// Serving waits to deploy (AwaitingStage), else the Order's newest Ready one (the next to
+// promote), else the one the Serving deploys, else the newest. preps are newest first.
+func pipelinePreparation(sv *v1.Serving, preps []v1.Preparation) *v1.Preparation {
+	var deployed, newestReady *v1.Preparation
+	for i := range preps {
+		if preps[i].Name == sv.Spec.PreparationName {
+			deployed = &preps[i]
+		}
+		if newestReady == nil && apimeta.IsStatusConditionTrue(preps[i].Status.Conditions, v1.ConditionReady) {
+			newestReady = &preps[i]
+		}
+	}
+	if c := apimeta.FindStatusCondition(sv.Status.Conditions, v1.ConditionReady); deployed != nil && c != nil && c.Reason == v1.ReasonAwaitingStage {
+		return deployed
+	}
+	switch {
+	case newestReady != nil:
+		return newestReady
+	case deployed != nil:
+		return deployed
+	case len(preps) > 0:
+		return &preps[0]
+	}
+	return nil
+}
+
+// Records are the deployment records attached to the artifact of the Preparation a Serving
+// deploys, read from the registry and verified with the trusted public keys.
+type Records struct {
+	// Preparation is the deployed Preparation.
+	Preparation string `json:"preparation"`
+	// Artifact is its artifact, <registry>/<repository>@sha256:<digest>.
+	Artifact string `json:"artifact"`
+	// Verify is the cosign command that verifies the records with the public key.
+	Verify string `json:"verify"`
+	// Items are the records, newest first.
+	Items []RecordRow `json:"items"`
+	// ItemsOmitted counts the records past MaxRows.
+	ItemsOmitted int `json:"itemsOmitted,omitempty"`
+	// Error says why the records could not be read; Items then list what the Preparation's
+	// status says, unverified.
+	Error string `json:"error,omitempty"`
+}
+
+// RecordRow is one deployment record.
+type RecordRow struct {
+	// Digest is the digest of the record's signed envelope.
+	Digest      string `json:"digest"`
+	Environment string `json:"environment,omitempty"`
+	Order       string `json:"order,omitempty"`
+	// Clusters counts the clusters that ran the Preparation healthily.
+	Clusters int        `json:"clusters"`
+	Time     *time.Time `json:"time,omitempty"`
+	// KeyID is the key that verified it, or the one the status names.
+	KeyID string `json:"keyID,omitempty"`
+	// Verified is true when a trusted key signed it and it is a Kokumi record of the artifact;
+	// Problem says why not.
+	Verified bool   `json:"verified"`
+	Problem  string `json:"problem,omitempty"`
+}
+
+// recordsOf reads the deployment records of the Preparation the Serving deploys; nil when it
+// deploys none, or there are none.
+func (s *Server) recordsOf(ctx context.Context, sv *v1.Serving, preps []v1.Preparation) *Records {
+	var prep *v1.Preparation
+	for i := range preps {
+		if preps[i].Name == sv.Spec.PreparationName {
+			prep = &preps[i]
+		}
+	}
+	if prep == nil || prep.Spec.Artifact.Digest == "" {
+		return nil
+	}
+	repository := artifactRepository(prep)
+	out := &Records{Preparation: prep.Name, Artifact: repository + "@" + prep.Spec.Artifact.Digest, Items: []RecordRow{}}
+	out.Verify = CosignVerifyCommand(out.Artifact)
+	recs, err := s.readRecords(ctx, prep, repository)
+	if err != nil {
+		out.Error = fleet.Truncate(err.Error(), maxProblem)
+		for _, r := range prep.Status.DeploymentRecords {
+			t := r.Time.Time
+			out.Items = append(out.Items, RecordRow{Digest: r.Digest, Environment: r.Environment, Clusters: int(r.Clusters), Time: &t, KeyID: r.KeyID})
+		}
+	} else {
+		for i := len(recs) - 1; i >= 0; i-- { // attached oldest first
+			r := recs[i]
+			row := RecordRow{
+				Digest: r.Digest, Environment: r.Predicate.Environment, Order: r.Predicate.Order, Clusters: len(r.Predicate.Clusters),
+				KeyID: r.KeyID, Verified: r.Verified, Problem: r.Problem,
+			}
+			if !r.Predicate.Time.IsZero() {
+				t := r.Predicate.Time
+				row.Time = &t
+			}
+			out.Items = append(out.Items, row)
+		}
+	}
+	if len(out.Items) == 0 && out.Error == "" {
+		return nil
+	}
+	out.Items, out.ItemsOmitted = capRows(out.Items)
+	return out
+}
+
+// readRecords reads and verifies the records of prep's artifact, through a short cache: the
+// page is fetched again on every change of the fleet.
+func (s *Server) readRecords(ctx context.Context, prep *v1.Preparation, repository string) ([]record.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, registryTimeout)
+	defer cancel()
+	keys, err := s.pipeline.Keys.Trusted(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the trusted public keys: %w", err)
+	}
+	newest := ""
+	if len(prep.Status.DeploymentRecords) > 0 {
+		newest = prep.Status.DeploymentRecords[0].Digest
+	}
+	key := strings.Join([]string{repository, prep.Spec.Artifact.Digest, newest, strings.Join(keys.IDs(), ",")}, "|")
+	if e, ok := s.records.get(key); ok {
+		return e.records, e.err
+	}
+	recs, err := s.pipeline.Records.Records(ctx, repository, prep.Spec.Artifact.Digest, keys)
+	if err != nil {
+		err = fmt.Errorf("read the records from %s: %w", repository, err)
+	}
+	s.records.put(key, recs, err)
+	return recs, err
+}
+
+// artifactRepository is the repository (host/path) of a Preparation's artifact.
+func artifactRepository(prep *v1.Preparation) string {
+	repository, _, _ := strings.Cut(oci.TrimScheme(prep.Spec.Artifact.Ref), "@")
+	return repository
+}
+
+// recordCache keeps what was read of an artifact's records for recordsTTL.
+type recordCache struct {
+	mu      sync.Mutex
+	entries map[string]recordEntry
+}
+
+type recordEntry struct {
+	records []record.Record
+	err     error
+	at      time.Time
+}
+
+// maxCachedArtifacts bounds the cache; it starts afresh when full.
+const maxCachedArtifacts = 512
+
+func (c *recordCache) get(key string) (recordEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok || time.Since(e.at) > recordsTTL {
+		return recordEntry{}, false
+	}
+	return e, true
+}
+
+func (c *recordCache) put(key string, recs []record.Record, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil || len(c.entries) >= maxCachedArtifacts {
+		c.entries = map[string]recordEntry{}
+	}
+	c.entries[key] = recordEntry{records: recs, err: err, at: time.Now()}
+}
+
+// trustedKeys reads the trusted public keys at most every keysTTL. A failed read is not kept,
+// nor an empty list (the controller has not made its key yet, and soon will).
+type trustedKeys struct {
+	source controller.TrustedKeySource
+
+	mu   sync.Mutex
+	keys record.TrustedKeys
+	at   time.Time
+}
+
+// Trusted implements controller.TrustedKeySource.
+func (t *trustedKeys) Trusted(ctx context.Context) (record.TrustedKeys, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.at.IsZero() && time.Since(t.at) < keysTTL {
+		return t.keys, nil
+	}
+	keys, err := t.source.Trusted(ctx)
+	if err != nil {
+		return record.TrustedKeys{}, err
+	}
+	if len(keys.IDs()) > 0 {
+		t.keys, t.at = keys, time.Now()
+	}
+	return keys, nil
+}
+
+// uncached is a client whose Get goes to the API server: the server reads the public-key
+// ConfigMap with it, which it may get but not list or watch.
+type uncached struct {
+	client.Client
+	reader client.Reader
+}
+
+// Get reads obj from the API server.
+func (u uncached) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return u.reader.Get(ctx, key, obj, opts...)
+}
