@@ -67,7 +67,7 @@ func BenchmarkGate(b *testing.B) {
 		OrderRef: v1.LocalObjectReference{Name: "app-prod"}, Source: source, Images: images, TargetNamespace: "app",
 		Artifact: v1.Artifact{Ref: "oci://" + reg.Addr + "/kokumi/team/app-prod@" + digest, Digest: digest}, ConfigHash: "prod"}}
 	staging := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: "app-staging", Namespace: "team"},
-		Spec: v1.ServingSpec{OrderRef: v1.LocalObjectReference{Name: "app-staging"}, PreparationName: stagingPrep.Name},
+		Spec:   v1.ServingSpec{OrderRef: v1.LocalObjectReference{Name: "app-staging"}, PreparationName: stagingPrep.Name},
 		Status: v1.ServingStatus{Revision: digest, Clusters: v1.ClusterCounts{Selected: 1000, Healthy: 1000}}}
 	apimeta.SetStatusCondition(&staging.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue,
 		Reason: v1.ReasonDeployed, LastTransitionTime: metav1.NewTime(start)})

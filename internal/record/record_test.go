@@ -100,7 +100,6 @@ func records(tb testing.TB, st *record.Store, repo, digest string, keys record.T
 	return rs
 }
 
-
 func TestAttachThenRecordsVerifies(t *testing.T) {
 	reg := startRegistry(t)
 	repo := ocitest.Repo(reg, "team-a/shop")
@@ -176,7 +175,6 @@ func TestTwoAttachesTwoRecordsAndTheSameRecordOnce(t *testing.T) {
 		t.Fatalf("records = %+v, want %s then %s, both verified", rs, first, second)
 	}
 }
-
 
 func TestTamperedRecordDoesNotVerify(t *testing.T) {
 	reg := startRegistry(t)
