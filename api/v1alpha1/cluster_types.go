@@ -46,6 +46,7 @@ type ClusterStatus struct {
 
 // Cluster is a cluster an admin registered. Its labels are what Environments select on.
 //
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="a Cluster's name is at most 63 characters: it is a label value of the Applications that deploy to it; choose a shorter name"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=kcluster,categories=kokumi

@@ -96,6 +96,9 @@ const (
 	ReasonCredentialsNotFound = "CredentialsNotFound"
 	// ReasonInvalidCredentials: the credentials Secret holds nothing usable.
 	ReasonInvalidCredentials = "InvalidCredentials"
+	// ReasonServerConflict: an older Cluster connects to the same server (as Argo CD compares
+	// them), so this one gets no Argo CD cluster Secret: Argo CD keeps one identity per server.
+	ReasonServerConflict = "ServerConflict"
 )
 
 // Serving Ready reasons before anything can be deployed.

@@ -71,6 +71,7 @@ type OrderStatus struct {
 
 // Order delivers a Product to one Environment.
 //
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 53",message="an Order's name is at most 53 characters: it is the Helm release name (Helm's limit) and a label value of its Preparations and Applications; choose a shorter name"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ord,categories=kokumi

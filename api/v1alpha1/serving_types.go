@@ -120,6 +120,7 @@ type ServingStatus struct {
 
 // Serving deploys a Preparation to every cluster of the Order's Environment.
 //
+// +kubebuilder:validation:XValidation:rule="self.spec.orderRef.name == self.metadata.name",message="spec.orderRef.name must be the Serving's own name: a Serving deploys the Order of the same name, and nothing else"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=srv,categories=kokumi

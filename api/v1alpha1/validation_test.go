@@ -113,7 +113,15 @@ func TestCreateIsValidatedByTheSchema(t *testing.T) {
 				p.Spec.Images = append(p.Spec.Images, v1.ImagePin{Original: fmt.Sprintf("img%d:1", i), Pinned: "img@" + digest})
 			}
 		}), "spec.images: Too many: 257: must have at most 256 items"},
+		{"an Order of 53 characters is accepted", order(strings.Repeat("a", 53), nil), ""},
+		{"an Order of 54 characters is refused, naming Helm's limit", order(strings.Repeat("a", 54), nil), "an Order's name is at most 53 characters: it is the Helm release name"},
 		{"a Serving is accepted", serving("ok"), ""},
+		{"a Serving that names another Order is refused", &v1.Serving{ObjectMeta: meta("mine"), Spec: v1.ServingSpec{OrderRef: v1.LocalObjectReference{Name: "theirs"}}},
+			"spec.orderRef.name must be the Serving's own name"},
+		{"an Environment that requires itself is refused", environment("selfish", func(e *v1.Environment) {
+			e.Spec.Requires = []v1.StageRequirement{{Environment: "selfish"}}
+		}), "spec.requires cannot name the Environment itself"},
+		{"a Cluster of 64 characters is refused", cluster(strings.Repeat("c", 64), nil), "a Cluster's name is at most 63 characters"},
 		{"a Serving without orderRef is refused", &v1.Serving{ObjectMeta: meta("no-order")}, "spec.orderRef.name"},
 		{"an Environment is accepted", environment("ok", nil), ""},
 		{"an Environment without project is refused", environment("no-project", func(e *v1.Environment) { e.Spec.Project = "" }), "spec.project"},

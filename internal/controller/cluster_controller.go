@@ -42,6 +42,9 @@ const (
 	// clusterCredentialsIndex indexes Clusters by the name of their credentials Secret.
 	clusterCredentialsIndex = "kokumi.spec.credentialsRef.name"
 
+	// clusterServerIndex indexes Clusters by their server, normalized as Argo CD compares them.
+	clusterServerIndex = "kokumi.spec.server"
+
 	// clusterApplicationsWait is how often a Cluster being deleted checks whether Argo CD's
 	// Applications for it are gone.
 	clusterApplicationsWait = 5 * time.Second
@@ -83,6 +86,10 @@ func SetupClusterController(mgr ctrl.Manager, cfg Config) error {
 		func(o client.Object) []string { return []string{o.(*v1.Cluster).Spec.CredentialsRef.Name} }); err != nil {
 		return fmt.Errorf("index clusters by credentials: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1.Cluster{}, clusterServerIndex,
+		func(o client.Object) []string { return []string{argocd.NormalizeServer(o.(*v1.Cluster).Spec.Server)} }); err != nil {
+		return fmt.Errorf("index clusters by server: %w", err)
+	}
 	secrets, err := newClusterSecretCache(mgr, cfg)
 	if err != nil {
 		return err
@@ -98,6 +105,8 @@ func SetupClusterController(mgr ctrl.Manager, cfg Config) error {
 		Named("cluster").
 		For(&v1.Cluster{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, clusterDeletionStarted()))).
 		WatchesRawSource(source.Kind(secrets, &corev1.Secret{}, handler.TypedEnqueueRequestsFromMapFunc(r.clustersForSecret))).
+		Watches(&v1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clustersOnSameServer),
+			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, clusterDeletionStarted()))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
 	if err != nil {
@@ -192,6 +201,20 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		setClusterReady(&c, metav1.ConditionFalse, reason, message)
 		return ctrl.Result{}, r.writeStatus(ctx, &c, before)
 	}
+	if first, err := r.firstOnServer(ctx, &c); err != nil {
+		return ctrl.Result{}, err
+	} else if first != "" {
+		// Argo CD keeps one cluster Secret per server: a second identity would be picked at
+		// random. The older Cluster keeps the server; this one gets no Secret.
+		if err := r.deleteArgoCDSecret(ctx, &c); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.forget(c.Name)
+		setClusterReady(&c, metav1.ConditionFalse, v1.ReasonServerConflict, fmt.Sprintf(
+			"Cluster %s already connects to server %s (as Argo CD compares servers): Argo CD keeps one identity per server, so this Cluster gets none. Delete one of the two Clusters, or fix spec.server.",
+			first, argocd.NormalizeServer(c.Spec.Server)))
+		return ctrl.Result{}, r.writeStatus(ctx, &c, before)
+	}
 	if err := r.syncArgoCDSecret(ctx, &c, creds); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -274,6 +297,54 @@ func (r *ClusterReconciler) syncArgoCDSecret(ctx context.Context, c *v1.Cluster,
 	return nil
 }
 
+// deleteArgoCDSecret deletes the Cluster's Argo CD cluster Secret, if there is one.
+func (r *ClusterReconciler) deleteArgoCDSecret(ctx context.Context, c *v1.Cluster) error {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Config.ArgoCDNamespace, Name: cluster.SecretName(c.Name)}}
+	if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Argo CD cluster Secret %s/%s: %w", secret.Namespace, secret.Name, err)
+	}
+	return nil
+}
+
+// firstOnServer returns the name of an older Cluster (by creation, then name) that connects to
+// the same server as c, or "" when c is the first.
+func (r *ClusterReconciler) firstOnServer(ctx context.Context, c *v1.Cluster) (string, error) {
+	var list v1.ClusterList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{clusterServerIndex: argocd.NormalizeServer(c.Spec.Server)}); err != nil {
+		return "", fmt.Errorf("list the Clusters of server %s: %w", c.Spec.Server, err)
+	}
+	first := ""
+	var firstAt metav1.Time
+	for _, o := range list.Items {
+		if o.Name == c.Name || !o.DeletionTimestamp.IsZero() {
+			continue
+		}
+		older := o.CreationTimestamp.Before(&c.CreationTimestamp) ||
+			(o.CreationTimestamp.Equal(&c.CreationTimestamp) && o.Name < c.Name)
+		if older && (first == "" || o.CreationTimestamp.Before(&firstAt) || (o.CreationTimestamp.Equal(&firstAt) && o.Name < first)) {
+			first, firstAt = o.Name, o.CreationTimestamp
+		}
+	}
+	return first, nil
+}
+
+// clustersOnSameServer maps a Cluster to the other Clusters of its server: one going, or moving
+// to another server, may free the server for them.
+func (r *ClusterReconciler) clustersOnSameServer(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1.ClusterList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{clusterServerIndex: argocd.NormalizeServer(o.(*v1.Cluster).Spec.Server)}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list the Clusters of a server")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, c := range list.Items {
+		if c.Name != o.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: c.Name}})
+		}
+	}
+	return reqs
+}
+
 // finalize deletes the Argo CD cluster Secret once no Argo CD Application for the Cluster
 // remains, then lets the Cluster go.
 func (r *ClusterReconciler) finalize(ctx context.Context, c *v1.Cluster) (ctrl.Result, error) {
@@ -293,15 +364,14 @@ func (r *ClusterReconciler) finalize(ctx context.Context, c *v1.Cluster) (ctrl.R
 		ctrl.LoggerFrom(ctx).Info("waiting for Argo CD Applications of the cluster to be deleted", "applications", remaining)
 		return ctrl.Result{RequeueAfter: clusterApplicationsWait}, nil
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Config.ArgoCDNamespace, Name: cluster.SecretName(c.Name)}}
-	if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, fmt.Errorf("delete Argo CD cluster Secret %s/%s: %w", secret.Namespace, secret.Name, err)
+	if err := r.deleteArgoCDSecret(ctx, c); err != nil {
+		return ctrl.Result{}, err
 	}
 	controllerutil.RemoveFinalizer(c, ClusterFinalizer)
 	if err := r.Client.Update(ctx, c); err != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer from cluster %q: %w", c.Name, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("deleted the Argo CD cluster Secret; the Cluster goes", "secret", secret.Name)
+	ctrl.LoggerFrom(ctx).Info("deleted the Argo CD cluster Secret; the Cluster goes", "secret", cluster.SecretName(c.Name))
 	r.forget(c.Name)
 	return ctrl.Result{}, nil
 }

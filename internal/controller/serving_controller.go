@@ -388,7 +388,9 @@ func (r *ServingReconciler) resolveTarget(ctx context.Context, namespace, name s
 		if cond := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady); cond != nil {
 			fc.Ready = cond.Status == metav1.ConditionTrue
 			if !fc.Ready {
-				fc.NotReadyMessage = cond.Reason + ": " + cond.Message
+				// The reason only: the probe's error (server URL, addresses, TLS details) stays on
+				// the Cluster, which tenants cannot read; Servings are theirs to read.
+				fc.NotReadyMessage = cond.Reason + " (an admin sees why on the Cluster)"
 			}
 		} else {
 			fc.NotReadyMessage = "not probed yet"

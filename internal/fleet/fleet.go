@@ -105,9 +105,10 @@ func Decide(req Request) []Decision {
 		if exists {
 			d.Revision = app.Status.Sync.Revision
 		}
-		first, conflict := firstByServer[c.Server]
+		server := argocd.NormalizeServer(c.Server)
+		first, conflict := firstByServer[server]
 		if !conflict {
-			firstByServer[c.Server] = c.Name
+			firstByServer[server] = c.Name
 		}
 		switch {
 		case conflict:

@@ -421,3 +421,28 @@ func countString(list []string, s string) int {
 	}
 	return n
 }
+
+// Two Clusters of one server (as Argo CD compares servers: a trailing "/" or upper case does
+// not make another one) would give Argo CD two identities to pick from at random: the later one
+// is not Ready and gets no Argo CD cluster Secret; when the first goes, it takes over.
+func TestASecondClusterOfTheSameServerGetsNoIdentity(t *testing.T) {
+	token := member.token(t)
+	putCredentials(t, "first-token", tokenCredentials(token))
+	putCredentials(t, "second-token", tokenCredentials("a-stolen-or-stronger-token"))
+	createCluster(t, "first-of-server", member.Server, "first-token", nil)
+	waitReady(t, "first-of-server", metav1.ConditionTrue, v1.ReasonConnected)
+	waitArgoCDSecret(t, "first-of-server")
+
+	createCluster(t, "second-of-server", member.Server+"/", "second-token", nil)
+	c := waitReady(t, "second-of-server", metav1.ConditionFalse, v1.ReasonServerConflict)
+	if !strings.Contains(readyMessage(c), "Cluster first-of-server already connects to server") {
+		t.Errorf("Ready message %q does not name the first Cluster", readyMessage(c))
+	}
+	if _, err := argoCDSecret(t, "second-of-server"); !apierrors.IsNotFound(err) {
+		t.Fatalf("the second Cluster of the server has an Argo CD cluster Secret: %v", err)
+	}
+
+	must(t, env.Client.Delete(context.Background(), &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "first-of-server"}}))
+	waitArgoCDSecret(t, "second-of-server")
+	waitReady(t, "second-of-server", metav1.ConditionFalse, v1.ReasonUnauthorized)
+}

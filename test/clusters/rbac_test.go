@@ -2,6 +2,7 @@ package clusters
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -201,4 +202,26 @@ func TestEveryoneReadsThePublicKeysAndNothingElseOfKokumisNamespace(t *testing.T
 	forbidden(t, "get the signing key", stranger.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kokumi-signing-key"}, &corev1.Secret{}))
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kokumi-public-keys", Namespace: ns}}
 	forbidden(t, "change the public keys", stranger.Update(ctx, cm))
+}
+
+// A tenant who may promote (patch spec.preparationName) cannot point its Serving at another
+// Order, such as one whose Environment it may not deploy to: the schema ties the two names.
+func TestATenantCannotPointAServingAtAnotherOrder(t *testing.T) {
+	ctx := context.Background()
+	const ns = "team-orderref"
+	bind(t, ns, "devs-deliver", "ClusterRole", "kokumi-tenant", "team-orderref-devs")
+	must(t, env.Client.Create(ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: ns},
+		Spec: v1.ServingSpec{OrderRef: v1.LocalObjectReference{Name: "mine"}}}))
+	tenant := userClient(t, "dev-orderref", "team-orderref-devs")
+	var s v1.Serving
+	must(t, tenant.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mine"}, &s))
+	patch := client.MergeFrom(s.DeepCopy())
+	s.Spec.PreparationName = "mine-1"
+	allowed(t, "promote its own Serving", tenant.Patch(ctx, &s, patch))
+	patch = client.MergeFrom(s.DeepCopy())
+	s.Spec.OrderRef.Name = "prod-order"
+	err := tenant.Patch(ctx, &s, patch)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.orderRef.name must be the Serving's own name") {
+		t.Errorf("point the Serving at another Order: want Invalid naming the rule, got %v", err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -102,8 +103,13 @@ func TestAClusterNotReadyIsHeldWithoutHoldingTheServingBack(t *testing.T) {
 	f.setReady(c, false)
 	s := f.ready(v1.ReasonDeployed, "Deployed Preparation podinfo-edge-1 to a2, b2; not ready: c2")
 	tgt := f.target(s, "c2")
-	if tgt == nil || tgt.Conditions[0].Reason != v1.ReasonClusterNotReady || !strings.Contains(tgt.Conditions[0].Message, "connection refused") || tgt.Revision != prep.Spec.Artifact.Digest {
+	if tgt == nil || tgt.Conditions[0].Reason != v1.ReasonClusterNotReady || !strings.Contains(tgt.Conditions[0].Message, "Cluster c2 is not Ready: Unreachable") || tgt.Revision != prep.Spec.Artifact.Digest {
 		t.Fatalf("target c2 = %+v", tgt)
+	}
+	// The probe's error stays on the Cluster: tenants read Servings, not Clusters.
+	ready := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
+	if msg := tgt.Conditions[0].Message + ready.Message; strings.Contains(msg, "connection refused") || strings.Contains(msg, "example:6443") {
+		t.Errorf("the Serving shows the Cluster's probe error: %q", msg)
 	}
 	if s.Status.Clusters.Held != 1 || s.Status.Clusters.Healthy != 2 {
 		t.Errorf("counts %+v", s.Status.Clusters)
