@@ -25,7 +25,7 @@ func bindConfigFlags(fs *flag.FlagSet, c *controller.Config) {
 	d := controller.DefaultConfig()
 	fs.StringVar(&c.Namespace, "namespace", d.Namespace, "Kokumi's own namespace, where Cluster credentials live")
 	fs.StringVar(&c.ArgoCDNamespace, "argocd-namespace", d.ArgoCDNamespace, "namespace Argo CD runs in")
-	fs.StringVar(&c.LocalProject, "local-project", d.LocalProject, "Argo CD AppProject of the Environment local")
+	fs.StringVar(&c.LocalProject, "local-project", d.LocalProject, "dedicated Argo CD AppProject of the Environment local (never default); empty turns local off")
 	fs.StringVar(&c.BundledRegistry, "bundled-registry", d.BundledRegistry, "host:port of the bundled registry")
 	fs.DurationVar(&c.ProbePeriod, "probe-period", d.ProbePeriod, "how often each Cluster's server is probed")
 }

@@ -3,6 +3,7 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -46,7 +47,8 @@ type Config struct {
 	Namespace string
 	// ArgoCDNamespace is where Argo CD runs, its Applications and cluster Secrets live.
 	ArgoCDNamespace string
-	// LocalProject is the AppProject of the Environment local.
+	// LocalProject is the AppProject of the Environment local; empty means local does not exist.
+	// It is never Argo CD's default project (see CheckLocalProject).
 	LocalProject string
 	// BundledRegistry is the host[:port] of the bundled registry, as Argo CD and the cluster
 	// Kokumi runs in reach it.
@@ -60,10 +62,21 @@ func DefaultConfig() Config {
 	return Config{
 		Namespace:       "kokumi-system",
 		ArgoCDNamespace: argocd.DefaultNamespace,
-		LocalProject:    "default",
+		LocalProject:    "",
 		BundledRegistry: "kokumi-registry.kokumi-system.svc:5000",
 		ProbePeriod:     30 * time.Second,
 	}
+}
+
+// CheckLocalProject refuses Argo CD's default AppProject for the Environment local: it permits
+// every destination and every cluster-scoped kind, and Argo CD does not check sourceNamespaces
+// for Applications in its own namespace, where Kokumi writes them; so any namespace editor could
+// deploy a ClusterRoleBinding to the cluster that holds every member's credentials.
+func CheckLocalProject(project string) error {
+	if project == "default" {
+		return errors.New("--local-project=default is refused: Argo CD's default AppProject permits every destination and cluster-scoped kind on the cluster Kokumi runs in; create a dedicated AppProject for the Environment local (see docs/the-environment-local.md) and name it, or leave --local-project empty to turn local off")
+	}
+	return nil
 }
 
 // Setup registers one reconciler with a manager.
@@ -106,6 +119,9 @@ func cacheOptions(c Config) cache.Options {
 // NewManager builds a manager with the scheme registered, health checks, metrics and every
 // reconciler set up; or, when only is given, just those reconcilers (tests use that).
 func NewManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, error) {
+	if err := CheckLocalProject(opts.Config.LocalProject); err != nil {
+		return nil, err
+	}
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err

@@ -360,6 +360,8 @@ func (r *ServingReconciler) resolveTarget(ctx context.Context, namespace, name s
 	var env v1.Environment
 	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &env)
 	switch {
+	case apierrors.IsNotFound(err) && name == v1.LocalEnvironmentName && r.Config.LocalProject == "":
+		return target{}, v1.ReasonEnvironmentNotFound, fmt.Sprintf("Environment local is not enabled here and namespace %s has no Environment named local: an admin enables it by starting Kokumi with --local-project naming a dedicated AppProject (see docs/the-environment-local.md), or creates an Environment local; to deploy elsewhere, create another Order", namespace), nil
 	case apierrors.IsNotFound(err) && name == v1.LocalEnvironmentName:
 		return target{environment: name, project: r.Config.LocalProject, clusters: []fleet.Cluster{
 			{Name: InClusterName, Server: v1.InClusterServer, Ready: true},

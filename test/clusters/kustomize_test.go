@@ -141,12 +141,17 @@ func TestConfigDefaultInstallsKokumi(t *testing.T) {
 		"controller", "--leader-elect",
 		"--namespace=" + d.Namespace,
 		"--argocd-namespace=" + d.ArgoCDNamespace,
-		"--local-project=" + d.LocalProject,
 		"--bundled-registry=" + d.BundledRegistry,
 		"--probe-period=" + d.ProbePeriod.String(),
 	} {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("controller args %v lack %s", c.Args, arg)
+		}
+	}
+	// The Environment local is off by default: no project of Argo CD's, least of all default.
+	for _, arg := range c.Args {
+		if strings.HasPrefix(arg, "--local-project") {
+			t.Errorf("the shipped controller turns the Environment local on: %s", arg)
 		}
 	}
 

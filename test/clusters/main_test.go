@@ -45,7 +45,7 @@ var member *memberCluster
 var config = controller.Config{
 	Namespace:       "kokumi-system",
 	ArgoCDNamespace: "argocd",
-	LocalProject:    "default",
+	LocalProject:    "kokumi-local",
 	ProbePeriod:     2 * time.Second,
 }
 

@@ -293,7 +293,10 @@ func (f *fixture) servingReady(name, reason string, msgs ...string) *v1.Serving 
 	f.t.Helper()
 	var s *v1.Serving
 	f.eventually("Serving "+name+" Ready "+reason, func() error {
-		s = f.serving(name)
+		s = &v1.Serving{}
+		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, s); err != nil {
+			return err
+		}
 		if s.Status.ObservedGeneration != s.Generation {
 			return fmt.Errorf("generation %d not observed yet", s.Generation)
 		}

@@ -8,12 +8,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/record"
 )
 
@@ -266,5 +270,36 @@ func TestCyclesAndMissingStagesAreConditionsNotHangs(t *testing.T) {
 		Spec: v1.EnvironmentSpec{Project: "p", Requires: []v1.StageRequirement{{Environment: "selfish"}}}})
 	if err == nil || !strings.Contains(err.Error(), "spec.requires cannot name the Environment itself") {
 		t.Errorf("an Environment requiring itself: %v", err)
+	}
+}
+
+// The Environment local is off unless an admin names a dedicated AppProject for it: a tenant's
+// Order to local deploys nothing, even where Argo CD's default project admits every namespace
+// (the project that permits every destination and cluster-scoped kind on the cluster that holds
+// every member's credentials). And Kokumi refuses to run local in that project.
+func TestTheEnvironmentLocalIsOffUnlessAnAdminTurnsItOn(t *testing.T) {
+	f := newFixture(t, 0)
+	project := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"sourceNamespaces": []any{"*"}, "destinations": []any{map[string]any{"server": "*", "namespace": "*"}}, "sourceRepos": []any{"*"},
+		"clusterResourceWhitelist": []any{map[string]any{"group": "*", "kind": "*"}},
+	}}}
+	project.SetGroupVersionKind(argocd.AppProjectGVK)
+	project.SetName("default")
+	project.SetNamespace(cfg.ArgoCDNamespace)
+	if err := env.Client.Create(f.ctx, project); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	f.product("podinfo-local", "6.14.1")
+	f.order("local", v1.PromotionAutomatic)
+	f.servingReady("app-local", v1.ReasonEnvironmentNotFound, "Environment local is not enabled here", "--local-project naming a dedicated AppProject")
+	if n := f.applications("app-local"); n != 0 {
+		t.Fatalf("an Order to the Environment local that is off has %d Applications", n)
+	}
+
+	off := cfg
+	off.LocalProject = "default"
+	if _, err := controller.NewManager(env.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: off}); err == nil ||
+		!strings.Contains(err.Error(), "--local-project=default is refused") {
+		t.Errorf("Kokumi started with the Environment local in Argo CD's default project: %v", err)
 	}
 }
