@@ -86,7 +86,7 @@ type Setup func(ctrl.Manager, Config) error
 var setups []func(ctrl.Manager, Config) error
 
 // The controller's own role: leader election and events. Each reconciler adds its markers.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kokumi-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

@@ -9,20 +9,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -78,15 +74,7 @@ func setUp(ctx context.Context) (stop func(), err error) {
 		out = io.MultiWriter(&logs, os.Stderr)
 	}
 	logf.SetLogger(zap.New(zap.WriteTo(out), zap.UseDevMode(true)))
-	for _, ns := range []string{config.Namespace, config.ArgoCDNamespace} {
-		if err := env.CreateNamespace(ctx, ns); err != nil {
-			return nil, err
-		}
-	}
-	if out, err := env.Kubectl(ctx, "apply", "-k", filepath.Join(env.Assets.Root, "config", "rbac")); err != nil {
-		return nil, fmt.Errorf("apply config/rbac: %w: %s", err, out)
-	}
-	saConfig, err := serviceAccountConfig(ctx, env.Config, config.Namespace, "kokumi-controller")
+	saConfig, err := env.ControllerConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -145,41 +133,6 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// serviceAccountConfig is a client configuration that authenticates as the ServiceAccount
-// with a token the API server issues for it.
-func serviceAccountConfig(ctx context.Context, admin *rest.Config, namespace, name string) (*rest.Config, error) {
-	tok, err := issueToken(ctx, admin, namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	cfg := rest.AnonymousClientConfig(admin)
-	cfg.BearerToken = tok
-	return cfg, nil
-}
-
-// issueToken asks the API server of admin for a token of the ServiceAccount, creating the
-// ServiceAccount if it is missing.
-func issueToken(ctx context.Context, admin *rest.Config, namespace, name string) (string, error) {
-	cs, err := kubernetes.NewForConfig(admin)
-	if err != nil {
-		return "", fmt.Errorf("client for %s: %w", admin.Host, err)
-	}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("create namespace %s: %w", namespace, err)
-	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
-	if _, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("create service account %s/%s: %w", namespace, name, err)
-	}
-	hour := int64(3600)
-	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &hour}}, metav1.CreateOptions{})
-	if err != nil {
-		return "", fmt.Errorf("issue a token for %s/%s: %w", namespace, name, err)
-	}
-	return tr.Status.Token, nil
 }
 
 // memberCluster is a real kube-apiserver and etcd whose API server stops and starts again at
@@ -262,7 +215,7 @@ func (m *memberCluster) token(t *testing.T) string {
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "kokumi", Namespace: "kokumi"}},
 	}
-	tok, err := issueToken(ctx, m.Admin, "kokumi", "kokumi")
+	tok, err := harness.IssueToken(ctx, m.Admin, "kokumi", "kokumi")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,10 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kokumi-dev/kokumi/internal/controller"
@@ -130,4 +133,63 @@ func RunWithManager(ctx context.Context, mgr interface{ Start(context.Context) e
 	cancel()
 	<-done
 	return code
+}
+
+// ControllerNamespace and ControllerServiceAccount are where the shipped config/rbac binds
+// the controller's roles.
+const (
+	ControllerNamespace      = "kokumi-system"
+	ControllerServiceAccount = "kokumi-controller"
+)
+
+// ControllerConfig installs the shipped RBAC (config/rbac) and returns a client configuration
+// that authenticates as the controller's ServiceAccount with a token the API server issued: a
+// manager run with it has exactly the rights the install gives Kokumi, so that a missing verb
+// fails the tests (and an extra one shows in the generated role's diff). Argo CD's namespace
+// must be "argocd", where config/rbac's Roles are.
+func (e *Env) ControllerConfig(ctx context.Context) (*rest.Config, error) {
+	for _, ns := range []string{ControllerNamespace, "argocd"} {
+		if err := e.CreateNamespace(ctx, ns); err != nil {
+			return nil, err
+		}
+	}
+	if out, err := e.Kubectl(ctx, "apply", "-k", filepath.Join(e.Assets.Root, "config", "rbac")); err != nil {
+		return nil, fmt.Errorf("apply config/rbac: %w: %s", err, out)
+	}
+	return ServiceAccountConfig(ctx, e.Config, ControllerNamespace, ControllerServiceAccount)
+}
+
+// ServiceAccountConfig is a client configuration that authenticates as the ServiceAccount
+// with a token the API server issues for it.
+func ServiceAccountConfig(ctx context.Context, admin *rest.Config, namespace, name string) (*rest.Config, error) {
+	tok, err := IssueToken(ctx, admin, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	cfg := rest.AnonymousClientConfig(admin)
+	cfg.BearerToken = tok
+	return cfg, nil
+}
+
+// IssueToken asks the API server of admin for a token of the ServiceAccount, valid for a few
+// hours, creating the ServiceAccount (and its namespace) if missing.
+func IssueToken(ctx context.Context, admin *rest.Config, namespace, name string) (string, error) {
+	cs, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return "", fmt.Errorf("client for %s: %w", admin.Host, err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("create namespace %s: %w", namespace, err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+	if _, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("create service account %s/%s: %w", namespace, name, err)
+	}
+	seconds := int64(6 * 3600)
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("issue a token for %s/%s: %w", namespace, name, err)
+	}
+	return tr.Status.Token, nil
 }

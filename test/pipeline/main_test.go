@@ -97,7 +97,14 @@ func (s suite) Run() int {
 		}
 	}
 	pipeline = newPipeline(env.Client, env.Client)
-	mgr, err := controller.NewManager(env.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg},
+	// The reconcilers run as the controller's ServiceAccount with the shipped RBAC: a verb the
+	// install does not grant fails the tests.
+	sa, err := env.ControllerConfig(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	mgr, err := controller.NewManager(sa, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg},
 		setupOrder, setupServing, controller.SetupEnvironmentController)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -65,7 +65,14 @@ func (r runWithManager) Run() int {
 		return 1
 	}
 	defer func() { _ = registry.Stop() }()
-	mgr, err = controller.NewManager(env.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg}, controller.SetupServing)
+	// The reconciler runs as the controller's ServiceAccount with the shipped RBAC: a verb the
+	// install does not grant fails the tests.
+	sa, err := env.ControllerConfig(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	mgr, err = controller.NewManager(sa, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg}, controller.SetupServing)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
