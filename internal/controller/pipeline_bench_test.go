@@ -16,6 +16,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/record/recordtest"
 )
 
 // staticKeys is a fixed list of trusted keys.
@@ -33,14 +34,7 @@ func BenchmarkGate(b *testing.B) {
 	reg := ocitest.Start(b)
 	repo := ocitest.Repo(reg, "kokumi/team/app-staging")
 	digest := ocitest.PushBundle(b, repo, "v1", map[string]string{"deploy.yaml": "kind: ConfigMap\nmetadata:\n  name: app\n"})
-	pemKey, err := record.GenerateKey()
-	if err != nil {
-		b.Fatal(err)
-	}
-	signer, err := record.ParseSigner(pemKey)
-	if err != nil {
-		b.Fatal(err)
-	}
+	signer := recordtest.NewSigner(b)
 	trusted, err := record.ParseTrustedKeys(signer.PublicKeyPEM())
 	if err != nil {
 		b.Fatal(err)

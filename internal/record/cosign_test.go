@@ -23,19 +23,11 @@ import (
 // kube-apiserver: $KUBEBUILDER_ASSETS, else bin/envtest of the checkout.
 func cosignPath(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("KUBEBUILDER_ASSETS")
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			t.Fatal(err)
-		}
-		root, err := sandbox.FindRoot(wd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = filepath.Join(root, "bin", "envtest")
+	assets, err := sandbox.FindAssets()
+	if err != nil {
+		t.Fatal(err)
 	}
-	p := filepath.Join(dir, "cosign")
+	p := assets.Cosign()
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("cosign is missing at %s: run `make test-assets` (it builds it once into bin/): %v", p, err)
 	}
@@ -69,7 +61,7 @@ func TestStockCosignVerifiesRecords(t *testing.T) {
 	reg := startRegistry(t)
 	repo := ocitest.Repo(reg, "team-a/shop")
 	st := &record.Store{Client: &oci.Client{}}
-	a, b := newSigner(t), newSigner(t)
+	a, b := recordtest.NewSigner(t), recordtest.NewSigner(t)
 
 	good := pushArtifact(t, repo, "good")
 	attach(t, st, repo, good, a, predicate("edge-1", "edge-2"))
@@ -93,7 +85,7 @@ func TestStockCosignVerifiesRecords(t *testing.T) {
 		t.Errorf("cosign did not refuse a tampered record (%v):\n%s", err, out)
 	}
 
-	if out, err := verifyAttestation(t, cosign, newSigner(t).PublicKeyPEM(), repo, good); err == nil || !strings.Contains(out, "no matching attestations") {
+	if out, err := verifyAttestation(t, cosign, recordtest.NewSigner(t).PublicKeyPEM(), repo, good); err == nil || !strings.Contains(out, "no matching attestations") {
 		t.Errorf("cosign did not refuse records with a key that did not sign them (%v):\n%s", err, out)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/record/recordtest"
 )
 
 const kokumiNS = "kokumi-system"
@@ -42,7 +43,7 @@ func publicKeys(t *testing.T, c client.Client) map[string]string {
 
 func TestKeysEnsureCreatesListsAndRotates(t *testing.T) {
 	ctx := context.Background()
-	admin := newSigner(t)
+	admin := recordtest.NewSigner(t)
 	c := newFakeClient(t, interceptor.Funcs{}, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: kokumiNS, Name: record.ConfigMapName},
 		Data:       map[string]string{"release-team.pub": string(admin.PublicKeyPEM()), "README": "not a key"},

@@ -40,20 +40,6 @@ func closeIdleConnections() {
 	}
 }
 
-// newSigner makes a fresh signing key.
-func newSigner(tb testing.TB) *record.Signer {
-	tb.Helper()
-	pemKey, err := record.GenerateKey()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s, err := record.ParseSigner(pemKey)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return s
-}
-
 // trust lists the public keys of signers.
 func trust(tb testing.TB, signers ...*record.Signer) record.TrustedKeys {
 	tb.Helper()
@@ -105,7 +91,7 @@ func TestAttachThenRecordsVerifies(t *testing.T) {
 	repo := ocitest.Repo(reg, "team-a/shop")
 	digest := pushArtifact(t, repo, "v1")
 	st := &record.Store{Client: &oci.Client{}}
-	a := newSigner(t)
+	a := recordtest.NewSigner(t)
 
 	if rs := records(t, st, repo, digest, trust(t, a)); rs == nil || len(rs) != 0 {
 		t.Fatalf("an artifact without records gave %#v, want an empty slice", rs)
@@ -159,7 +145,7 @@ func TestTwoAttachesTwoRecordsAndTheSameRecordOnce(t *testing.T) {
 	repo := ocitest.Repo(reg, "team-a/shop")
 	digest := pushArtifact(t, repo, "v1")
 	st := &record.Store{Client: &oci.Client{}}
-	a := newSigner(t)
+	a := recordtest.NewSigner(t)
 
 	first := attach(t, st, repo, digest, a, predicate("edge-1"))
 	second := attach(t, st, repo, digest, a, predicate("edge-1", "edge-2"))
@@ -181,7 +167,7 @@ func TestTamperedRecordDoesNotVerify(t *testing.T) {
 	repo := ocitest.Repo(reg, "team-a/shop")
 	digest := pushArtifact(t, repo, "v1")
 	st := &record.Store{Client: &oci.Client{}}
-	a := newSigner(t)
+	a := recordtest.NewSigner(t)
 	attach(t, st, repo, digest, a, predicate("edge-1"))
 	recordtest.Tamper(t, repo, digest)
 
@@ -202,7 +188,7 @@ func TestRecordOfAnUnlistedKeyDoesNotVerify(t *testing.T) {
 	repo := ocitest.Repo(reg, "team-a/shop")
 	digest := pushArtifact(t, repo, "v1")
 	st := &record.Store{Client: &oci.Client{}}
-	a, stranger := newSigner(t), newSigner(t)
+	a, stranger := recordtest.NewSigner(t), recordtest.NewSigner(t)
 	attach(t, st, repo, digest, stranger, predicate("edge-1"))
 
 	rs := records(t, st, repo, digest, trust(t, a))
@@ -219,7 +205,7 @@ func TestRecordAboutAnotherDigestDoesNotVerify(t *testing.T) {
 	repo := ocitest.Repo(reg, "team-a/shop")
 	one, other := pushArtifact(t, repo, "v1"), pushArtifact(t, repo, "v2")
 	st := &record.Store{Client: &oci.Client{}}
-	a := newSigner(t)
+	a := recordtest.NewSigner(t)
 	attach(t, st, repo, one, a, predicate("edge-1"))
 
 	// Someone copies the first artifact's attestations to the second.
@@ -247,7 +233,7 @@ func TestRotationKeepsListedKeysTrusted(t *testing.T) {
 	repo := ocitest.Repo(reg, "team-a/shop")
 	digest := pushArtifact(t, repo, "v1")
 	st := &record.Store{Client: &oci.Client{}}
-	a, b := newSigner(t), newSigner(t)
+	a, b := recordtest.NewSigner(t), recordtest.NewSigner(t)
 	byA := attach(t, st, repo, digest, a, predicate("edge-1"))
 	byB := attach(t, st, repo, digest, b, predicate("edge-1", "edge-2"))
 
@@ -278,7 +264,7 @@ func TestRecordsAreVerifiedOnce(t *testing.T) {
 	digest := pushArtifact(t, repo, "v1")
 	counter := &countingTransport{}
 	st := &record.Store{Client: &oci.Client{HTTPClient: &http.Client{Transport: counter}}}
-	a, b := newSigner(t), newSigner(t)
+	a, b := recordtest.NewSigner(t), recordtest.NewSigner(t)
 	attach(t, st, repo, digest, a, predicate("edge-1"))
 	attach(t, st, repo, digest, a, predicate("edge-2"))
 
@@ -304,7 +290,7 @@ func TestStoreSignsInWithTheClientCredentials(t *testing.T) {
 	t.Cleanup(closeIdleConnections)
 	repo := ocitest.Repo(reg, "team-a/shop")
 	digest := pushArtifact(t, repo, "v1")
-	a := newSigner(t)
+	a := recordtest.NewSigner(t)
 
 	anonymous := &record.Store{Client: &oci.Client{}}
 	if _, err := anonymous.Attach(context.Background(), repo, digest, a, predicate("edge-1")); err == nil {
@@ -323,16 +309,16 @@ func TestAttachRefusesAMissingArtifact(t *testing.T) {
 	pushArtifact(t, repo, "v1")
 	st := &record.Store{Client: &oci.Client{}}
 	missing := "sha256:" + strings.Repeat("ab", 32)
-	if _, err := st.Attach(context.Background(), repo, missing, newSigner(t), predicate()); err == nil {
+	if _, err := st.Attach(context.Background(), repo, missing, recordtest.NewSigner(t), predicate()); err == nil {
 		t.Error("a record was attached to an artifact that does not exist")
 	}
-	if _, err := st.Attach(context.Background(), repo, "latest", newSigner(t), predicate()); err == nil {
+	if _, err := st.Attach(context.Background(), repo, "latest", recordtest.NewSigner(t), predicate()); err == nil {
 		t.Error("a record was attached to a tag")
 	}
 }
 
 func TestVerifyProblems(t *testing.T) {
-	a := newSigner(t)
+	a := recordtest.NewSigner(t)
 	digest := "sha256:" + strings.Repeat("0f", 32)
 	env, err := record.Envelope(context.Background(), "registry.example/shop", digest, a, predicate("edge-1"))
 	if err != nil {
@@ -374,7 +360,7 @@ func TestVerifyProblems(t *testing.T) {
 }
 
 func TestKeysParseAndIDs(t *testing.T) {
-	a, b := newSigner(t), newSigner(t)
+	a, b := recordtest.NewSigner(t), recordtest.NewSigner(t)
 	if len(a.KeyID()) != 16 || a.KeyID() == b.KeyID() {
 		t.Errorf("key ids %q and %q", a.KeyID(), b.KeyID())
 	}
@@ -408,8 +394,8 @@ func TestKeysParseAndIDs(t *testing.T) {
 
 // BenchmarkVerify verifies 100 envelopes, each naming 1,000 clusters.
 func BenchmarkVerify(b *testing.B) {
-	signer := newSigner(b)
-	keys := trust(b, signer, newSigner(b))
+	signer := recordtest.NewSigner(b)
+	keys := trust(b, signer, recordtest.NewSigner(b))
 	digest := "sha256:" + strings.Repeat("3c", 32)
 	clusters := make([]string, 1000)
 	for i := range clusters {

@@ -82,3 +82,17 @@ func Tamper(tb testing.TB, repo, digest string) {
 		tb.Fatalf("rewrite %s: %v", tag, err)
 	}
 }
+
+// NewSigner makes a fresh signing key.
+func NewSigner(tb testing.TB) *record.Signer {
+	tb.Helper()
+	pemKey, err := record.GenerateKey()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := record.ParseSigner(pemKey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
