@@ -11,7 +11,6 @@ require (
 	github.com/secure-systems-lab/go-securesystemslib v0.11.1
 	github.com/sirupsen/logrus v1.10.2
 	go.uber.org/zap v1.27.1
-	golang.org/x/crypto v0.58.0
 	helm.sh/helm/v4 v4.3.2
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.2
@@ -153,6 +152,7 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect

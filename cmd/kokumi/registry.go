@@ -14,15 +14,28 @@ func runRegistry(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	addr := fs.String("addr", ":5000", "address to listen on")
 	dir := fs.String("dir", "/var/lib/kokumi/registry", "directory the registry stores its content in")
 	verbose := fs.Bool("verbose", false, "log every request")
-	htpasswd := fs.String("htpasswd", "", "htpasswd file (bcrypt) of the users who may pull and push; empty lets anyone who reaches it")
+	credsDir := fs.String("credentials-dir", "/etc/kokumi/registry-credentials",
+		"directory of the Secret "+oci.RegistryCredentialsSecret+" mounted as files: the pusher (pulls and pushes) and the puller (pulls); read again when it changes")
+	noAuth := fs.Bool("insecure-no-auth", false, "let whoever reaches the registry pull and push, without credentials: for tests only")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	reg, err := oci.StartRegistryWithOptions(*addr, oci.RegistryOptions{Dir: *dir, Verbose: *verbose, HTPasswd: *htpasswd})
+	o := oci.RegistryOptions{Dir: *dir, Verbose: *verbose, NoAuth: *noAuth}
+	if !*noAuth {
+		if _, err := oci.ReadRegistryCredentials(*credsDir); err != nil {
+			return fmt.Errorf("refusing to serve without credentials: %w (mount the Secret %s there; Kokumi's controller creates it)", err, oci.RegistryCredentialsSecret)
+		}
+		o.Credentials = func() (oci.RegistryCredentials, error) { return oci.ReadRegistryCredentials(*credsDir) }
+	}
+	reg, err := oci.StartRegistryWithOptions(*addr, o)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "kokumi registry listening on %s, storing in %s\n", reg.Addr, *dir)
+	auth := "signing in the pusher and the puller of " + *credsDir
+	if *noAuth {
+		auth = "WITHOUT AUTHENTICATION (--insecure-no-auth: for tests only)"
+	}
+	fmt.Fprintf(stdout, "kokumi registry listening on %s, storing in %s, %s\n", reg.Addr, *dir, auth)
 	<-ctx.Done()
 	return reg.Stop()
 }

@@ -213,7 +213,10 @@ func (r *OrderReconciler) prepare(ctx context.Context, order *deliveryv1alpha1.O
 	if f != nil {
 		return nil, f
 	}
-	b := r.builder(creds)
+	b, f := r.builder(ctx, creds, order.Namespace)
+	if f != nil {
+		return nil, f
+	}
 	ctx, cancel := context.WithTimeout(ctx, renderTimeout)
 	defer cancel()
 	built, err := b.Build(ctx, in)
@@ -321,12 +324,20 @@ func (r *OrderReconciler) input(order *deliveryv1alpha1.Order, product *delivery
 	return in, nil
 }
 
-func (r *OrderReconciler) builder(creds oci.Credentials) *preparation.Builder {
-	plain := []string{r.Config.BundledRegistry}
-	return &preparation.Builder{
-		Sources: &oci.Client{Credentials: creds, PlainHTTP: plain},
-		Images:  &images.Resolver{Credentials: creds, PlainHTTP: plain},
+// builder pulls and pushes for an Order of namespace: with the Product's credentials, and as
+// the pusher in the bundled registry, where it reaches only namespace's own Preparations and
+// vendored images (vendored under vendor/<namespace>/).
+func (r *OrderReconciler) builder(ctx context.Context, creds oci.Credentials, namespace string) (*preparation.Builder, *failure) {
+	creds, err := r.withPusher(ctx, creds)
+	if err != nil {
+		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
 	}
+	plain := []string{r.Config.BundledRegistry}
+	own := r.ownRepositories(namespace)
+	return &preparation.Builder{
+		Sources: &oci.Client{Credentials: creds, PlainHTTP: plain, Allow: own},
+		Images:  &images.Resolver{Credentials: creds, PlainHTTP: plain, Namespace: namespace, Allow: own},
+	}, nil
 }
 
 // bundled says whether images vendored into registry live in the bundled registry.
@@ -337,7 +348,7 @@ func (r *OrderReconciler) bundled(registry string) bool {
 // artifactRepository is where an Order's Preparations are pushed: the bundled registry,
 // repository kokumi/<namespace>/<order>.
 func (r *OrderReconciler) artifactRepository(order *deliveryv1alpha1.Order) string {
-	return r.Config.BundledRegistry + "/kokumi/" + order.Namespace + "/" + order.Name
+	return r.Config.BundledRegistry + "/" + artifactDir + "/" + order.Namespace + "/" + order.Name
 }
 
 // preparations finds the Order's Preparation with configHash, if any, and its newest one.

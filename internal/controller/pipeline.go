@@ -47,11 +47,15 @@ type Pipeline struct {
 }
 
 // NewPipeline returns the Pipeline of a Kokumi installation: records in the registries Kokumi
-// pushes to, keys in its namespace.
+// pushes to (the bundled one signed in to as the pusher, its credentials read through
+// reader), keys in its namespace.
 func NewPipeline(c client.Client, reader client.Reader, cfg Config) *Pipeline {
+	if reader == nil {
+		reader = c
+	}
 	return &Pipeline{
 		Client:  c,
-		Records: &record.Store{Client: &oci.Client{PlainHTTP: []string{cfg.BundledRegistry}}},
+		Records: &record.Store{Client: pusherClient(reader, cfg)},
 		Keys:    &record.Keys{Client: c, Reader: reader, Namespace: cfg.Namespace},
 	}
 }

@@ -37,10 +37,20 @@ func (e *Error) Error() string { return fmt.Sprintf("image %s: %v", e.Image, e.E
 // Unwrap returns the registry's error.
 func (e *Error) Unwrap() error { return e.Err }
 
+// VendorDir is the top directory of the images vendored for a namespace:
+// <vendor registry>/vendor/<namespace>/<source host>/<path>@<digest>.
+const VendorDir = "vendor"
+
 // Resolver reaches the registries images live in.
 type Resolver struct {
 	// Credentials sign in to registries; other hosts are reached anonymously.
 	Credentials oci.Credentials
+	// Namespace, when set, is the namespace images are vendored for: under
+	// VendorDir/<Namespace>/ of the vendor registry, so that no two namespaces share a copy.
+	Namespace string
+	// Allow, when set, is asked for the repository (host/path) of every image read and every
+	// copy written; its error refuses the image.
+	Allow func(repository string) error
 	// PlainHTTP lists hosts reached over plain HTTP besides loopback ones.
 	PlainHTTP []string
 	// Transport sends the requests; nil means remote.DefaultTransport.
@@ -126,6 +136,9 @@ func (r *Resolver) pin(ctx context.Context, ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := r.allow(parsed.Context()); err != nil {
+		return "", err
+	}
 	if _, ok := parsed.(name.Digest); ok {
 		return ref, nil
 	}
@@ -136,11 +149,23 @@ func (r *Resolver) pin(ctx context.Context, ref string) (string, error) {
 	return withoutTag(ref) + "@" + desc.Digest.String(), nil
 }
 
-// vendor copies the image (every platform of an index) to registry/<source host>/<path> and
-// returns the copy's reference by digest.
+// allow asks Allow about a repository.
+func (r *Resolver) allow(repo name.Repository) error {
+	if r.Allow == nil {
+		return nil
+	}
+	return r.Allow(repo.RegistryStr() + "/" + repo.RepositoryStr())
+}
+
+// vendor copies the image (every platform of an index) to
+// registry/[VendorDir/<Namespace>/]<source host>/<path>, by digest only, and returns the
+// copy's reference by digest.
 func (r *Resolver) vendor(ctx context.Context, ref, registry string) (string, error) {
 	src, err := r.parse(ref)
 	if err != nil {
+		return "", err
+	}
+	if err := r.allow(src.Context()); err != nil {
 		return "", err
 	}
 	opts := r.options(ctx)
@@ -149,7 +174,11 @@ func (r *Resolver) vendor(ctx context.Context, ref, registry string) (string, er
 		return "", fmt.Errorf("fetch: %w", err)
 	}
 	ctxRepo := src.Context()
-	dstRepoName := registry + "/" + strings.ReplaceAll(ctxRepo.RegistryStr(), ":", "-") + "/" + ctxRepo.RepositoryStr()
+	path := strings.ReplaceAll(ctxRepo.RegistryStr(), ":", "-") + "/" + ctxRepo.RepositoryStr()
+	if r.Namespace != "" {
+		path = VendorDir + "/" + r.Namespace + "/" + path
+	}
+	dstRepoName := registry + "/" + path
 	var dstOpts []name.Option
 	if r.plainHTTP(dstRepoName) {
 		dstOpts = append(dstOpts, name.Insecure)
@@ -158,10 +187,11 @@ func (r *Resolver) vendor(ctx context.Context, ref, registry string) (string, er
 	if err != nil {
 		return "", fmt.Errorf("vendor repository %s: %w", dstRepoName, err)
 	}
-	var dst name.Reference = dstRepo.Digest(desc.Digest.String())
-	if tag, ok := src.(name.Tag); ok {
-		dst = dstRepo.Tag(tag.TagStr())
+	if err := r.allow(dstRepo); err != nil {
+		return "", err
 	}
+	// By digest only: a tag would be a name another render could move.
+	dst := dstRepo.Digest(desc.Digest.String())
 	if desc.MediaType.IsIndex() {
 		idx, err := desc.ImageIndex()
 		if err != nil {

@@ -47,6 +47,9 @@ type Client struct {
 	PlainHTTP []string
 	// HTTPClient sends the requests; nil means http.DefaultClient.
 	HTTPClient *http.Client
+	// Allow, when set, is asked before a repository (host/path) is opened; its error refuses
+	// the repository.
+	Allow func(repository string) error
 }
 
 // UsesPlainHTTP says whether a host[:port] is reached over plain HTTP: loopback hosts and
@@ -73,6 +76,11 @@ func (c *Client) Repository(name string) (*remote.Repository, error) {
 	repo, err := remote.NewRepository(name)
 	if err != nil {
 		return nil, fmt.Errorf("parse repository %q: %w", name, err)
+	}
+	if c.Allow != nil {
+		if err := c.Allow(repo.Reference.Registry + "/" + repo.Reference.Repository); err != nil {
+			return nil, err
+		}
 	}
 	repo.PlainHTTP = c.UsesPlainHTTP(repo.Reference.Registry)
 	repo.Client = &auth.Client{

@@ -13,18 +13,8 @@ import (
 
 	// The filesystem storage driver registers itself.
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
-	// The htpasswd access controller registers itself.
-	_ "github.com/distribution/distribution/v3/registry/auth/htpasswd"
 	"github.com/sirupsen/logrus"
 )
-
-// NewRegistryHandler returns the bundled OCI registry (distribution v3) storing its content
-// under dir. It serves /v2/ on the returned handler; ctx ends its background work.
-// distribution logs through logrus, every request at info level and every 404 as an error:
-// verbose keeps those, otherwise only fatal ones are logged.
-func NewRegistryHandler(ctx context.Context, dir string, verbose bool) http.Handler {
-	return newRegistryHandler(ctx, RegistryOptions{Dir: dir, Verbose: verbose})
-}
 
 // RegistryOptions configures the bundled registry.
 type RegistryOptions struct {
@@ -32,32 +22,45 @@ type RegistryOptions struct {
 	Dir string
 	// Verbose logs every request.
 	Verbose bool
-	// HTPasswd, when set, is an htpasswd file (bcrypt) of the users who may pull and push;
-	// without it the registry is open to whoever reaches it.
-	HTPasswd string
+	// Credentials gives the pusher (pulls and pushes) and the puller (pulls); nobody else
+	// gets in. The registry reads them again every 30 seconds, and after a failed sign-in at
+	// most once a second, so that new credentials take effect without a restart. Either
+	// Credentials or NoAuth must be set.
+	Credentials func() (RegistryCredentials, error)
+	// NoAuth lets whoever reaches the registry pull and push: for tests only.
+	NoAuth bool
 }
 
-func newRegistryHandler(ctx context.Context, o RegistryOptions) http.Handler {
-	dir, verbose := o.Dir, o.Verbose
-	if verbose {
+// NewRegistryHandler returns the bundled OCI registry (distribution v3) as o says: content
+// under o.Dir, /v2/ behind Kokumi's authorization (unless o.NoAuth), DELETE refused to
+// everyone, and HealthPath for probes. ctx ends its background work.
+// distribution logs through logrus, every request at info level and every 404 as an error:
+// o.Verbose keeps those, otherwise only fatal ones are logged.
+func NewRegistryHandler(ctx context.Context, o RegistryOptions) (http.Handler, error) {
+	if o.Credentials == nil && !o.NoAuth {
+		return nil, errors.New("the bundled registry needs credentials (or NoAuth, for tests only)")
+	}
+	if o.Verbose {
 		logrus.SetLevel(logrus.InfoLevel)
 	} else {
 		logrus.SetLevel(logrus.FatalLevel)
 	}
 	cfg := &configuration.Configuration{
 		Storage: configuration.Storage{
-			"filesystem": configuration.Parameters{"rootdirectory": dir},
-			"delete":     configuration.Parameters{"enabled": true},
+			"filesystem": configuration.Parameters{"rootdirectory": o.Dir},
+			// Nothing is deleted over the API: Kokumi collects garbage itself.
+			"delete": configuration.Parameters{"enabled": false},
 			"maintenance": configuration.Parameters{
 				"uploadpurging": map[any]any{"enabled": false},
 			},
 		},
 	}
 	cfg.HTTP.Headers = http.Header{"X-Content-Type-Options": []string{"nosniff"}}
-	if o.HTPasswd != "" {
-		cfg.Auth = configuration.Auth{"htpasswd": configuration.Parameters{"realm": "kokumi", "path": o.HTPasswd}}
+	var source func() (RegistryCredentials, error)
+	if !o.NoAuth {
+		source = o.Credentials
 	}
-	return handlers.NewApp(ctx, cfg)
+	return &authorizer{next: handlers.NewApp(ctx, cfg), source: source, now: time.Now}, nil
 }
 
 // Registry is a running bundled registry.
@@ -71,21 +74,27 @@ type Registry struct {
 }
 
 // StartRegistry serves the bundled registry on addr (host:port; port 0 picks one) with its
-// content under dir, until Stop.
+// content under dir, until Stop, without authentication: for tests only.
 func StartRegistry(addr, dir string, verbose bool) (*Registry, error) {
-	return StartRegistryWithOptions(addr, RegistryOptions{Dir: dir, Verbose: verbose})
+	return StartRegistryWithOptions(addr, RegistryOptions{Dir: dir, Verbose: verbose, NoAuth: true})
 }
 
 // StartRegistryWithOptions serves the bundled registry on addr as o says, until Stop.
 func StartRegistryWithOptions(addr string, o RegistryOptions) (*Registry, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	handler, err := NewRegistryHandler(ctx, o)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	r := &Registry{
 		Addr:   ln.Addr().String(),
-		server: &http.Server{Handler: newRegistryHandler(ctx, o), ReadHeaderTimeout: 30 * time.Second},
+		server: &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second},
 		cancel: cancel,
 		done:   make(chan error, 1),
 	}

@@ -65,7 +65,8 @@ func waitListening(ctx context.Context, p *process, addr string) error {
 }
 
 // configureArgoCD creates what Argo CD needs in its namespace on the hub: its settings, its
-// Secret and the AppProject default (which argocd-server would otherwise make).
+// Secret and the AppProject default (which argocd-server would otherwise make). Its credentials
+// of the bundled registry are Kokumi's controller's to keep.
 func (f *Fleet) configureArgoCD(ctx context.Context) error {
 	c, err := f.AdminClient()
 	if err != nil {
@@ -90,9 +91,6 @@ func (f *Fleet) configureArgoCD(ctx context.Context) error {
 		if err := createIfMissing(ctx, c, o); err != nil {
 			return err
 		}
-	}
-	if err := apply(ctx, c, RepositoryCredentials(ns, f.Registry)); err != nil {
-		return err
 	}
 	return createIfMissing(ctx, c, AppProject(ns, "default", AppProjectSpec{
 		SourceRepos:  []string{"*"},
@@ -129,23 +127,6 @@ func AppProject(namespace, name string, spec AppProjectSpec) *unstructured.Unstr
 	_ = json.Unmarshal(data, &m)
 	u.Object["spec"] = m
 	return u
-}
-
-// RepositoryCredentials returns the Argo CD credential template that lets Argo CD pull every
-// repository of an OCI registry served over plain HTTP, such as the bundled registry on loopback.
-func RepositoryCredentials(namespace, registry string) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      "repo-creds-bundled-registry",
-			Namespace: namespace,
-			Labels:    map[string]string{argoCDSecretTypeLabel: "repo-creds", argoCDPartOfLabel: "argocd"},
-		},
-		StringData: map[string]string{
-			"type":                 "oci",
-			"url":                  "oci://" + registry,
-			"insecureOCIForceHttp": "true",
-		},
-	}
 }
 
 // ClusterSecret returns the Argo CD cluster Secret for a member, as an admin (or Kokumi's

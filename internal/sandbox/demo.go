@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -23,6 +24,8 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"helm.sh/helm/v4/pkg/registry"
+
+	"github.com/kokumi-dev/kokumi/internal/oci"
 )
 
 // The demo's chart and image, pushed into the bundled registry at start so that the demo needs
@@ -57,15 +60,16 @@ type Demo struct {
 }
 
 // PushDemo builds the demo image and pushes it, then pushes the chart in chartDir with its image
-// pointed at it, both into the registry at host:port reg (plain HTTP).
-func PushDemo(ctx context.Context, reg, chartDir string) (*Demo, error) {
+// pointed at it, both into the registry at host:port reg (plain HTTP), signed in as pusher
+// (anonymously when pusher is empty).
+func PushDemo(ctx context.Context, reg string, pusher oci.Credential, chartDir string) (*Demo, error) {
 	chart, err := loadChart(chartDir, reg)
 	if err != nil {
 		return nil, err
 	}
 	version := chart.Metadata.AppVersion
 	imageRef := fmt.Sprintf("%s/%s:%s", reg, DemoImageRepository, version)
-	imageDigest, err := pushDemoImage(ctx, imageRef)
+	imageDigest, err := pushDemoImage(ctx, imageRef, pusher)
 	if err != nil {
 		return nil, err
 	}
@@ -82,8 +86,12 @@ func PushDemo(ctx context.Context, reg, chartDir string) (*Demo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the packaged demo chart: %w", err)
 	}
-	client, err := registry.NewClient(registry.ClientOptPlainHTTP(), registry.ClientOptWriter(io.Discard),
-		registry.ClientOptCredentialsFile(filepath.Join(tmp, "registry.json")))
+	opts := []registry.ClientOption{registry.ClientOptPlainHTTP(), registry.ClientOptWriter(io.Discard),
+		registry.ClientOptCredentialsFile(filepath.Join(tmp, "registry.json"))}
+	if pusher.Username != "" {
+		opts = append(opts, registry.ClientOptBasicAuth(pusher.Username, pusher.Password))
+	}
+	client, err := registry.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("create a registry client: %w", err)
 	}
@@ -135,8 +143,8 @@ func loadChart(dir, reg string) (*chartv2.Chart, error) {
 }
 
 // pushDemoImage builds a small image (one layer holding a podinfo placeholder; the simulated
-// nodes run no container) and pushes it to ref; it returns its digest.
-func pushDemoImage(ctx context.Context, ref string) (string, error) {
+// nodes run no container) and pushes it to ref as pusher; it returns its digest.
+func pushDemoImage(ctx context.Context, ref string, pusher oci.Credential) (string, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	body := []byte("#!/bin/sh\necho podinfo: Kokumi's demo image\n")
@@ -176,7 +184,11 @@ func pushDemoImage(ctx context.Context, ref string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("parse %s: %w", ref, err)
 	}
-	if err := remote.Write(tag, img, remote.WithContext(ctx)); err != nil {
+	auth := authn.Anonymous
+	if pusher.Username != "" {
+		auth = &authn.Basic{Username: pusher.Username, Password: pusher.Password}
+	}
+	if err := remote.Write(tag, img, remote.WithContext(ctx), remote.WithAuth(auth)); err != nil {
 		return "", fmt.Errorf("push the demo image to %s: %w", ref, err)
 	}
 	digest, err := img.Digest()

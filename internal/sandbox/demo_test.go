@@ -9,31 +9,36 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 	"github.com/kokumi-dev/kokumi/internal/render"
 )
 
-// The demo's chart and image land in a real registry on loopback, the chart renders with the
+// The demo's chart and image land in a real registry on loopback (with authentication on, as
+// the fleet runs it: the pusher pushes, the puller only reads), the chart renders with the
 // image pointed at that registry, and pushing again gives the same digests, so that a restarted
 // demo renders no new Preparation.
 func TestPushDemoPushesARenderableChartAndItsImageDeterministically(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	reg, err := oci.StartRegistry("127.0.0.1:0", t.TempDir(), false)
+	creds, err := oci.GenerateRegistryCredentials()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = reg.Stop() }()
+	reg := ocitest.StartWithCredentials(t, creds)
 	root, err := FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
 	chartDir := Assets{Root: root}.DemoChartDir()
 
-	first, err := PushDemo(ctx, reg.Addr, chartDir)
+	if _, err := PushDemo(ctx, reg.Addr, creds.Puller, chartDir); err == nil {
+		t.Fatal("the puller pushed the demo")
+	}
+	first, err := PushDemo(ctx, reg.Addr, creds.Pusher, chartDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := PushDemo(ctx, reg.Addr, chartDir)
+	again, err := PushDemo(ctx, reg.Addr, creds.Pusher, chartDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +49,7 @@ func TestPushDemoPushesARenderableChartAndItsImageDeterministically(t *testing.T
 		t.Errorf("chart = %s:%s, want %s:6.14.1", first.ChartURL, first.ChartVersion, want)
 	}
 
-	client := &oci.Client{}
+	client := &oci.Client{Credentials: oci.Credentials{reg.Addr: creds.Puller}}
 	pulled, err := client.Pull(ctx, first.ChartURL, first.ChartVersion)
 	if err != nil {
 		t.Fatal(err)

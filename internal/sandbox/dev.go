@@ -22,6 +22,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/oci"
 )
 
 // DevOptions configures `kokumi dev`.
@@ -95,7 +96,7 @@ func RunDev(ctx context.Context, o DevOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	demo, err := PushDemo(ctx, fleet.Registry, o.Assets.DemoChartDir())
+	demo, err := fleet.PushDemo(ctx, o.Assets.DemoChartDir())
 	if err != nil {
 		return err
 	}
@@ -243,7 +244,8 @@ func printFleet(o DevOptions, f *Fleet, demo *Demo, kubeconfig string, ui uiInfo
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	fmt.Fprintf(o.Out, "\nThe bundled registry holds the demo chart %s:%s (%s)\nand its image %s (%s).\n", demo.ChartURL, demo.ChartVersion, demo.ChartDigest, demo.Image, demo.ImageDigest)
+	fmt.Fprintf(o.Out, "\nThe bundled registry holds the demo chart %s:%s (%s)\nand its image %s (%s);\nit signs in only Kokumi's pusher and Argo CD's puller (Secret %s/%s on the hub).\n",
+		demo.ChartURL, demo.ChartVersion, demo.ChartDigest, demo.Image, demo.ImageDigest, KokumiNamespace, oci.RegistryCredentialsSecret)
 	fmt.Fprintf(o.Out, "\nProcesses (logs in %s):\n", f.LogDir())
 	for _, n := range names {
 		fmt.Fprintf(o.Out, "  %-40s pid %d\n", n, pids[n])

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
@@ -42,7 +43,8 @@ type Fleet struct {
 	RepoServer string
 	// Redis is the host:port of the redis Argo CD uses.
 	Redis string
-	// Registry is the host:port of the bundled registry, which Argo CD pulls from over plain HTTP.
+	// Registry is the host:port of the bundled registry, which Argo CD pulls from over plain
+	// HTTP; it signs in the pusher and the puller of RegistryCredentials.
 	Registry string
 
 	opts    FleetOptions
@@ -54,6 +56,7 @@ type Fleet struct {
 	members  map[string]*Cluster
 	procs    []*process
 	registry *oci.Registry
+	hub      client.Client
 }
 
 // ArgoCDNamespace is where the fleet runs Argo CD on the hub.
@@ -129,6 +132,9 @@ func (f *Fleet) start(ctx context.Context) error {
 		ErrorIfPathMissing: true,
 	}); err != nil {
 		return fmt.Errorf("install the CRDs on the hub: %w", err)
+	}
+	if err := f.seedRegistryCredentials(ctx); err != nil {
+		return err
 	}
 	if err := f.configureArgoCD(ctx); err != nil {
 		return err
@@ -260,22 +266,6 @@ func (f *Fleet) track(p *process) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.procs = append(f.procs, p)
-}
-
-// startRegistry serves the bundled registry, in this process, with its content in the state
-// directory.
-func (f *Fleet) startRegistry() error {
-	addr, err := f.ports.addr("registry")
-	if err != nil {
-		return err
-	}
-	r, err := oci.StartRegistry(addr, filepath.Join(f.opts.StateDir, "registry"), false)
-	if err != nil {
-		return fmt.Errorf("start the bundled registry: %w", err)
-	}
-	f.registry = r
-	f.Registry = r.Addr
-	return nil
 }
 
 // startEtcd starts the one etcd every API server keeps its data in, under its own prefix.

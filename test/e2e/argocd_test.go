@@ -19,15 +19,16 @@ import (
 )
 
 // The fleet's plumbing on its own, without Kokumi's controllers: Argo CD pulls a rendered
-// artifact of the demo chart from the bundled registry over plain HTTP, syncs it to a member
-// through a cluster Secret of the member's identity, and the member's kube-controller-manager,
-// kube-scheduler and KWOK roll the Deployment out until its Pods are Ready.
+// artifact of the demo chart from the bundled registry over plain HTTP (signed in as the puller
+// the controller gave it), syncs it to a member through a cluster Secret of the member's
+// identity, and the member's kube-controller-manager, kube-scheduler and KWOK roll the
+// Deployment out until its Pods are Ready.
 func TestArgoCDSyncsAnArtifactOfTheBundledRegistryToAMember(t *testing.T) {
 	ctx := context.Background()
 	const ns, release = "plumbing", "plumbing"
 	target := fleet.Member("edge-1")
 
-	c := &oci.Client{}
+	c := &oci.Client{Credentials: oci.Credentials{fleet.Registry: registryCreds.Pusher}}
 	chart, err := c.Pull(ctx, demo.ChartURL, demo.ChartVersion)
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +49,10 @@ func TestArgoCDSyncsAnArtifactOfTheBundledRegistryToAMember(t *testing.T) {
 	digest, err := c.PushArtifact(ctx, repo, layer, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Only Argo CD's puller (and Kokumi's pusher) read it: a client without credentials does not.
+	if _, err := (&oci.Client{}).Pull(ctx, repo, digest); err == nil {
+		t.Fatalf("an anonymous client pulled %s@%s from the bundled registry", repo, digest)
 	}
 
 	secret, err := sandbox.ClusterSecret(fleet.ArgoCDNamespace, target)

@@ -14,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/sandbox"
 	"github.com/kokumi-dev/kokumi/internal/server"
 )
@@ -30,6 +32,8 @@ var (
 	assets sandbox.Assets
 	hub    client.Client
 	demo   *sandbox.Demo
+	// registryCreds are the bundled registry's pusher and puller.
+	registryCreds oci.RegistryCredentials
 	// kubeconfig has a context per cluster, the hub's current, for kubectl.
 	kubeconfig string
 )
@@ -79,7 +83,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if demo, err = sandbox.PushDemo(ctx, fleet.Registry, assets.DemoChartDir()); err != nil {
+	// The bundled registry signs in only the pusher and the puller of the hub's Secret.
+	if registryCreds, err = fleet.RegistryCredentials(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if demo, err = fleet.PushDemo(ctx, assets.DemoChartDir()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -94,6 +103,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer stopController()
+	// Argo CD pulls from the bundled registry with the credentials the controller gives it.
+	if err := waitArgoCDRegistryCredentials(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	fmt.Printf("e2e: fleet of %d members up in %s (logs in %s)\n", len(fleet.Members()), time.Since(started).Round(100*time.Millisecond), fleet.LogDir())
 	code := m.Run()
 	if rss, err := fleet.RSS(); err == nil {
@@ -127,7 +141,7 @@ func startController() (stop func(), err error) {
 	}
 	uiBase = "http://" + ln.Addr().String()
 	ui := func(mgr ctrl.Manager, c controller.Config) error {
-		return server.AddToManager(mgr, server.Options{Token: uiToken, ArgoCDNamespace: c.ArgoCDNamespace, Namespace: c.Namespace, BundledRegistry: c.BundledRegistry}, ln)
+		return server.AddToManager(mgr, server.Options{AdminToken: uiToken, ArgoCDNamespace: c.ArgoCDNamespace, Namespace: c.Namespace, BundledRegistry: c.BundledRegistry}, ln)
 	}
 	mgr, err := controller.NewManager(fleet.Hub.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg, Also: []controller.Setup{ui}})
 	if err != nil {
@@ -143,6 +157,24 @@ func startController() (stop func(), err error) {
 		}
 		logFile.Close()
 	}, nil
+}
+
+// waitArgoCDRegistryCredentials waits for the credential template the controller keeps for Argo
+// CD's repo-server in Argo CD's namespace, as it does installed.
+func waitArgoCDRegistryCredentials(ctx context.Context) error {
+	key := client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: controller.ArgoCDRegistryCredentialsSecret}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var s corev1.Secret
+		err := hub.Get(ctx, key, &s)
+		if err == nil && string(s.Data["password"]) == registryCreds.Puller.Password {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the controller did not give Argo CD the bundled registry's puller in %s (%v)", key, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // member returns a clientset of a member cluster as its admin.

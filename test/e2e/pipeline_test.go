@@ -5,8 +5,13 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,14 +144,15 @@ func TestAReleaseFlowsFromStagingToEdgeWithASignedRecord(t *testing.T) {
 
 	// Altered in the registry: cosign refuses it, and so does Kokumi.
 	repository, digest, _ := strings.Cut(ref, "@")
-	recordtest.Tamper(t, repository, digest)
+	// Tampering takes the pusher's credentials: the attacker here holds them.
+	recordtest.Tamper(t, asPusher(t)+strings.TrimPrefix(repository, fleet.Registry), digest)
 	if out, err := cosignVerify(t, dir, keyFile, ref); err == nil || !strings.Contains(out, "no matching attestations") {
 		t.Errorf("stock cosign accepted a tampered record (%v):\n%s", err, out)
 	}
 	keys := &record.Keys{Client: hub, Namespace: sandbox.KokumiNamespace}
 	trusted, err := keys.Trusted(ctx)
 	must(t, err)
-	recs, err := (&record.Store{Client: &oci.Client{}}).Records(ctx, repository, digest, trusted)
+	recs, err := (&record.Store{Client: &oci.Client{Credentials: oci.Credentials{fleet.Registry: registryCreds.Puller}}}).Records(ctx, repository, digest, trusted)
 	must(t, err)
 	for _, r := range recs {
 		if r.Verified {
@@ -156,9 +162,14 @@ func TestAReleaseFlowsFromStagingToEdgeWithASignedRecord(t *testing.T) {
 }
 
 // cosignVerify runs the command of docs/deployment-records.md with stock cosign, with an empty
-// home so that nothing of the machine's is read.
+// home so that nothing of the machine's is read but the docker config that signs in to the
+// bundled registry as the puller (as `cosign login` writes it).
 func cosignVerify(t *testing.T, home, keyFile, ref string) (string, error) {
 	t.Helper()
+	auth := base64.StdEncoding.EncodeToString([]byte(registryCreds.Puller.Username + ":" + registryCreds.Puller.Password))
+	dockerConfig, _ := json.Marshal(map[string]any{"auths": map[string]any{fleet.Registry: map[string]string{"auth": auth}}})
+	must(t, os.MkdirAll(filepath.Join(home, "docker"), 0o700))
+	must(t, os.WriteFile(filepath.Join(home, "docker", "config.json"), dockerConfig, 0o600))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, assets.Cosign(), "verify-attestation", "--key", keyFile, "--insecure-ignore-tlog",
@@ -190,4 +201,20 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// asPusher serves, on loopback, a proxy of the bundled registry that signs every request in as
+// the pusher, for clients that take no credentials (recordtest); it returns its host:port.
+func asPusher(t *testing.T) string {
+	t.Helper()
+	target := &url.URL{Scheme: "http", Host: fleet.Registry}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	direct := proxy.Director
+	proxy.Director = func(r *http.Request) {
+		direct(r)
+		r.SetBasicAuth(registryCreds.Pusher.Username, registryCreds.Pusher.Password)
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
 }

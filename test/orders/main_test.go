@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -25,6 +27,8 @@ var (
 	env *harness.Env
 	// bundled plays the bundled registry: Preparations are pushed there.
 	bundled *oci.Registry
+	// cfg is the controller's configuration.
+	cfg controller.Config
 	// bundledDir holds its content, so that it can be stopped and started again.
 	bundledDir string
 )
@@ -59,7 +63,7 @@ func (s suite) Run() int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(bundledDir) }()
-	bundled, err = oci.StartRegistry("127.0.0.1:0", bundledDir, false)
+	bundled, err = startBundled("127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -68,18 +72,44 @@ func (s suite) Run() int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	cfg = controller.DefaultConfig()
+	cfg.BundledRegistry = bundled.Addr
+	for _, ns := range []string{cfg.Namespace, cfg.ArgoCDNamespace} {
+		if err := env.CreateNamespace(ctx, ns); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cfg := controller.DefaultConfig()
-	cfg.BundledRegistry = bundled.Addr
 	r := &controller.OrderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"), Config: cfg,
 		RetryAfter: 2 * time.Second, Resync: 3 * time.Second, Gate: holdGate}
 	if err := r.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// The controller creates the bundled registry's credentials at start, as it does installed.
+	if err := controller.SetupRegistryCredentials(mgr, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	return harness.RunWithManager(ctx, mgr, s.m.Run)
+}
+
+// startBundled runs the bundled registry as Kokumi ships it, authentication on: it signs in the
+// pusher and the puller of the Secret the controller creates at start, read from the API server
+// (until then nobody gets in).
+func startBundled(addr string) (*oci.Registry, error) {
+	return oci.StartRegistryWithOptions(addr, oci.RegistryOptions{Dir: bundledDir, Credentials: func() (oci.RegistryCredentials, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var s corev1.Secret
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: oci.RegistryCredentialsSecret}, &s); err != nil {
+			return oci.RegistryCredentials{}, err
+		}
+		return oci.ParseRegistryCredentials(s.Data)
+	}})
 }

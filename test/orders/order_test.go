@@ -239,7 +239,7 @@ func TestAutomaticOrderRendersAPinnedPreparationAndPromotesIt(t *testing.T) {
 	if s.Artifact.Ref != wantRef {
 		t.Errorf("artifact ref %s, want %s", s.Artifact.Ref, wantRef)
 	}
-	if !ocitest.Exists(t, strings.TrimPrefix(s.Artifact.Ref, "oci://")) {
+	if !inBundled(t, strings.TrimPrefix(s.Artifact.Ref, "oci://")) {
 		t.Errorf("artifact %s is not in the bundled registry", s.Artifact.Ref)
 	}
 	pins := map[string]string{}
@@ -488,7 +488,7 @@ func TestManifestBundleRendersWithoutHelm(t *testing.T) {
 	if len(preps) != 1 || len(preps[0].Spec.Images) != 1 || preps[0].Spec.Images[0].Pinned != src.podinfoRepo+"@"+src.podinfoDigest {
 		t.Fatalf("preparations %+v", preps)
 	}
-	pulled, err := (&oci.Client{}).Pull(ctx, strings.Split(strings.TrimPrefix(preps[0].Spec.Artifact.Ref, "oci://"), "@")[0], preps[0].Spec.Artifact.Digest)
+	pulled, err := bundledClient(t, registryCredentials(t).Puller).Pull(ctx, strings.Split(strings.TrimPrefix(preps[0].Spec.Artifact.Ref, "oci://"), "@")[0], preps[0].Spec.Artifact.Digest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,9 +524,13 @@ func TestVendorIntoTheBundledRegistry(t *testing.T) {
 		if !prep.Spec.ImagesInBundledRegistry {
 			continue
 		}
+		// Under the namespace's own path, by digest: vendor/<namespace>/<source host>/<path>@sha256:…
 		for _, img := range prep.Spec.Images {
-			if !strings.HasPrefix(img.Pinned, bundled.Addr+"/") || !ocitest.Exists(t, img.Pinned) {
-				t.Errorf("image %s vendored to %s: want it in the bundled registry %s", img.Original, img.Pinned, bundled.Addr)
+			path := strings.TrimPrefix(img.Original, src.reg.Addr+"/")
+			path = path[:strings.LastIndex(path, ":")] // the tag
+			want := bundled.Addr + "/vendor/" + ns + "/" + strings.ReplaceAll(src.reg.Addr, ":", "-") + "/" + path + "@sha256:"
+			if !strings.HasPrefix(img.Pinned, want) || !inBundled(t, img.Pinned) {
+				t.Errorf("image %s vendored to %s: want it in the bundled registry as %s…", img.Original, img.Pinned, want)
 			}
 		}
 	}
@@ -566,7 +570,7 @@ func TestZZBundledRegistryDown(t *testing.T) {
 	})
 
 	var err error
-	if bundled, err = oci.StartRegistry(addr, bundledDir, false); err != nil {
+	if bundled, err = startBundled(addr); err != nil {
 		t.Fatal(err)
 	}
 	// The next retry renders it.

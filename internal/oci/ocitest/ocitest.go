@@ -5,13 +5,10 @@ package ocitest
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/authn"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/random"
@@ -40,27 +37,33 @@ func Start(tb testing.TB) *oci.Registry {
 	return reg
 }
 
-// credentials are the users of the registries StartWithAuth started; the helpers below sign
-// in with them.
+// credentials are the pushers of the registries StartWithCredentials started; the helpers
+// below sign in with them.
 var credentials = oci.Credentials{}
 
-// StartWithAuth runs a registry like Start that only user with password may pull from or
-// push to.
+// StartWithAuth runs a registry like Start that only user with password may push to or pull
+// from (and a puller of its own, whom no test knows).
 func StartWithAuth(tb testing.TB, user, password string) *oci.Registry {
 	tb.Helper()
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	htpasswd := filepath.Join(tb.TempDir(), "htpasswd")
-	if err := os.WriteFile(htpasswd, []byte(user+":"+string(hash)+"\n"), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	reg, err := oci.StartRegistryWithOptions("127.0.0.1:0", oci.RegistryOptions{Dir: tb.TempDir(), HTPasswd: htpasswd})
+	return StartWithCredentials(tb, oci.RegistryCredentials{
+		Pusher: oci.Credential{Username: user, Password: password},
+		Puller: oci.Credential{Username: user + "-puller", Password: password + "-puller"},
+	})
+}
+
+// StartWithCredentials runs a registry like Start with authentication on, as the bundled
+// registry runs: creds.Pusher pulls and pushes, creds.Puller only pulls, nobody deletes. The
+// helpers below push as the pusher.
+func StartWithCredentials(tb testing.TB, creds oci.RegistryCredentials) *oci.Registry {
+	tb.Helper()
+	reg, err := oci.StartRegistryWithOptions("127.0.0.1:0", oci.RegistryOptions{
+		Dir:         tb.TempDir(),
+		Credentials: func() (oci.RegistryCredentials, error) { return creds, nil },
+	})
 	if err != nil {
 		tb.Fatalf("start registry: %v", err)
 	}
-	credentials[reg.Addr] = oci.Credential{Username: user, Password: password}
+	credentials[reg.Addr] = creds.Pusher
 	tb.Cleanup(func() {
 		delete(credentials, reg.Addr)
 		if err := reg.Stop(); err != nil {

@@ -1,0 +1,256 @@
+package oci_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/errcode"
+
+	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
+)
+
+// The tests below play the attacker against the bundled registry on loopback: a pod with no
+// credentials, Argo CD's read-only identity trying to write, and anyone trying to delete.
+
+// status is the HTTP status a registry answered a failed oras or go-containerregistry call with.
+// oras answers a Basic challenge it has no credential for with ErrBasicCredentialNotFound.
+func status(err error) int {
+	if errors.Is(err, auth.ErrBasicCredentialNotFound) {
+		return http.StatusUnauthorized
+	}
+	var oe *errcode.ErrorResponse
+	if errors.As(err, &oe) {
+		return oe.StatusCode
+	}
+	var te *transport.Error
+	if errors.As(err, &te) {
+		return te.StatusCode
+	}
+	return 0
+}
+
+func ggcrAuth(c oci.Credential) remote.Option {
+	if c == (oci.Credential{}) {
+		return remote.WithAuth(authn.Anonymous)
+	}
+	return remote.WithAuth(&authn.Basic{Username: c.Username, Password: c.Password})
+}
+
+func raw(t *testing.T, method, url string, c oci.Credential) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Username != "" {
+		req.SetBasicAuth(c.Username, c.Password)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return resp
+}
+
+func TestBundledRegistryLetsThePusherPushThePullerPullAndNobodyElseInOrDelete(t *testing.T) {
+	ctx := context.Background()
+	creds, err := oci.GenerateRegistryCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := ocitest.StartWithCredentials(t, creds)
+	anonymous := oci.Credential{}
+	wrong := oci.Credential{Username: creds.Pusher.Username, Password: creds.Puller.Password}
+	client := func(c oci.Credential) *oci.Client {
+		if c == anonymous {
+			return &oci.Client{}
+		}
+		return &oci.Client{Credentials: oci.Credentials{reg.Addr: c}}
+	}
+
+	// The pusher (oras) pushes a Preparation-like artifact; go-containerregistry a vendored image.
+	repo := ocitest.Repo(reg, "kokumi/team-a/podinfo")
+	layer, err := oci.TarGz(map[string][]byte{"manifests.yaml": []byte("kind: Secret\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	artifact, err := client(creds.Pusher).PushArtifact(ctx, repo, layer, nil)
+	if err != nil {
+		t.Fatalf("the pusher could not push: %v", err)
+	}
+	image := ocitest.Repo(reg, "vendor/team-a/ghcr.io/app")
+	imageDigest := ocitest.PushImage(t, image+":1", 1)
+	imageRef, err := name.ParseReference(image + "@" + imageDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The /v2/ ping challenges a client without credentials, as registry clients expect.
+	resp := raw(t, http.MethodGet, "http://"+reg.Addr+"/v2/", anonymous)
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != `Basic realm="kokumi-registry"` ||
+		resp.Header.Get("Docker-Distribution-API-Version") != "registry/2.0" {
+		t.Errorf("anonymous ping: %d, WWW-Authenticate %q, API version %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), resp.Header.Get("Docker-Distribution-API-Version"))
+	}
+	if resp := raw(t, http.MethodGet, "http://"+reg.Addr+"/v2/", creds.Puller); resp.StatusCode != http.StatusOK {
+		t.Errorf("the puller's ping: %d, want 200", resp.StatusCode)
+	}
+	if resp := raw(t, http.MethodGet, "http://"+reg.Addr+oci.HealthPath, anonymous); resp.StatusCode != http.StatusOK {
+		t.Errorf("the health check: %d, want 200 without credentials", resp.StatusCode)
+	}
+
+	// Nobody without the right password reads anything.
+	for who, c := range map[string]oci.Credential{"anonymous": anonymous, "a wrong password": wrong} {
+		if _, err := client(c).Pull(ctx, repo, artifact); status(err) != http.StatusUnauthorized {
+			t.Errorf("%s pulled the artifact with oras: %v, want 401", who, err)
+		}
+		if _, err := remote.Head(imageRef, ggcrAuth(c)); status(err) != http.StatusUnauthorized {
+			t.Errorf("%s read the vendored image with go-containerregistry: %v, want 401", who, err)
+		}
+		if resp := raw(t, http.MethodGet, "http://"+reg.Addr+"/v2/_catalog", c); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s listed the catalog: %d, want 401", who, resp.StatusCode)
+		}
+	}
+
+	// The puller reads (both clients sign in after the challenge) and writes nothing.
+	if pulled, err := client(creds.Puller).Pull(ctx, repo, artifact); err != nil || pulled.Digest != artifact {
+		t.Errorf("the puller could not pull with oras: %v", err)
+	}
+	if _, err := remote.Image(imageRef, ggcrAuth(creds.Puller)); err != nil {
+		t.Errorf("the puller could not pull with go-containerregistry: %v", err)
+	}
+	if _, err := client(creds.Puller).PushArtifact(ctx, repo, []byte("evil"), nil); status(err) != http.StatusForbidden {
+		t.Errorf("the puller pushed with oras: %v, want 403", err)
+	}
+	img, err := random.Image(64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(imageRef.Context().Tag("evil"), img, ggcrAuth(creds.Puller)); status(err) != http.StatusForbidden {
+		t.Errorf("the puller pushed with go-containerregistry: %v, want 403", err)
+	}
+
+	// Nobody deletes: anonymous is not signed in, the pusher and the puller are refused.
+	manifestURL := "http://" + reg.Addr + "/v2/kokumi/team-a/podinfo/manifests/" + artifact
+	for who, want := range map[oci.Credential]int{anonymous: http.StatusUnauthorized, creds.Puller: http.StatusMethodNotAllowed, creds.Pusher: http.StatusMethodNotAllowed} {
+		if resp := raw(t, http.MethodDelete, manifestURL, who); resp.StatusCode != want {
+			t.Errorf("DELETE of the manifest as %q: %d, want %d", who.Username, resp.StatusCode, want)
+		}
+	}
+	ociRepo, err := client(creds.Pusher).Repository(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := ociRepo.Resolve(ctx, artifact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ociRepo.Delete(ctx, desc); status(err) != http.StatusMethodNotAllowed {
+		t.Errorf("the pusher deleted the artifact with oras: %v, want 405", err)
+	}
+	if err := remote.Delete(imageRef, ggcrAuth(creds.Pusher)); status(err) != http.StatusMethodNotAllowed {
+		t.Errorf("the pusher deleted the vendored image with go-containerregistry: %v, want 405", err)
+	}
+	layerURL := "http://" + reg.Addr + "/v2/kokumi/team-a/podinfo/blobs/" + imageDigest
+	if resp := raw(t, http.MethodDelete, layerURL, creds.Pusher); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("DELETE of a blob as the pusher: %d, want 405", resp.StatusCode)
+	}
+	if pulled, err := client(creds.Puller).Pull(ctx, repo, artifact); err != nil || pulled.Digest != artifact {
+		t.Errorf("the artifact is gone after the attempts to delete it: %v", err)
+	}
+	if _, err := remote.Head(imageRef, ggcrAuth(creds.Puller)); err != nil {
+		t.Errorf("the vendored image is gone after the attempts to delete it: %v", err)
+	}
+}
+
+func TestBundledRegistrySignsInNewCredentialsWithoutARestart(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	creds, err := oci.GenerateRegistryCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := oci.StartRegistryWithOptions("127.0.0.1:0", oci.RegistryOptions{Dir: t.TempDir(), Credentials: func() (oci.RegistryCredentials, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return creds, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Stop() })
+	repo := ocitest.Repo(reg, "kokumi/team-a/app")
+	push := func(c oci.Credential) error {
+		_, err := (&oci.Client{Credentials: oci.Credentials{reg.Addr: c}}).PushArtifact(ctx, repo, []byte("layer"), nil)
+		return err
+	}
+	old := creds.Pusher
+	if err := push(old); err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := oci.GenerateRegistryCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	creds = rotated
+	mu.Unlock()
+	time.Sleep(1100 * time.Millisecond) // a failed sign-in reads them again, at most once a second
+	if err := push(rotated.Pusher); err != nil {
+		t.Errorf("the new pusher could not push: %v", err)
+	}
+	if err := push(old); status(err) != http.StatusUnauthorized {
+		t.Errorf("the old pusher pushed after the rotation: %v, want 401", err)
+	}
+}
+
+func TestBundledRegistryNeedsCredentialsAndRefusesDeleteEvenWithoutThem(t *testing.T) {
+	if _, err := oci.StartRegistryWithOptions("127.0.0.1:0", oci.RegistryOptions{Dir: t.TempDir()}); err == nil {
+		t.Fatal("a registry started without credentials and without NoAuth")
+	}
+	reg := ocitest.Start(t) // NoAuth, as tests run it
+	digest := ocitest.PushBundle(t, ocitest.Repo(reg, "kokumi/ns/o"), "v1", map[string]string{"a.yaml": "kind: ConfigMap\n"})
+	if resp := raw(t, http.MethodDelete, "http://"+reg.Addr+"/v2/kokumi/ns/o/manifests/"+digest, oci.Credential{}); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("DELETE without authentication: %d, want 405", resp.StatusCode)
+	}
+}
+
+func TestSignInSignsInOnceTheCredentialExists(t *testing.T) {
+	ctx := context.Background()
+	creds, err := oci.GenerateRegistryCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := ocitest.StartWithCredentials(t, creds)
+	var mu sync.Mutex
+	var have *oci.Credential
+	c := &oci.Client{HTTPClient: &http.Client{Transport: &oci.SignIn{Host: reg.Addr, Credential: func(context.Context) (oci.Credential, bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if have == nil {
+			return oci.Credential{}, false, nil
+		}
+		return *have, true, nil
+	}}}}
+	repo := ocitest.Repo(reg, "kokumi/team-a/app")
+	if _, err := c.PushArtifact(ctx, repo, []byte("layer"), nil); status(err) != http.StatusUnauthorized {
+		t.Fatalf("pushed before the credential existed: %v, want 401", err)
+	}
+	mu.Lock()
+	have = &creds.Pusher
+	mu.Unlock()
+	if _, err := c.PushArtifact(ctx, repo, []byte("layer"), nil); err != nil {
+		t.Errorf("the client does not sign in once the credential exists: %v", err)
+	}
+}

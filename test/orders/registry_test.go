@@ -1,0 +1,256 @@
+package orders
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/errcode"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
+)
+
+// The bundled registry runs here as Kokumi ships it: authentication on, with the credentials
+// the controller created at start. The tests play the attackers of issue 16: a pod with no
+// rights, Argo CD's read-only identity writing or deleting, the controller's identity deleting,
+// and a tenant who names another namespace's artifacts in its Product.
+
+// registryCredentials waits for the credentials the controller creates at start.
+func registryCredentials(t *testing.T) oci.RegistryCredentials {
+	t.Helper()
+	var creds oci.RegistryCredentials
+	eventually(t, "the bundled registry's credentials", func() (bool, string) {
+		var s corev1.Secret
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: cfg.Namespace, Name: oci.RegistryCredentialsSecret}, &s); err != nil {
+			return false, err.Error()
+		}
+		var err error
+		creds, err = oci.ParseRegistryCredentials(s.Data)
+		return err == nil, fmt.Sprint(err)
+	})
+	return creds
+}
+
+// bundledClient reaches the bundled registry as c (anonymously when c is empty).
+func bundledClient(t *testing.T, c oci.Credential) *oci.Client {
+	t.Helper()
+	if c == (oci.Credential{}) {
+		return &oci.Client{}
+	}
+	return &oci.Client{Credentials: oci.Credentials{bundled.Addr: c}}
+}
+
+// headAs reads ref (host/repo@digest) with go-containerregistry as c.
+func headAs(t *testing.T, ref string, c oci.Credential) error {
+	t.Helper()
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := authn.Anonymous
+	if c != (oci.Credential{}) {
+		a = &authn.Basic{Username: c.Username, Password: c.Password}
+	}
+	_, err = remote.Head(r, remote.WithAuth(a))
+	return err
+}
+
+// inBundled says whether ref is in the bundled registry, read as the puller.
+func inBundled(t *testing.T, ref string) bool {
+	t.Helper()
+	return headAs(t, ref, registryCredentials(t).Puller) == nil
+}
+
+// statusOf is the HTTP status of a refused oras or go-containerregistry call.
+func statusOf(err error) int {
+	if errors.Is(err, auth.ErrBasicCredentialNotFound) {
+		return http.StatusUnauthorized
+	}
+	var oe *errcode.ErrorResponse
+	if errors.As(err, &oe) {
+		return oe.StatusCode
+	}
+	var te *transport.Error
+	if errors.As(err, &te) {
+		return te.StatusCode
+	}
+	return 0
+}
+
+func TestControllerCreatesTheRegistryCredentialsAndArgoCDsAtStart(t *testing.T) {
+	ctx := context.Background()
+	creds := registryCredentials(t)
+	if creds.Pusher.Username != oci.DefaultPusher || creds.Puller.Username != oci.DefaultPuller ||
+		len(creds.Pusher.Password) < 40 || len(creds.Puller.Password) < 40 || creds.Pusher.Password == creds.Puller.Password {
+		t.Errorf("credentials: pusher %q (%d characters), puller %q (%d characters): want two users with distinct long random passwords",
+			creds.Pusher.Username, len(creds.Pusher.Password), creds.Puller.Username, len(creds.Puller.Password))
+	}
+	var argo corev1.Secret
+	eventually(t, "Argo CD's credentials of the bundled registry", func() (bool, string) {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: cfg.ArgoCDNamespace, Name: controller.ArgoCDRegistryCredentialsSecret}, &argo)
+		return err == nil, fmt.Sprint(err)
+	})
+	want := map[string]string{
+		"type": "oci", "url": "oci://" + bundled.Addr + "/", "username": creds.Puller.Username, "password": creds.Puller.Password,
+		"insecureOCIForceHttp": "true",
+	}
+	for key, value := range want {
+		if string(argo.Data[key]) != value {
+			t.Errorf("Argo CD's Secret has %s=%q, want %q", key, argo.Data[key], value)
+		}
+	}
+	if len(argo.Data) != len(want) || argo.Labels["argocd.argoproj.io/secret-type"] != "repo-creds" {
+		t.Errorf("Argo CD's Secret: labels %v, keys %d: want a repo-creds template of the puller and nothing else", argo.Labels, len(argo.Data))
+	}
+
+	// A controller that starts again keeps the credentials the registry already signs in.
+	again, err := (&controller.RegistryCredentialsKeeper{Client: env.Client, Reader: env.Client, Config: cfg}).Ensure(ctx)
+	if err != nil || again != creds {
+		t.Errorf("a second start gave other credentials (%v)", err)
+	}
+}
+
+func TestAttackersCannotReadPushOrDeleteInTheBundledRegistry(t *testing.T) {
+	ctx := context.Background()
+	creds := registryCredentials(t)
+	src := newSource(t)
+	ns := newNamespace(t)
+	p := src.product(t, ns, "secret", "", src.values("token: s3cr3t"))
+	p.Spec.Images.Policy = v1.ImagePolicyVendor
+	if err := env.Client.Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	order(t, ns, "secret", "secret", "", v1.PromotionManual)
+	var prep v1.Preparation
+	eventually(t, "a vendored Preparation pushed with authentication on", func() (bool, string) {
+		for _, p := range preparations(t, ns, "secret") {
+			if p.Spec.ImagesInBundledRegistry {
+				prep = p
+				return true, ""
+			}
+		}
+		return false, readyMessage(getOrder(t, ns, "secret"))
+	})
+	repository, digest, _ := strings.Cut(oci.TrimScheme(prep.Spec.Artifact.Ref), "@")
+	vendored := prep.Spec.Images[0].Pinned
+	anonymous := oci.Credential{}
+
+	// A pod with no rights reads neither the rendered manifests nor a vendored image.
+	if _, err := bundledClient(t, anonymous).Pull(ctx, repository, digest); statusOf(err) != http.StatusUnauthorized {
+		t.Errorf("an anonymous client pulled the Preparation %s: %v, want 401", prep.Spec.Artifact.Ref, err)
+	}
+	if err := headAs(t, vendored, anonymous); statusOf(err) != http.StatusUnauthorized {
+		t.Errorf("an anonymous client read the vendored image %s: %v, want 401", vendored, err)
+	}
+	if err := headAs(t, vendored, oci.Credential{Username: creds.Puller.Username, Password: creds.Pusher.Password}); statusOf(err) != http.StatusUnauthorized {
+		t.Errorf("the puller with the pusher's password read %s: %v, want 401", vendored, err)
+	}
+
+	// Argo CD's puller reads them, and writes nothing.
+	if pulled, err := bundledClient(t, creds.Puller).Pull(ctx, repository, digest); err != nil || pulled.Digest != digest {
+		t.Errorf("the puller could not pull the Preparation: %v", err)
+	}
+	if err := headAs(t, vendored, creds.Puller); err != nil {
+		t.Errorf("the puller could not read the vendored image: %v", err)
+	}
+	if _, err := bundledClient(t, creds.Puller).PushArtifact(ctx, repository, []byte("evil"), nil); statusOf(err) != http.StatusForbidden {
+		t.Errorf("the puller pushed to %s: %v, want 403", repository, err)
+	}
+
+	// Nobody deletes what Argo CD syncs: not the puller, not the pusher.
+	for who, c := range map[string]oci.Credential{"the puller": creds.Puller, "the pusher": creds.Pusher} {
+		repo, err := bundledClient(t, c).Repository(repository)
+		if err != nil {
+			t.Fatal(err)
+		}
+		desc, err := repo.Resolve(ctx, digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := repo.Delete(ctx, desc); statusOf(err) != http.StatusMethodNotAllowed {
+			t.Errorf("%s deleted the Preparation: %v, want 405", who, err)
+		}
+		r, err := name.ParseReference(vendored)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Delete(r, remote.WithAuth(&authn.Basic{Username: c.Username, Password: c.Password})); statusOf(err) != http.StatusMethodNotAllowed {
+			t.Errorf("%s deleted the vendored image: %v, want 405", who, err)
+		}
+	}
+	if !inBundled(t, repository+"@"+digest) || !inBundled(t, vendored) {
+		t.Error("the Preparation or its vendored image is gone")
+	}
+}
+
+func TestAnOrderReadsNoOtherNamespacesArtifactsFromTheBundledRegistry(t *testing.T) {
+	ctx := context.Background()
+	src := newSource(t)
+	victim := newNamespace(t)
+	p := src.product(t, victim, "app", "", src.values("password: hunter2"))
+	p.Spec.Images.Policy = v1.ImagePolicyVendor
+	if err := env.Client.Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	order(t, victim, "app", "app", "", v1.PromotionManual)
+	var prep v1.Preparation
+	eventually(t, "the victim's vendored Preparation", func() (bool, string) {
+		for _, p := range preparations(t, victim, "app") {
+			if p.Spec.ImagesInBundledRegistry {
+				prep = p
+				return true, ""
+			}
+		}
+		return false, readyMessage(getOrder(t, victim, "app"))
+	})
+	repository, digest, _ := strings.Cut(oci.TrimScheme(prep.Spec.Artifact.Ref), "@")
+	attacker := newNamespace(t)
+
+	// The victim's Preparation as the attacker's source: the controller would pull it as the
+	// pusher and render the victim's manifests into the attacker's Preparation.
+	steal := &v1.Product{ObjectMeta: metav1.ObjectMeta{Name: "steal", Namespace: attacker},
+		Spec: v1.ProductSpec{Source: v1.ProductSource{URL: "oci://" + repository, Version: digest}}}
+	if err := env.Client.Create(ctx, steal); err != nil {
+		t.Fatal(err)
+	}
+	order(t, attacker, "steal", "steal", "", v1.PromotionManual)
+	o := waitReady(t, attacker, "steal", v1.ReasonSourceNotFound)
+	if !strings.Contains(readyMessage(o), "belongs to namespace "+victim) {
+		t.Errorf("the attacker's Order says %q, want a refusal naming the victim's namespace", readyMessage(o))
+	}
+
+	// The victim's vendored image (pulled with the victim's own registry credentials) as an
+	// image of the attacker's bundle, copied into the attacker's namespace.
+	vendored := prep.Spec.Images[0].Pinned
+	bundle := "oci://" + ocitest.Repo(src.reg, "bundles/steal")
+	ocitest.PushBundle(t, oci.TrimScheme(bundle), "v1", map[string]string{
+		"deploy.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: steal}\nspec:\n  template:\n    spec:\n      containers:\n      - {name: c, image: " + vendored + "}\n",
+	})
+	copyImage := &v1.Product{ObjectMeta: metav1.ObjectMeta{Name: "copy", Namespace: attacker},
+		Spec: v1.ProductSpec{Source: v1.ProductSource{URL: bundle, Version: "v1"}, Images: v1.ImageSpec{Policy: v1.ImagePolicyVendor}}}
+	if err := env.Client.Create(ctx, copyImage); err != nil {
+		t.Fatal(err)
+	}
+	order(t, attacker, "copy", "copy", "", v1.PromotionManual)
+	o = waitReady(t, attacker, "copy", v1.ReasonImageResolutionFailed)
+	if !strings.Contains(readyMessage(o), "belongs to namespace "+victim) {
+		t.Errorf("the attacker's Order says %q, want a refusal naming the victim's namespace", readyMessage(o))
+	}
+	if n := len(preparations(t, attacker, "steal")) + len(preparations(t, attacker, "copy")); n != 0 {
+		t.Errorf("the attacker got %d Preparations", n)
+	}
+}
