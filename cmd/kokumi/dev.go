@@ -57,7 +57,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			cfg.Namespace = s.Namespace
 			cfg.ArgoCDNamespace = s.ArgoCDNamespace
 			cfg.BundledRegistry = s.Registry
-			ui := serverSetup(server.Options{Addr: s.UIAddr, Token: s.UIToken, Namespace: cfg.Namespace, BundledRegistry: cfg.BundledRegistry})
+			// The demo keeps its admin token; people may also sign in with a token of the hub.
+			ui := serverSetup(server.Options{Addr: s.UIAddr, AdminToken: s.UIToken, Namespace: cfg.Namespace, BundledRegistry: cfg.BundledRegistry})
 			mgr, err := controller.NewManager(hub, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg, Also: []controller.Setup{ui}})
 			if err != nil {
 				return err

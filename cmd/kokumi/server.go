@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,31 +28,53 @@ func serverSetup(o server.Options) controller.Setup {
 	}
 }
 
-// readToken reads the admin token from a file, or from KOKUMI_TOKEN when no file is given.
-func readToken(path string) (string, error) {
+// readAdminToken reads the opt-in admin token from a file, or from KOKUMI_TOKEN when no file is
+// given; "" (no admin token: only Kubernetes identities sign in) when neither is set.
+func readAdminToken(path string) (string, error) {
 	if path == "" {
-		if t := strings.TrimSpace(os.Getenv("KOKUMI_TOKEN")); t != "" {
-			return t, nil
-		}
-		return "", errors.New("no token: set --token-file (such as a mounted Secret) or KOKUMI_TOKEN")
+		return strings.TrimSpace(os.Getenv("KOKUMI_TOKEN")), nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("read --token-file: %w", err)
+		return "", fmt.Errorf("read --admin-token-file: %w", err)
 	}
 	t := strings.TrimSpace(string(data))
 	if t == "" {
-		return "", fmt.Errorf("--token-file %s is empty: write a long random token into it", path)
+		return "", fmt.Errorf("--admin-token-file %s is empty: write a long random token into it, or drop the flag", path)
 	}
 	return t, nil
 }
+
+// optionalBool is a boolean flag that knows whether it was set.
+type optionalBool struct{ value *bool }
+
+func (b *optionalBool) String() string {
+	if b == nil || b.value == nil {
+		return ""
+	}
+	return strconv.FormatBool(*b.value)
+}
+
+func (b *optionalBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("not a boolean: %w", err)
+	}
+	b.value = &v
+	return nil
+}
+
+// IsBoolFlag lets the flag be given without a value.
+func (b *optionalBool) IsBoolFlag() bool { return true }
 
 func runServer(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("server", stderr)
 	var o server.Options
 	var mgrOpts controller.Options
 	fs.StringVar(&o.Addr, "bind-address", ":8090", "address the API and UI listen on")
-	tokenFile := fs.String("token-file", "", "file holding the admin token (default: the KOKUMI_TOKEN environment variable)")
+	tokenFile := fs.String("admin-token-file", "", "opt in to an admin token (for a demo): the file holding it; whoever holds it acts with the server's own ServiceAccount (default: the KOKUMI_TOKEN environment variable, else none: only Kubernetes identities sign in)")
+	var secure optionalBool
+	fs.Var(&secure, "secure-cookies", "mark the session cookie Secure, as behind a TLS-terminating proxy (default: on unless --bind-address is a loopback address; always on with --tls-cert-file)")
 	fs.DurationVar(&o.SessionTTL, "session-ttl", 12*time.Hour, "how long a login lasts")
 	fs.StringVar(&o.ArgoCDURL, "argocd-url", "", "base address of Argo CD's UI, such as https://argocd.example.com; Application rows link there")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serve HTTPS with this certificate (with --tls-key-file)")
@@ -67,11 +90,11 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
 		return errors.New("set both --tls-cert-file and --tls-key-file, or neither")
 	}
-	token, err := readToken(*tokenFile)
+	token, err := readAdminToken(*tokenFile)
 	if err != nil {
 		return err
 	}
-	o.Token = token
+	o.AdminToken, o.SecureCookies = token, secure.value
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -81,7 +104,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting the API and UI server", "address", o.Addr)
+	ctrl.Log.Info("starting the API and UI server", "address", o.Addr, "adminToken", o.AdminToken != "")
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run the server: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
@@ -136,7 +137,9 @@ func changesOf(kind string, o client.Object) []Change {
 }
 
 // events streams changes as server-sent events: "change" with a Change as data, "resync" when
-// the client fell behind and should fetch everything it shows again.
+// the client fell behind and should fetch everything it shows again. A change is sent only to a
+// person who may list its kind in its namespace (maySee); when RBAC cannot be asked, it is not
+// sent.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -168,6 +171,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				fmt.Fprint(w, "event: resync\ndata: {}\n\n")
 			}
 		case c := <-sub.ch:
+			if ok, err := s.maySee(r.Context(), c); err != nil || !ok {
+				if err != nil {
+					logf.FromContext(r.Context()).Error(err, "an event is not sent", "kind", c.Kind, "namespace", c.Namespace)
+				}
+				continue
+			}
 			data, err := json.Marshal(c)
 			if err != nil {
 				continue

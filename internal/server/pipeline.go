@@ -248,7 +248,7 @@ func (s *Server) readRecords(ctx context.Context, prep *v1.Preparation, reposito
 	if err != nil {
 		err = fmt.Errorf("read the records from %s: %w", repository, err)
 	}
-	s.records.put(key, recs, err)
+	s.records.put(key, recordEntry{records: recs, err: err}, s.records.now().Add(recordsTTL))
 	return recs, err
 }
 
@@ -258,39 +258,14 @@ func artifactRepository(prep *v1.Preparation) string {
 	return repository
 }
 
-// recordCache keeps what was read of an artifact's records for recordsTTL.
-type recordCache struct {
-	mu      sync.Mutex
-	entries map[string]recordEntry
-}
-
+// recordEntry is what was read of an artifact's records, kept for recordsTTL.
 type recordEntry struct {
 	records []record.Record
 	err     error
-	at      time.Time
 }
 
-// maxCachedArtifacts bounds the cache; it starts afresh when full.
+// maxCachedArtifacts bounds the artifacts whose records are kept.
 const maxCachedArtifacts = 512
-
-func (c *recordCache) get(key string) (recordEntry, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[key]
-	if !ok || time.Since(e.at) > recordsTTL {
-		return recordEntry{}, false
-	}
-	return e, true
-}
-
-func (c *recordCache) put(key string, recs []record.Record, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil || len(c.entries) >= maxCachedArtifacts {
-		c.entries = map[string]recordEntry{}
-	}
-	c.entries[key] = recordEntry{records: recs, err: err, at: time.Now()}
-}
 
 // trustedKeys reads the trusted public keys at most every keysTTL. A failed read is not kept,
 // nor an empty list (the controller has not made its key yet, and soon will).

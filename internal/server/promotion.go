@@ -13,7 +13,8 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 )
 
-// The server promotes a Preparation by patching the Serving's spec.preparationName.
+// The server promotes a Preparation by patching the Serving's spec.preparationName: as the
+// person who asks (impersonating them), or with its own ServiceAccount for the admin token.
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings,verbs=patch
 
 // MaxPreparations caps the Preparations the Serving page offers, newest first.
@@ -102,7 +103,8 @@ func promotionOf(sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *Promo
 
 // promote points a Serving of a Manual Order at one of the Order's Ready Preparations that has
 // passed the stages its Environment requires, as `kubectl patch serving …
-// spec.preparationName` does.
+// spec.preparationName` does, as the person who asks: one who may not patch the Serving is
+// refused before anything of it is read, and the API server's RBAC decides the patch itself.
 func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 	var req PromoteRequest
 	if !readJSON(w, r, &req) {
@@ -111,6 +113,14 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var sv v1.Serving
 	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
+	if !s.authorize(w, r, access{verb: "patch", group: deliveryGroup, resource: "servings", namespace: key.Namespace, name: key.Name}) {
+		return
+	}
+	as, err := s.clientFor(ctx)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
 	if err := s.client.Get(ctx, key, &sv); err != nil {
 		writeAPIError(w, "get Serving "+key.String(), err)
 		return
@@ -164,7 +174,7 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 	}
 	patch := client.MergeFrom(sv.DeepCopy())
 	sv.Spec.PreparationName = prep.Name
-	if err := s.client.Patch(ctx, &sv, patch); err != nil {
+	if err := as.Patch(ctx, &sv, patch); err != nil {
 		writeAPIError(w, "promote "+prep.Name, err)
 		return
 	}

@@ -1,11 +1,14 @@
 // Package server is Kokumi's API and UI: a small REST API over Servings, Clusters,
-// Environments, Products and Orders, server-sent events that tell the UI what changed, one
-// admin token for login, and the web UI embedded in the binary.
+// Environments, Products and Orders, server-sent events that tell the UI what changed, a login
+// with Kubernetes identities, and the web UI embedded in the binary.
 //
-// The server reads through the manager's cache, so a page costs no request to the API server
-// (but for the public keys of deployment records, which it may only get), and writes with its
-// own ServiceAccount (new Orders, and promotions); whoever holds the token may order and
-// promote.
+// A person signs in with a token the API server accepts (a ServiceAccount token, an OIDC
+// id-token), checked with a TokenReview. The server reads through the manager's cache, so a page
+// costs no request to the API server (but for the public keys of deployment records, which it
+// may only get), and shows only what RBAC lets that person list or get, asked with
+// SubjectAccessReviews and cached briefly; it writes (new Orders, promotions) impersonating the
+// person, so the API server's RBAC decides. An opt-in admin token (the demo's) acts with the
+// server's own ServiceAccount and is asked nothing.
 package server
 
 import (
@@ -26,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -37,11 +41,14 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/record"
 )
 
-// The server reads what the UI shows and creates Orders; promotion.go adds the patch of Servings,
-// publickeys.go the read of the public keys in Kokumi's namespace.
+// The server reads what the UI shows; the opt-in admin token creates Orders with the server's
+// own ServiceAccount (people do it as themselves, authz.go); promotion.go adds the patch of
+// Servings, publickeys.go the read of the public keys in Kokumi's namespace, auth.go and authz.go
+// what checks tokens, asks RBAC and impersonates.
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings;clusters;environments;products;orders;preparations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=orders,verbs=create
 // +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=applications,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=argocd,resources=secrets,resourceNames=kokumi-bundled-registry,verbs=get
 
 //go:embed ui
 var uiFiles embed.FS
@@ -53,9 +60,10 @@ const maxBody = 1 << 20
 type Options struct {
 	// Addr is the address to listen on, such as ":8090".
 	Addr string
-	// Token is the admin token; logging in with it, or sending it as a bearer token, allows
-	// everything the API offers. It must not be empty.
-	Token string
+	// AdminToken is the opt-in admin token (the demo's): logging in with it, or sending it as a
+	// bearer token, allows everything the API offers, done with the server's own
+	// ServiceAccount. Empty (the default) signs in Kubernetes identities only.
+	AdminToken string
 	// SessionTTL is how long a login lasts.
 	SessionTTL time.Duration
 	// ArgoCDNamespace is where Kokumi's Applications live.
@@ -65,6 +73,9 @@ type Options struct {
 	ArgoCDURL string
 	// TLSCertFile and TLSKeyFile serve HTTPS when both are set.
 	TLSCertFile, TLSKeyFile string
+	// SecureCookies marks the session cookie Secure, as it must be behind a TLS-terminating
+	// proxy; nil means on unless Addr is a loopback address. Serving TLS always marks it.
+	SecureCookies *bool
 	// Namespace is Kokumi's own namespace, where the public keys of deployment records are
 	// listed; empty means controller.DefaultConfig's.
 	Namespace string
@@ -75,24 +86,32 @@ type Options struct {
 
 // Server serves the API and the UI.
 type Server struct {
-	opts   Options
+	opts Options
+	// config reaches the API server as the server's ServiceAccount; clientFor impersonates
+	// people with copies of it.
+	config *rest.Config
 	client client.Client
 	// reader reads without a cache what the server may only get: the public keys.
 	reader    client.Reader
 	informers cache.Informers
 	auth      *auth
+	authz     *authorizer
 	broker    *broker
+	// secureCookies marks the session cookie Secure.
+	secureCookies bool
 	// pipeline decides promotions as the Serving reconciler does; its Records and Keys read
 	// the deployment records the Serving page shows.
 	pipeline *controller.Pipeline
-	records  *recordCache
+	records  *ttlCache[string, recordEntry]
 }
 
-// New returns a server that reads and writes through c, reads the public keys through reader,
-// and watches through informers: usually a manager's client, API reader and cache.
-func New(c client.Client, reader client.Reader, informers cache.Informers, o Options) (*Server, error) {
-	if o.Token == "" {
-		return nil, errors.New("the server needs a token: set --token-file or KOKUMI_TOKEN")
+// New returns a server that reads through c, checks tokens and asks RBAC with c, reads the
+// public keys through reader, watches through informers, and writes as the signed-in person with
+// impersonating clients made from cfg (or through c for the admin token): usually a manager's
+// config, client, API reader and cache.
+func New(cfg *rest.Config, c client.Client, reader client.Reader, informers cache.Informers, o Options) (*Server, error) {
+	if cfg == nil {
+		return nil, errors.New("the server needs a rest config to act as the people who sign in")
 	}
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = 12 * time.Hour
@@ -107,14 +126,17 @@ func New(c client.Client, reader client.Reader, informers cache.Informers, o Opt
 	if o.BundledRegistry == "" {
 		o.BundledRegistry = d.BundledRegistry
 	}
-	cfg := controller.Config{Namespace: o.Namespace, ArgoCDNamespace: o.ArgoCDNamespace, BundledRegistry: o.BundledRegistry}
-	p := controller.NewPipeline(c, reader, cfg)
+	kokumi := controller.Config{Namespace: o.Namespace, ArgoCDNamespace: o.ArgoCDNamespace, BundledRegistry: o.BundledRegistry}
+	p := controller.NewPipeline(c, reader, kokumi)
 	// The keys are read without the cache, which would list and watch every ConfigMap of the
 	// cluster: the server may only get the one in Kokumi's namespace.
 	p.Keys = &trustedKeys{source: &record.Keys{Client: uncached{Client: c, reader: reader}, Namespace: o.Namespace}}
+	// Records are read as the bundled registry's puller, Argo CD's read-only identity.
+	p.Records = &record.Store{Client: controller.PullerClient(reader, kokumi)}
 	return &Server{
-		opts: o, client: c, reader: reader, informers: informers, auth: newAuth(o.Token, o.SessionTTL), broker: newBroker(),
-		pipeline: p, records: &recordCache{},
+		opts: o, config: cfg, client: c, reader: reader, informers: informers,
+		auth: newAuth(o.AdminToken, c, o.SessionTTL), authz: newAuthorizer(c), broker: newBroker(),
+		secureCookies: o.secureCookies(), pipeline: p, records: newTTLCache[string, recordEntry](maxCachedArtifacts),
 	}, nil
 }
 
@@ -165,11 +187,15 @@ func withSecurityHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// AddToManager runs a server in mgr, reading and writing through the manager's client, reading
-// the public keys through its API reader and watching through its cache: on ln, or on o.Addr
-// when ln is nil.
+// AddToManager runs a server in mgr, reading through the manager's client, reading the public
+// keys through its API reader, watching through its cache and acting as people with its config:
+// on ln, or on o.Addr when ln is nil. With ln and no o.Addr, ln's address decides whether the
+// session cookie is Secure by default.
 func AddToManager(mgr manager.Manager, o Options, ln net.Listener) error {
-	s, err := New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetCache(), o)
+	if ln != nil && o.Addr == "" {
+		o.Addr = ln.Addr().String()
+	}
+	s, err := New(mgr.GetConfig(), mgr.GetClient(), mgr.GetAPIReader(), mgr.GetCache(), o)
 	if err != nil {
 		return err
 	}
@@ -229,19 +255,29 @@ func (s *Server) Start(ctx context.Context) error {
 // NeedLeaderElection is false: every replica serves.
 func (s *Server) NeedLeaderElection() bool { return false }
 
+// listServings lists the Servings of the namespaces the person may list Servings in (of one,
+// with ?namespace=, which they must be allowed to list).
 func (s *Server) listServings(w http.ResponseWriter, r *http.Request) {
 	var list v1.ServingList
 	var opts []client.ListOption
 	if ns := r.URL.Query().Get("namespace"); ns != "" {
+		if !s.authorize(w, r, access{verb: "list", group: deliveryGroup, resource: "servings", namespace: ns}) {
+			return
+		}
 		opts = append(opts, client.InNamespace(ns))
 	}
 	if err := s.client.List(r.Context(), &list, opts...); err != nil {
 		writeAPIError(w, "list Servings", err)
 		return
 	}
-	out := make([]ServingSummary, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, summarizeServing(&list.Items[i]))
+	items, err := keepListable(s, r.Context(), deliveryGroup, "servings", list.Items, func(sv *v1.Serving) string { return sv.Namespace })
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	out := make([]ServingSummary, 0, len(items))
+	for i := range items {
+		out = append(out, summarizeServing(&items[i]))
 	}
 	writeTable(w, out, func(a, b ServingSummary) bool {
 		if a.Namespace != b.Namespace {
@@ -251,9 +287,15 @@ func (s *Server) listServings(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// getServing answers the Serving page to a person who may get the Serving; its Order's
+// promotion, pipeline and deployment records only when they may also get Orders and list
+// Preparations there.
 func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
 	var sv v1.Serving
 	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
+	if !s.authorize(w, r, access{verb: "get", group: deliveryGroup, resource: "servings", namespace: key.Namespace, name: key.Name}) {
+		return
+	}
 	if err := s.client.Get(r.Context(), key, &sv); err != nil {
 		writeAPIError(w, "get Serving "+key.String(), err)
 		return
@@ -267,6 +309,17 @@ func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
 	}
 	d := ServingDetail{ServingSummary: summarizeServing(&sv)}
 	d.Rows, d.RowsOmitted = servingRows(&sv, apps, s.opts.ArgoCDURL)
+	readsOrder, err := s.may(r.Context(),
+		access{verb: "get", group: deliveryGroup, resource: "orders", namespace: sv.Namespace, name: sv.Spec.OrderRef.Name},
+		access{verb: "list", group: deliveryGroup, resource: "preparations", namespace: sv.Namespace})
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	if !readsOrder {
+		writeJSON(w, http.StatusOK, d)
+		return
+	}
 	order, err := s.orderOf(r.Context(), &sv)
 	if err != nil {
 		writeAPIError(w, "get the Serving's Order", err)
@@ -283,7 +336,11 @@ func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
+// listClusters lists the Clusters to a person who may list them.
 func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) {
+	if !s.authorize(w, r, access{verb: "list", group: deliveryGroup, resource: "clusters"}) {
+		return
+	}
 	var list v1.ClusterList
 	if err := s.client.List(r.Context(), &list); err != nil {
 		writeAPIError(w, "list Clusters", err)
@@ -296,9 +353,14 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) {
 	writeTable(w, out, func(a, b ClusterSummary) bool { return a.Name < b.Name })
 }
 
+// getCluster answers the Cluster page to a person who may get the Cluster; its deployments
+// are those of the namespaces they may list Servings in.
 func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 	var c v1.Cluster
 	name := r.PathValue("name")
+	if !s.authorize(w, r, access{verb: "get", group: deliveryGroup, resource: "clusters", name: name}) {
+		return
+	}
 	if err := s.client.Get(r.Context(), client.ObjectKey{Name: name}, &c); err != nil {
 		writeAPIError(w, "get Cluster "+name, err)
 		return
@@ -310,12 +372,23 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, "list the Cluster's Applications", err)
 		return
 	}
+	apps, err = keepListable(s, r.Context(), deliveryGroup, "servings", apps, func(app *unstructured.Unstructured) string {
+		return app.GetLabels()[argocd.LabelServingNamespace]
+	})
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
 	d := ClusterDetail{ClusterSummary: summarizeCluster(&c)}
 	d.Deployments, d.DeploymentsOmitted = clusterDeployments(apps, s.opts.ArgoCDURL)
 	writeJSON(w, http.StatusOK, d)
 }
 
+// listEnvironments lists a namespace's Environments to a person who may list them.
 func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) {
+	if !s.authorize(w, r, access{verb: "list", group: deliveryGroup, resource: "environments", namespace: r.PathValue("ns")}) {
+		return
+	}
 	var list v1.EnvironmentList
 	if err := s.client.List(r.Context(), &list, client.InNamespace(r.PathValue("ns"))); err != nil {
 		writeAPIError(w, "list Environments", err)
@@ -336,7 +409,11 @@ type ProductSummary struct {
 	Ready           Condition `json:"ready"`
 }
 
+// listProducts lists a namespace's Products to a person who may list them.
 func (s *Server) listProducts(w http.ResponseWriter, r *http.Request) {
+	if !s.authorize(w, r, access{verb: "list", group: deliveryGroup, resource: "products", namespace: r.PathValue("ns")}) {
+		return
+	}
 	var list v1.ProductList
 	if err := s.client.List(r.Context(), &list, client.InNamespace(r.PathValue("ns"))); err != nil {
 		writeAPIError(w, "list Products", err)
@@ -367,15 +444,22 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
+// createOrder creates an Order as the person who asks (the API server's RBAC decides), picking
+// the namespace's only Environment when none is named.
 func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 	ns := r.PathValue("ns")
 	var req OrderRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
+	c, err := s.clientFor(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
 	if req.Environment == "" {
 		var envs v1.EnvironmentList
-		if err := s.client.List(r.Context(), &envs, client.InNamespace(ns)); err != nil {
+		if err := c.List(r.Context(), &envs, client.InNamespace(ns)); err != nil {
 			writeAPIError(w, "list Environments", err)
 			return
 		}
@@ -396,7 +480,7 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 			Promotion:       v1.Promotion{Mode: v1.PromotionMode(req.Promotion)},
 		},
 	}
-	if err := s.client.Create(r.Context(), o); err != nil {
+	if err := c.Create(r.Context(), o); err != nil {
 		writeAPIError(w, "create Order "+ns+"/"+req.Name, err)
 		return
 	}

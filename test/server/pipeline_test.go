@@ -226,6 +226,10 @@ func TestStagesPassOnSignedRecordsAndTheServingPageListsThem(t *testing.T) {
 		if d.Pipeline == nil || len(d.Pipeline.Stages) != 1 || d.Pipeline.Stages[0].State != "Soaking" {
 			return fmt.Errorf("pipeline %+v, want staging Soaking", d.Pipeline)
 		}
+		// The promotion below reads the Preparation's Ready condition from the same cache.
+		if d.Promotion == nil || len(d.Promotion.Preparations) != 1 || d.Promotion.Preparations[0].Ready.Status != "True" {
+			return fmt.Errorf("promotion %+v, want podinfo-prod-1 Ready", d.Promotion)
+		}
 		return nil
 	})
 	st := d.Pipeline.Stages[0]

@@ -60,6 +60,10 @@ func TestLoginOpensASessionAndLogoutEndsIt(t *testing.T) {
 	if res := do(t, call{method: http.MethodPost, path: "/api/v1/login", body: map[string]string{"token": "wrong"}}, &out); res.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("login with a wrong token: status %d", res.StatusCode)
 	}
+	// A cross-site form cannot sign the browser in as someone else: a login must be JSON.
+	if res := do(t, call{method: http.MethodPost, path: "/api/v1/login", body: map[string]string{"token": token}, contentType: "text/plain"}, nil); res.StatusCode != http.StatusUnsupportedMediaType || len(res.Cookies()) > 0 {
+		t.Fatalf("form-encoded login: status %d, cookies %v; want 415 and none", res.StatusCode, res.Cookies())
+	}
 	res := do(t, call{method: http.MethodPost, path: "/api/v1/login", body: map[string]string{"token": token}}, &out)
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("login: status %d %v", res.StatusCode, out)

@@ -4,6 +4,7 @@
 
 const view = document.getElementById("view");
 const logoutButton = document.getElementById("logout");
+const whoami = document.getElementById("whoami");
 let events = null;
 let refreshTimer = null;
 
@@ -299,9 +300,17 @@ async function publicKeyPage() {
     ] : "");
 }
 
+// showWho names the signed-in person beside Log out: what they see is what RBAC lets them.
+async function showWho() {
+  if (whoami.textContent) return;
+  const me = await api("/me").catch(() => ({}));
+  whoami.textContent = !me.authenticated ? "" : me.admin ? "admin token" : me.user;
+}
+
 function loginPage() {
   stopEvents();
   logoutButton.hidden = true;
+  whoami.textContent = "";
   const token = h("input", { type: "password", autocomplete: "current-password", required: true });
   const message = h("p", { class: "error" });
   render(h("h1", {}, "Log in"), h("form", {
@@ -313,7 +322,7 @@ function loginPage() {
       } catch (e) { message.textContent = e.message; }
     },
   }, h("label", {}, "Token", token), h("button", { type: "submit" }, "Log in"), message,
-    h("p", { class: "note" }, "The token is the server's --token-file; kokumi dev prints where it keeps its own.")));
+    h("p", { class: "note" }, "Sign in with your Kubernetes token (kubectl create token <serviceaccount>, or your OIDC id-token): you see and order what RBAC lets you. kokumi dev prints an admin token too.")));
 }
 
 const routes = [
@@ -333,7 +342,7 @@ async function route() {
     if (!m) continue;
     try {
       await page(...m.slice(1).filter(x => x !== undefined && !x.startsWith("?")).map(decodeURIComponent));
-      if (page !== loginPage) { logoutButton.hidden = false; startEvents(); }
+      if (page !== loginPage) { logoutButton.hidden = false; startEvents(); showWho(); }
     } catch (e) {
       if (location.hash !== "#/login") render(h("p", { class: "error" }, e.message));
     }
