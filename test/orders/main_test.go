@@ -80,7 +80,14 @@ func (s suite) Run() int {
 			return 1
 		}
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	// The reconciler runs as the controller's ServiceAccount with the shipped RBAC: a verb the
+	// install does not grant fails the tests.
+	sa, err := env.ControllerConfig(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	mgr, err := ctrl.NewManager(sa, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
