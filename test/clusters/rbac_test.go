@@ -5,14 +5,18 @@ import (
 	"strings"
 	"testing"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
 )
 
 // userClient is a client of the hub authenticated as a user of the groups, by a client
@@ -224,4 +228,44 @@ func TestATenantCannotPointAServingAtAnotherOrder(t *testing.T) {
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.orderRef.name must be the Serving's own name") {
 		t.Errorf("point the Serving at another Order: want Invalid naming the rule, got %v", err)
 	}
+}
+
+// The controller holds what it uses and nothing more: acting as its ServiceAccount with the
+// shipped role, each right it does not need is refused (the suites run the reconcilers the same
+// way, so a right it needs and lacks fails them).
+func TestTheControllerHoldsNoMoreThanItUses(t *testing.T) {
+	ctx := context.Background()
+	sa, err := env.ControllerConfig(ctx)
+	must(t, err)
+	c, err := client.New(sa, client.Options{Scheme: env.Scheme})
+	must(t, err)
+	const tenantNS = "team-least-privilege"
+	must(t, env.CreateNamespace(ctx, tenantNS))
+	must(t, client.IgnoreAlreadyExists(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pull", Namespace: tenantNS}})))
+
+	allowed(t, "get a Product's credentials Secret by name", c.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "pull"}, &corev1.Secret{}))
+	forbidden(t, "list a tenant's Secrets", c.List(ctx, &corev1.SecretList{}, client.InNamespace(tenantNS)))
+	forbidden(t, "list Secrets cluster-wide", c.List(ctx, &corev1.SecretList{}))
+	forbidden(t, "change a tenant's Secret", c.Update(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pull", Namespace: tenantNS}}))
+	forbidden(t, "create a Secret in a tenant's namespace", c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "planted", Namespace: tenantNS}}))
+
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(argocd.ApplicationGVK)
+	app.SetNamespace(tenantNS)
+	app.SetName("outside-argocd")
+	forbidden(t, "create an Application outside Argo CD's namespace", c.Create(ctx, app))
+	forbidden(t, "list Applications cluster-wide", c.List(ctx, listOf(argocd.ApplicationListGVK)))
+	forbidden(t, "take a Lease outside Kokumi's namespace", c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kokumi", Namespace: tenantNS}}))
+	forbidden(t, "read ConfigMaps outside Kokumi's namespace", c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(tenantNS)))
+	forbidden(t, "create a Product", c.Create(ctx, &v1.Product{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: tenantNS},
+		Spec: v1.ProductSpec{Source: v1.ProductSource{URL: "oci://example.com/chart"}}}))
+	forbidden(t, "change an Order's spec", c.Update(ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: "o", Namespace: tenantNS}}))
+	forbidden(t, "create RBAC", c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "escalate"},
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"}}))
+}
+
+func listOf(gvk schema.GroupVersionKind) *unstructured.UnstructuredList {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(gvk)
+	return l
 }
