@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
@@ -123,7 +122,7 @@ func (r *Resolver) plainHTTP(ref string) bool {
 }
 
 func (r *Resolver) options(ctx context.Context) []remote.Option {
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(keychain{r.Credentials})}
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(oci.Keychain{Credentials: r.Credentials})}
 	if r.Transport != nil {
 		opts = append(opts, remote.WithTransport(r.Transport))
 	}
@@ -219,19 +218,4 @@ func withoutTag(ref string) string {
 		return ref[:i]
 	}
 	return ref
-}
-
-// keychain signs in to registries with oci.Credentials.
-type keychain struct{ creds oci.Credentials }
-
-// Resolve implements authn.Keychain.
-func (k keychain) Resolve(res authn.Resource) (authn.Authenticator, error) {
-	c, ok := k.creds.Lookup(res.RegistryStr())
-	if !ok {
-		return authn.Anonymous, nil
-	}
-	if c.Username == "" {
-		return &authn.Bearer{Token: c.Password}, nil
-	}
-	return authn.FromConfig(authn.AuthConfig{Username: c.Username, Password: c.Password}), nil
 }

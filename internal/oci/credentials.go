@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/google/go-containerregistry/pkg/authn"
 )
 
 // Credential is a user name and password (or token) for one registry.
@@ -69,4 +71,20 @@ func normalizeHost(host string) string {
 		return "index.docker.io"
 	}
 	return host
+}
+
+// Keychain signs go-containerregistry's clients in with Credentials: a user and password, or a
+// bearer token when the user name is empty; hosts without a credential are reached anonymously.
+type Keychain struct{ Credentials Credentials }
+
+// Resolve implements authn.Keychain.
+func (k Keychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
+	c, ok := k.Credentials.Lookup(r.RegistryStr())
+	if !ok {
+		return authn.Anonymous, nil
+	}
+	if c.Username == "" {
+		return &authn.Bearer{Token: c.Password}, nil
+	}
+	return &authn.Basic{Username: c.Username, Password: c.Password}, nil
 }

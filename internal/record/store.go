@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -273,27 +272,11 @@ func (s *Store) remote(ctx context.Context, repository string) (name.Repository,
 	}
 	opts := []remote.Option{
 		remote.WithContext(ctx),
-		remote.WithAuthFromKeychain(keychain{c.Credentials}),
+		remote.WithAuthFromKeychain(oci.Keychain{Credentials: c.Credentials}),
 		remote.WithTransport(&schemeRule{base: base, plain: c.UsesPlainHTTP}),
 		remote.WithUserAgent("kokumi"),
 	}
 	return repo, opts, nil
-}
-
-// keychain signs in with oci.Credentials: a user and password, or a bearer token when the user
-// name is empty.
-type keychain struct{ creds oci.Credentials }
-
-// Resolve implements authn.Keychain.
-func (k keychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
-	c, ok := k.creds.Lookup(r.RegistryStr())
-	if !ok {
-		return authn.Anonymous, nil
-	}
-	if c.Username == "" {
-		return &authn.Bearer{Token: c.Password}, nil
-	}
-	return &authn.Basic{Username: c.Username, Password: c.Password}, nil
 }
 
 // schemeRule reaches each host with the one scheme the oci.Client uses for it.

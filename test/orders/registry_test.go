@@ -129,22 +129,7 @@ func TestAttackersCannotReadPushOrDeleteInTheBundledRegistry(t *testing.T) {
 	creds := registryCredentials(t)
 	src := newSource(t)
 	ns := newNamespace(t)
-	p := src.product(t, ns, "secret", "", src.values("token: s3cr3t"))
-	p.Spec.Images.Policy = v1.ImagePolicyVendor
-	if err := env.Client.Update(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	order(t, ns, "secret", "secret", "", v1.PromotionManual)
-	var prep v1.Preparation
-	eventually(t, "a vendored Preparation pushed with authentication on", func() (bool, string) {
-		for _, p := range preparations(t, ns, "secret") {
-			if p.Spec.ImagesInBundledRegistry {
-				prep = p
-				return true, ""
-			}
-		}
-		return false, readyMessage(getOrder(t, ns, "secret"))
-	})
+	prep := vendoredPreparation(t, src, ns, "secret", "token: s3cr3t")
 	repository, digest, _ := strings.Cut(oci.TrimScheme(prep.Spec.Artifact.Ref), "@")
 	vendored := prep.Spec.Images[0].Pinned
 	anonymous := oci.Credential{}
@@ -201,22 +186,7 @@ func TestAnOrderReadsNoOtherNamespacesArtifactsFromTheBundledRegistry(t *testing
 	ctx := context.Background()
 	src := newSource(t)
 	victim := newNamespace(t)
-	p := src.product(t, victim, "app", "", src.values("password: hunter2"))
-	p.Spec.Images.Policy = v1.ImagePolicyVendor
-	if err := env.Client.Update(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	order(t, victim, "app", "app", "", v1.PromotionManual)
-	var prep v1.Preparation
-	eventually(t, "the victim's vendored Preparation", func() (bool, string) {
-		for _, p := range preparations(t, victim, "app") {
-			if p.Spec.ImagesInBundledRegistry {
-				prep = p
-				return true, ""
-			}
-		}
-		return false, readyMessage(getOrder(t, victim, "app"))
-	})
+	prep := vendoredPreparation(t, src, victim, "app", "password: hunter2")
 	repository, digest, _ := strings.Cut(oci.TrimScheme(prep.Spec.Artifact.Ref), "@")
 	attacker := newNamespace(t)
 
@@ -253,4 +223,27 @@ func TestAnOrderReadsNoOtherNamespacesArtifactsFromTheBundledRegistry(t *testing
 	if n := len(preparations(t, attacker, "steal")) + len(preparations(t, attacker, "copy")); n != 0 {
 		t.Errorf("the attacker got %d Preparations", n)
 	}
+}
+
+// vendoredPreparation renders an Order name of a Product name that vendors its images into the
+// bundled registry, with message in its values, and returns its Preparation.
+func vendoredPreparation(t *testing.T, src *source, ns, name, message string) v1.Preparation {
+	t.Helper()
+	p := src.product(t, ns, name, "", src.values(message))
+	p.Spec.Images.Policy = v1.ImagePolicyVendor
+	if err := env.Client.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	order(t, ns, name, name, "", v1.PromotionManual)
+	var prep v1.Preparation
+	eventually(t, "a vendored Preparation pushed with authentication on", func() (bool, string) {
+		for _, p := range preparations(t, ns, name) {
+			if p.Spec.ImagesInBundledRegistry {
+				prep = p
+				return true, ""
+			}
+		}
+		return false, readyMessage(getOrder(t, ns, name))
+	})
+	return prep
 }
