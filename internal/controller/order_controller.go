@@ -230,6 +230,11 @@ func (r *OrderReconciler) prepare(ctx context.Context, order *deliveryv1alpha1.O
 		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
 	}
 	if existing != nil {
+		// A crash between creating a Preparation and marking it Ready leaves it not Ready, and
+		// Automatic promotion would wait for it forever: mark it now.
+		if err := r.markReady(ctx, existing); err != nil {
+			return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
+		}
 		r.setRendered(order, existing, false)
 		return existing, nil
 	}

@@ -643,3 +643,31 @@ func TestPromotionGateHoldsAutomaticPromotion(t *testing.T) {
 		return sv.Spec.PreparationName == o.Status.LatestPreparation, sv.Spec.PreparationName
 	})
 }
+
+// A crash between creating a Preparation and marking it Ready leaves it not Ready: the next
+// render finds it and marks it, so that Automatic promotion goes on.
+func TestAPreparationLeftNotReadyIsMadeReady(t *testing.T) {
+	ctx := context.Background()
+	src := newSource(t)
+	ns := newNamespace(t)
+	src.product(t, ns, "podinfo", "", src.values("crash"))
+	order(t, ns, "crashed", "podinfo", "", v1.PromotionManual)
+	o := waitReady(t, ns, "crashed", v1.ReasonRendered)
+	var prep v1.Preparation
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: o.Status.LatestPreparation}, &prep); err != nil {
+		t.Fatal(err)
+	}
+	prep.Status.Conditions = nil // as if the controller died before its status write
+	if err := env.Client.Status().Update(ctx, &prep); err != nil {
+		t.Fatal(err)
+	}
+	editOrder(t, ns, "crashed", func(o *v1.Order) { o.Spec.Promotion.Mode = v1.PromotionAutomatic })
+	eventually(t, "the Preparation Ready again and promoted", func() (bool, string) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&prep), &prep); err != nil {
+			return false, err.Error()
+		}
+		sv := servingOf(t, ns, "crashed")
+		return meta.IsStatusConditionTrue(prep.Status.Conditions, v1.ConditionReady) && sv.Spec.PreparationName == prep.Name,
+			fmt.Sprintf("Preparation conditions %+v, Serving runs %q", prep.Status.Conditions, sv.Spec.PreparationName)
+	})
+}
