@@ -28,6 +28,10 @@ func bindConfigFlags(fs *flag.FlagSet, c *controller.Config) {
 	fs.StringVar(&c.LocalProject, "local-project", d.LocalProject, "dedicated Argo CD AppProject of the Environment local (never default); empty turns local off")
 	fs.StringVar(&c.BundledRegistry, "bundled-registry", d.BundledRegistry, "host:port of the bundled registry")
 	fs.DurationVar(&c.ProbePeriod, "probe-period", d.ProbePeriod, "how often each Cluster's server is probed")
+	fs.Int64Var(&c.SyncRetry.Limit, "sync-retry-limit", d.SyncRetry.Limit, "how many times Argo CD retries a failed sync of an Application (0: never, -1: forever)")
+	fs.DurationVar(&c.SyncRetry.Backoff, "sync-retry-backoff", d.SyncRetry.Backoff, "the first wait before a failed sync is retried")
+	fs.Int64Var(&c.SyncRetry.Factor, "sync-retry-factor", d.SyncRetry.Factor, "what each wait is multiplied by after a failure")
+	fs.DurationVar(&c.SyncRetry.MaxBackoff, "sync-retry-max-backoff", d.SyncRetry.MaxBackoff, "the longest wait between retries")
 }
 
 func runController(ctx context.Context, args []string, stderr io.Writer) error {

@@ -3,6 +3,7 @@ package argocd
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -50,7 +51,23 @@ type ApplicationSpec struct {
 	Revision string
 	// Server and TargetNamespace are the destination.
 	Server, TargetNamespace string
+	// Retry is how Argo CD retries a failed sync; a zero Limit writes no retry.
+	Retry SyncRetry
 }
+
+// SyncRetry is an Application's syncPolicy.retry: Argo CD does not retry an automated sync that
+// failed for the same revision unless told to.
+type SyncRetry struct {
+	// Limit is how many times a failed sync is retried; 0 writes no retry, -1 retries forever.
+	Limit int64
+	// Backoff is the first wait, multiplied by Factor after each failure up to MaxBackoff.
+	Backoff    time.Duration
+	Factor     int64
+	MaxBackoff time.Duration
+}
+
+// DefaultSyncRetry retries a failed sync five times, waiting 5 s, 10 s, 20 s, 40 s and 80 s.
+var DefaultSyncRetry = SyncRetry{Limit: 5, Backoff: 5 * time.Second, Factor: 2, MaxBackoff: 3 * time.Minute}
 
 // Owner is the value of AnnotationOwner for a Serving.
 func Owner(servingNamespace, servingName string) string {
@@ -91,11 +108,24 @@ func (s ApplicationSpec) specMap() map[string]any {
 			"server":    s.Server,
 			"namespace": s.TargetNamespace,
 		},
-		"syncPolicy": map[string]any{
-			"automated":   map[string]any{"prune": true, "selfHeal": true},
-			"syncOptions": []any{"CreateNamespace=true"},
-		},
+		"syncPolicy": s.syncPolicy(),
 	}
+}
+
+func (s ApplicationSpec) syncPolicy() map[string]any {
+	p := map[string]any{
+		"automated":   map[string]any{"prune": true, "selfHeal": true},
+		"syncOptions": []any{"CreateNamespace=true"},
+	}
+	if s.Retry.Limit != 0 {
+		p["retry"] = map[string]any{
+			"limit": s.Retry.Limit,
+			"backoff": map[string]any{
+				"duration": s.Retry.Backoff.String(), "factor": s.Retry.Factor, "maxDuration": s.Retry.MaxBackoff.String(),
+			},
+		}
+	}
+	return p
 }
 
 // UpToDate reports whether existing carries everything Build sets: the same labels, owner

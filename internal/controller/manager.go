@@ -55,6 +55,8 @@ type Config struct {
 	BundledRegistry string
 	// ProbePeriod is how often each Cluster's server is probed.
 	ProbePeriod time.Duration
+	// SyncRetry is how Argo CD retries a failed sync of Kokumi's Applications.
+	SyncRetry argocd.SyncRetry
 }
 
 // DefaultConfig returns the configuration used when no flag says otherwise.
@@ -65,6 +67,7 @@ func DefaultConfig() Config {
 		LocalProject:    "",
 		BundledRegistry: "kokumi-registry.kokumi-system.svc:5000",
 		ProbePeriod:     30 * time.Second,
+		SyncRetry:       argocd.DefaultSyncRetry,
 	}
 }
 

@@ -351,7 +351,7 @@ func (r *ServingReconciler) deploy(ctx context.Context, s *v1.Serving, deployed 
 	return r.rollOut(ctx, s, &prep, deployed, fleet.Request{
 		ServingNamespace: s.Namespace, ServingName: s.Name, ArgoCDNamespace: r.Config.ArgoCDNamespace,
 		Preparation: prep.Name, RepoURL: repoURL, Revision: revision, TargetNamespace: prep.Spec.TargetNamespace,
-		ImagesInBundledRegistry: prep.Spec.ImagesInBundledRegistry, Project: project, Clusters: tgt.clusters,
+		ImagesInBundledRegistry: prep.Spec.ImagesInBundledRegistry, Project: project, Clusters: tgt.clusters, Retry: r.Config.SyncRetry,
 	}, tgt.environment)
 }
 
@@ -446,9 +446,7 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		spec := argocd.ApplicationSpec{Name: name, Namespace: req.ArgoCDNamespace, ServingNamespace: s.Namespace, ServingName: s.Name,
-			Cluster: c.Name, Project: req.Project.Name, RepoURL: req.RepoURL, Revision: req.Revision, Server: c.Server, TargetNamespace: req.TargetNamespace}
-		req.Applications[name] = fleet.Observed{Ours: argocd.IsKokumis(app, s.Namespace, s.Name), UpToDate: spec.UpToDate(app), Status: st}
+		req.Applications[name] = fleet.Observed{Ours: argocd.IsKokumis(app, s.Namespace, s.Name), UpToDate: req.Spec(c).UpToDate(app), Status: st}
 	}
 
 	decisions := fleet.Decide(req)

@@ -68,6 +68,19 @@ type Request struct {
 	Clusters []Cluster
 	// Applications are the Applications that exist under the planned names.
 	Applications map[string]Observed
+	// Retry is the syncPolicy.retry of every Application.
+	Retry argocd.SyncRetry
+}
+
+// Spec is the Application the request plans for cluster c.
+func (req Request) Spec(c Cluster) argocd.ApplicationSpec {
+	name := ApplicationName(req.ServingNamespace, req.ServingName, c.Name)
+	return argocd.ApplicationSpec{
+		Name: name, Namespace: req.ArgoCDNamespace,
+		ServingNamespace: req.ServingNamespace, ServingName: req.ServingName, Cluster: c.Name,
+		Project: req.Project.Name, RepoURL: req.RepoURL, Revision: req.Revision,
+		Server: c.Server, TargetNamespace: req.TargetNamespace, Retry: req.Retry,
+	}
 }
 
 // Decision is what happens on one cluster and what state it is in.
@@ -95,12 +108,7 @@ func Decide(req Request) []Decision {
 	out := make([]Decision, 0, len(clusters))
 	for _, c := range clusters {
 		name := ApplicationName(req.ServingNamespace, req.ServingName, c.Name)
-		d := Decision{Cluster: c.Name, Application: name, Spec: argocd.ApplicationSpec{
-			Name: name, Namespace: req.ArgoCDNamespace,
-			ServingNamespace: req.ServingNamespace, ServingName: req.ServingName, Cluster: c.Name,
-			Project: req.Project.Name, RepoURL: req.RepoURL, Revision: req.Revision,
-			Server: c.Server, TargetNamespace: req.TargetNamespace,
-		}}
+		d := Decision{Cluster: c.Name, Application: name, Spec: req.Spec(c)}
 		app, exists := req.Applications[name]
 		if exists {
 			d.Revision = app.Status.Sync.Revision

@@ -32,7 +32,7 @@ import (
 var (
 	env *harness.Env
 	mgr ctrl.Manager
-	cfg = controller.Config{ArgoCDNamespace: "argocd", LocalProject: "kokumi-local", Namespace: "kokumi-system"}
+	cfg = controller.Config{ArgoCDNamespace: "argocd", LocalProject: "kokumi-local", Namespace: "kokumi-system", SyncRetry: argocd.DefaultSyncRetry}
 	// registry holds the Preparations' deployment records.
 	registry *oci.Registry
 )

@@ -40,6 +40,11 @@ func TestDeploysToEveryClusterThroughOneApplicationEach(t *testing.T) {
 		"spec.destination.namespace":         "podinfo",
 		"spec.syncPolicy.automated.prune":    "true",
 		"spec.syncPolicy.automated.selfHeal": "true",
+		// Argo CD does not retry a failed automated sync of the same revision unless told to.
+		"spec.syncPolicy.retry.limit":               "5",
+		"spec.syncPolicy.retry.backoff.duration":    "5s",
+		"spec.syncPolicy.retry.backoff.factor":      "2",
+		"spec.syncPolicy.retry.backoff.maxDuration": "3m0s",
 	}
 	for path, w := range want {
 		v, _, _ := unstructured.NestedFieldNoCopy(app.Object, strings.Split(path, ".")...)
