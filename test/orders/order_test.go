@@ -536,8 +536,9 @@ func TestVendorIntoTheBundledRegistry(t *testing.T) {
 	}
 }
 
-// TestZZBundledRegistryDown runs last: it stops the bundled registry, then starts it again.
-func TestZZBundledRegistryDown(t *testing.T) {
+// TestTheBundledRegistryDownFailsThePushAndLosesNothing stops the bundled registry, then starts it
+// again (t.Cleanup starts it however the test ends, for the tests after it).
+func TestTheBundledRegistryDownFailsThePushAndLosesNothing(t *testing.T) {
 	ctx := context.Background()
 	src, ns, prod, good := rendered(t, "down", "", v1.PromotionAutomatic)
 
@@ -545,6 +546,17 @@ func TestZZBundledRegistryDown(t *testing.T) {
 	if err := bundled.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	restarted := false
+	// The tests after this one need the registry: it comes back however this one ends.
+	t.Cleanup(func() {
+		if restarted {
+			return
+		}
+		var err error
+		if bundled, err = startBundled(addr); err != nil {
+			t.Errorf("start the bundled registry again: %v", err)
+		}
+	})
 	prod.Spec.Render.Helm.Values = jsonValues(t, src.values("two"))
 	if err := env.Client.Update(ctx, prod); err != nil {
 		t.Fatal(err)
@@ -573,6 +585,7 @@ func TestZZBundledRegistryDown(t *testing.T) {
 	if bundled, err = startBundled(addr); err != nil {
 		t.Fatal(err)
 	}
+	restarted = true
 	// The next retry renders it.
 	eventually(t, "rendered once the registry is back", func() (bool, string) {
 		o = getOrder(t, ns, "down")
