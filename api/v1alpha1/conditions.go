@@ -82,6 +82,11 @@ const (
 	ReasonRegistryUnreachable = "RegistryUnreachable"
 	// ReasonDegraded: Argo CD reports the Application Degraded or its sync failed.
 	ReasonDegraded = "Degraded"
+	// ReasonArgoCDError: Argo CD reports an error condition on the Application (such as a
+	// ComparisonError when it cannot load the artifact): it cannot deploy it as it stands.
+	ReasonArgoCDError = "ArgoCDError"
+	// ReasonProgressDeadlineExceeded: the cluster stayed Progressing past the progress deadline.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 )
 
 // Cluster Ready reasons.

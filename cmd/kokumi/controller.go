@@ -32,6 +32,7 @@ func bindConfigFlags(fs *flag.FlagSet, c *controller.Config) {
 	fs.DurationVar(&c.SyncRetry.Backoff, "sync-retry-backoff", d.SyncRetry.Backoff, "the first wait before a failed sync is retried")
 	fs.Int64Var(&c.SyncRetry.Factor, "sync-retry-factor", d.SyncRetry.Factor, "what each wait is multiplied by after a failure")
 	fs.DurationVar(&c.SyncRetry.MaxBackoff, "sync-retry-max-backoff", d.SyncRetry.MaxBackoff, "the longest wait between retries")
+	fs.DurationVar(&c.ProgressDeadline, "progress-deadline", d.ProgressDeadline, "how long a cluster may stay Progressing before it fails the deployment (0: forever)")
 }
 
 func runController(ctx context.Context, args []string, stderr io.Writer) error {

@@ -271,6 +271,17 @@ func (st Status) Refusal() (string, bool) {
 	return "", false
 }
 
+// Error returns Argo CD's first error condition (a type ending in "Error", as Argo CD classes
+// them, such as ComparisonError or SyncError) as "Type: message", and whether there is one.
+func (st Status) Error() (string, bool) {
+	for _, c := range st.Conditions {
+		if strings.HasSuffix(c.Type, "Error") {
+			return c.Type + ": " + c.Message, true
+		}
+	}
+	return "", false
+}
+
 // FirstCondition returns the message of the Application's first condition, such as a
 // ComparisonError while Argo CD cannot fetch the artifact, or "" when it has none.
 func (st Status) FirstCondition() string {

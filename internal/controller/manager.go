@@ -57,6 +57,9 @@ type Config struct {
 	ProbePeriod time.Duration
 	// SyncRetry is how Argo CD retries a failed sync of Kokumi's Applications.
 	SyncRetry argocd.SyncRetry
+	// ProgressDeadline is how long a cluster may stay Progressing before it fails the
+	// deployment (ProgressDeadlineExceeded); 0 waits forever.
+	ProgressDeadline time.Duration
 }
 
 // DefaultConfig returns the configuration used when no flag says otherwise.
@@ -68,6 +71,8 @@ func DefaultConfig() Config {
 		BundledRegistry: "kokumi-registry.kokumi-system.svc:5000",
 		ProbePeriod:     30 * time.Second,
 		SyncRetry:       argocd.DefaultSyncRetry,
+		// Argo CD's retries (about 2.5 minutes with the defaults) end well before it.
+		ProgressDeadline: 10 * time.Minute,
 	}
 }
 

@@ -481,7 +481,9 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 			cluster, environment, app.GetNamespace(), name)
 	}
 
-	sum := fleet.Fold(req.Preparation, environment, decisions, s.Status.Targets, metav1.NewTime(r.Now().Truncate(time.Second)))
+	now := metav1.NewTime(r.Now().Truncate(time.Second))
+	recheck := fleet.ApplyDeadline(decisions, s.Status.Targets, now, r.Config.ProgressDeadline)
+	sum := fleet.Fold(req.Preparation, environment, decisions, s.Status.Targets, now)
 	s.Status.Revision = req.Revision
 	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = sum.Clusters, sum.Targets, sum.Omitted
 	r.outcome(s, sum.Ready.Status, sum.Ready.Reason, sum.Ready.Message)
@@ -490,6 +492,10 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 	}
 	if optIn {
 		return ctrl.Result{RequeueAfter: recheckArgoCD}, nil
+	}
+	if recheck > 0 {
+		// A cluster still Progressing fails at its deadline even if Argo CD reports nothing new.
+		return ctrl.Result{RequeueAfter: recheck + time.Second}, nil
 	}
 	return ctrl.Result{}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -167,6 +168,11 @@ func (d *Decision) deployed(app Observed, exists bool, revision string) {
 			d.State, d.Reason, d.Message = Degraded, v1.ReasonDegraded, "sync failed: "+msg
 			return
 		}
+		if msg, failed := st.Error(); failed {
+			// Argo CD cannot even load or sync the target state: waiting would wait for nothing.
+			d.State, d.Reason, d.Message = Degraded, v1.ReasonArgoCDError, "Argo CD reports "+msg
+			return
+		}
 		switch {
 		case st.HealthyAt(revision):
 			d.State, d.Reason = Healthy, ""
@@ -220,6 +226,46 @@ func Leaving(decisions []Decision, existing []string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ApplyDeadline fails the clusters that have been Progressing longer than deadline, by the
+// times previous (the last status's targets) says they entered that state, as a Deployment's
+// progressDeadlineSeconds does: they become Degraded with ProgressDeadlineExceeded until they
+// progress again. It returns how long until the next of the others reaches the deadline (0 when
+// none is Progressing, or deadline is 0).
+func ApplyDeadline(decisions []Decision, previous []v1.Target, now metav1.Time, deadline time.Duration) time.Duration {
+	if deadline <= 0 {
+		return 0
+	}
+	since := make(map[string]v1.Target, len(previous))
+	for _, t := range previous {
+		since[t.Cluster] = t
+	}
+	var next time.Duration
+	for i := range decisions {
+		d := &decisions[i]
+		if d.State != Progressing {
+			continue
+		}
+		elapsed := time.Duration(0)
+		if p, ok := since[d.Cluster]; ok && len(p.Conditions) > 0 {
+			switch p.Conditions[0].Reason {
+			case v1.ReasonProgressDeadlineExceeded:
+				elapsed = deadline
+			case v1.ReasonProgressing:
+				elapsed = now.Sub(p.Since.Time)
+			}
+		}
+		if elapsed >= deadline {
+			d.State, d.Reason = Degraded, v1.ReasonProgressDeadlineExceeded
+			d.Message = fmt.Sprintf("still not synced and healthy after the progress deadline of %s: %s", deadline, d.Message)
+			continue
+		}
+		if left := deadline - elapsed; next == 0 || left < next {
+			next = left
+		}
+	}
+	return next
 }
 
 // Summary is the Serving status a fleet of Decisions folds into.

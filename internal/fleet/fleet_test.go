@@ -315,3 +315,53 @@ func TestTruncateKeepsRunesWhole(t *testing.T) {
 		t.Errorf("%q", s)
 	}
 }
+
+func TestApplyDeadlineFailsClustersProgressingTooLong(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
+	target := func(cluster, reason string, since time.Duration) v1.Target {
+		return v1.Target{Cluster: cluster, Conditions: []v1.TargetCondition{{Type: Progressing.String(), Reason: reason}}, Since: metav1.NewTime(now.Add(-since))}
+	}
+	progressing := func(cluster string) Decision {
+		return Decision{Cluster: cluster, State: Progressing, Reason: v1.ReasonProgressing, Message: "sync OutOfSync, health Missing"}
+	}
+	ds := []Decision{progressing("new"), progressing("slow"), progressing("stuck"), progressing("still-stuck"), {Cluster: "fine", State: Healthy}}
+	prev := []v1.Target{
+		target("slow", v1.ReasonProgressing, 4*time.Minute),
+		target("stuck", v1.ReasonProgressing, 11*time.Minute),
+		target("still-stuck", v1.ReasonProgressDeadlineExceeded, time.Minute),
+	}
+	next := ApplyDeadline(ds, prev, now, 10*time.Minute)
+	want := map[string]string{"new": v1.ReasonProgressing, "slow": v1.ReasonProgressing, "stuck": v1.ReasonProgressDeadlineExceeded,
+		"still-stuck": v1.ReasonProgressDeadlineExceeded, "fine": ""}
+	for _, d := range ds {
+		if d.Reason != want[d.Cluster] {
+			t.Errorf("%s: reason %q, want %q", d.Cluster, d.Reason, want[d.Cluster])
+		}
+		if d.Reason == v1.ReasonProgressDeadlineExceeded && (d.State != Degraded || !strings.Contains(d.Message, "after the progress deadline of 10m0s: sync OutOfSync")) {
+			t.Errorf("%s: %v %q", d.Cluster, d.State, d.Message)
+		}
+	}
+	if next != 6*time.Minute {
+		t.Errorf("next deadline in %v, want 6m (slow's)", next)
+	}
+	if ApplyDeadline([]Decision{progressing("x")}, nil, now, 0) != 0 {
+		t.Error("a deadline of 0 waits forever")
+	}
+	s := Fold("p", "edge", ds, prev, now)
+	if s.Ready.Reason != v1.ReasonDeploymentFailed || !strings.Contains(s.Ready.Message, "stuck (ProgressDeadlineExceeded)") {
+		t.Errorf("Ready %+v", s.Ready)
+	}
+}
+
+func TestAnArgoCDErrorFailsTheClusterWithArgoCDsMessage(t *testing.T) {
+	req := Request{ServingNamespace: "team", ServingName: "app", ArgoCDNamespace: "argocd", Preparation: "p", Revision: "sha256:abc",
+		Clusters: []Cluster{{Name: "a", Server: "https://a:6443", Ready: true}}}
+	req.Project.Spec.Destinations = []argocd.Destination{{Server: "*", Namespace: "*"}}
+	st := argocd.Status{Conditions: []argocd.Condition{{Type: "ComparisonError", Message: "failed to load target state: dial tcp: connection refused"}}}
+	st.Sync.Status = "Unknown"
+	req.Applications = map[string]Observed{ApplicationName("team", "app", "a"): {Ours: true, UpToDate: true, Status: st}}
+	d := Decide(req)[0]
+	if d.State != Degraded || d.Reason != v1.ReasonArgoCDError || d.Message != "Argo CD reports ComparisonError: failed to load target state: dial tcp: connection refused" {
+		t.Errorf("decision %+v", d)
+	}
+}

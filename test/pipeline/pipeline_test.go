@@ -303,3 +303,20 @@ func TestTheEnvironmentLocalIsOffUnlessAnAdminTurnsItOn(t *testing.T) {
 		t.Errorf("Kokumi started with the Environment local in Argo CD's default project: %v", err)
 	}
 }
+
+// A cluster that stays Progressing past the progress deadline fails the deployment with a reason
+// saying so (like a Deployment's progressDeadlineSeconds), and recovers when Argo CD does.
+func TestAClusterProgressingPastTheDeadlineFailsTheDeployment(t *testing.T) {
+	f := newFixture(t, 0)
+	f.order("staging", v1.PromotionAutomatic)
+	f.servingReady("app-staging", v1.ReasonProgressing)
+	deadline := controller.DefaultConfig().ProgressDeadline
+	clock.Advance(deadline + time.Minute)
+	f.poke("app-staging") // stands in for the requeue at the deadline, which the fake clock does not reach
+	s := f.servingReady("app-staging", v1.ReasonDeploymentFailed, f.clusterName("staging-1")+" ("+v1.ReasonProgressDeadlineExceeded+")")
+	if len(s.Status.Targets) != 1 || !strings.Contains(s.Status.Targets[0].Conditions[0].Message, "after the progress deadline of "+deadline.String()) {
+		t.Errorf("targets %+v", s.Status.Targets)
+	}
+	f.playArgoCD("app-staging", []string{"staging-1"}, "Synced", "Healthy")
+	f.servingReady("app-staging", v1.ReasonDeployed)
+}

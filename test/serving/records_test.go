@@ -71,3 +71,27 @@ func TestADeployedServingSignsARecordOfTheHealthyClustersOnly(t *testing.T) {
 		t.Errorf("attached %+v", attached)
 	}
 }
+
+// When Argo CD cannot even load the target state (the artifact's registry unreachable from the
+// repo-server), the cluster fails the deployment with Argo CD's message rather than Progressing
+// with no end.
+func TestAnArgoCDErrorFailsTheDeploymentWithItsMessage(t *testing.T) {
+	f := newFixture(t)
+	f.cluster("a13", true)
+	f.cluster("b13", true)
+	prep := f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", prep.Name)
+	f.healthy(prep.Spec.Artifact.Digest, "a13")
+	f.playArgoCD("b13", "Unknown", "Healthy", "", map[string]any{
+		"type": "ComparisonError", "message": "Failed to load target state: failed to get manifests: dial tcp 10.0.0.7:5000: connect: connection refused",
+	})
+	s := f.ready(v1.ReasonDeploymentFailed, "failed on b13 (ArgoCDError)")
+	tgt := f.target(s, "b13")
+	if tgt == nil || tgt.Conditions[0].Type != "Degraded" || tgt.Conditions[0].Reason != v1.ReasonArgoCDError ||
+		!strings.Contains(tgt.Conditions[0].Message, "Argo CD reports ComparisonError: Failed to load target state") {
+		t.Fatalf("target b13 = %+v", tgt)
+	}
+	// Argo CD recovers: so does the Serving.
+	f.healthy(prep.Spec.Artifact.Digest, "b13")
+	f.ready(v1.ReasonDeployed, "to a13, b13")
+}
