@@ -1,6 +1,8 @@
 package argocd
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -129,7 +131,8 @@ func (s ApplicationSpec) syncPolicy() map[string]any {
 }
 
 // UpToDate reports whether existing carries everything Build sets: the same labels, owner
-// annotation and spec fields, and no resources finalizer. Fields Argo CD or others add are ignored.
+// annotation and spec fields (each whole), and no resources finalizer. Other labels,
+// annotations and spec fields, such as Argo CD's own, are ignored.
 func (s ApplicationSpec) UpToDate(existing *unstructured.Unstructured) bool {
 	want := s.Build()
 	for k, v := range want.GetLabels() {
@@ -148,7 +151,22 @@ func (s ApplicationSpec) UpToDate(existing *unstructured.Unstructured) bool {
 		}
 	}
 	spec, _ := existing.Object["spec"].(map[string]any)
-	return contains(spec, s.specMap())
+	for k, want := range s.specMap() {
+		// Each field Kokumi writes (project, source, destination, syncPolicy) is its own, whole:
+		// an extra key someone adds inside it, such as source.kustomize.images, is drift too.
+		if !sameJSON(spec[k], want) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameJSON reports whether two values serialize alike (maps with sorted keys, numbers whatever
+// their Go type).
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 // Apply copies what Build sets onto existing, keeping everything else, and drops the resources finalizer.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -94,4 +96,38 @@ func TestAnArgoCDErrorFailsTheDeploymentWithItsMessage(t *testing.T) {
 	// Argo CD recovers: so does the Serving.
 	f.healthy(prep.Spec.Artifact.Digest, "b13")
 	f.ready(v1.ReasonDeployed, "to a13, b13")
+}
+
+// Drift in Kokumi's own Applications is corrected: an extra source.kustomize.images (which would
+// swap the pinned images) and automated sync turned off are put back as Kokumi writes them.
+func TestDriftInKokumisApplicationsIsCorrected(t *testing.T) {
+	f := newFixture(t)
+	f.cluster("a14", true)
+	prep := f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", prep.Name)
+	f.healthy(prep.Spec.Artifact.Digest, "a14")
+	f.ready(v1.ReasonDeployed, "to a14")
+
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		app, err := f.app("a14")
+		if err != nil {
+			return err
+		}
+		must(t, unstructured.SetNestedStringSlice(app.Object, []string{"evil.example/podinfo:latest"}, "spec", "source", "kustomize", "images"))
+		must(t, unstructured.SetNestedField(app.Object, false, "spec", "syncPolicy", "automated", "selfHeal"))
+		return env.Client.Update(f.ctx, app)
+	}))
+	f.eventually("the drift is put back", func() error {
+		app, err := f.app("a14")
+		if err != nil {
+			return err
+		}
+		if _, found, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "source", "kustomize"); found {
+			return fmt.Errorf("source.kustomize still there")
+		}
+		if heal, _, _ := unstructured.NestedBool(app.Object, "spec", "syncPolicy", "automated", "selfHeal"); !heal {
+			return fmt.Errorf("selfHeal still off")
+		}
+		return nil
+	})
 }
