@@ -296,6 +296,11 @@ func (r *ServingReconciler) deploy(ctx context.Context, s *v1.Serving, deployed 
 	if reason != "" {
 		return r.stop(ctx, s, reason, msg)
 	}
+	// Before any gate that waits: a cluster that left (a Cluster being deleted among them) loses
+	// its Application whatever else holds the Serving, so that nothing waits on it.
+	if err := r.removeDepartures(ctx, s, tgt); err != nil {
+		return ctrl.Result{}, err
+	}
 	projectObj := &unstructured.Unstructured{}
 	projectObj.SetGroupVersionKind(argocd.AppProjectGVK)
 	if err := r.Get(ctx, client.ObjectKey{Namespace: r.Config.ArgoCDNamespace, Name: tgt.project}, projectObj); err != nil {
@@ -466,20 +471,6 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 		}
 		optIn = optIn || d.Reason == v1.ReasonOptInRequired
 	}
-	names := make([]string, len(ours))
-	for i := range ours {
-		names[i] = ours[i].GetName()
-	}
-	for _, name := range fleet.Leaving(decisions, names) {
-		app := byName[name]
-		if err := r.deleteApplication(ctx, app); err != nil {
-			return ctrl.Result{}, err
-		}
-		cluster := app.GetLabels()[argocd.LabelCluster]
-		r.Recorder.Eventf(s, clusterRef(cluster), corev1.EventTypeNormal, "ClusterLeft", "DeleteApplication",
-			"Cluster %s left Environment %s: deleted Application %s/%s; what runs there keeps running",
-			cluster, environment, app.GetNamespace(), name)
-	}
 
 	now := metav1.NewTime(r.Now().Truncate(time.Second))
 	recheck := fleet.ApplyDeadline(decisions, s.Status.Targets, now, r.Config.ProgressDeadline)
@@ -553,6 +544,31 @@ func (r *ServingReconciler) applications(ctx context.Context, s *v1.Serving) ([]
 		}
 	}
 	return out, nil
+}
+
+// removeDepartures deletes the Serving's Applications of clusters its Environment no longer
+// selects, with an Event naming each; what runs there keeps running.
+func (r *ServingReconciler) removeDepartures(ctx context.Context, s *v1.Serving, tgt target) error {
+	ours, err := r.applications(ctx, s)
+	if err != nil {
+		return err
+	}
+	byName := make(map[string]*unstructured.Unstructured, len(ours))
+	names := make([]string, len(ours))
+	for i := range ours {
+		byName[ours[i].GetName()], names[i] = &ours[i], ours[i].GetName()
+	}
+	for _, name := range fleet.Leaving(s.Namespace, s.Name, tgt.clusters, names) {
+		app := byName[name]
+		if err := r.deleteApplication(ctx, app); err != nil {
+			return err
+		}
+		cluster := app.GetLabels()[argocd.LabelCluster]
+		r.Recorder.Eventf(s, clusterRef(cluster), corev1.EventTypeNormal, "ClusterLeft", "DeleteApplication",
+			"Cluster %s left Environment %s: deleted Application %s/%s; what runs there keeps running",
+			cluster, tgt.environment, app.GetNamespace(), name)
+	}
+	return nil
 }
 
 // removeApplications deletes every Application of the Serving and says so once.

@@ -211,12 +211,12 @@ func short(digest string) string {
 	return d
 }
 
-// Leaving returns the names of the Serving's Applications for which there is no Decision:
-// their clusters left the Environment.
-func Leaving(decisions []Decision, existing []string) []string {
-	kept := make(map[string]bool, len(decisions))
-	for _, d := range decisions {
-		kept[d.Application] = true
+// Leaving returns the names of the Serving's existing Applications whose clusters the
+// Environment no longer selects: their clusters left.
+func Leaving(servingNamespace, servingName string, clusters []Cluster, existing []string) []string {
+	kept := make(map[string]bool, len(clusters))
+	for _, c := range clusters {
+		kept[ApplicationName(servingNamespace, servingName, c.Name)] = true
 	}
 	var out []string
 	for _, name := range existing {

@@ -174,8 +174,8 @@ func TestApplicationNameIsStableUniqueAndShort(t *testing.T) {
 }
 
 func TestLeavingClustersLoseTheirApplications(t *testing.T) {
-	ds := Decide(request(ready("a"), ready("b")))
-	got := Leaving(ds, []string{appName("a"), appName("c"), appName("b")})
+	req := request(ready("a"), ready("b"))
+	got := Leaving(req.ServingNamespace, req.ServingName, req.Clusters, []string{appName("a"), appName("c"), appName("b")})
 	if len(got) != 1 || got[0] != appName("c") {
 		t.Errorf("leaving %v", got)
 	}

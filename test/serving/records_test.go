@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -130,4 +131,32 @@ func TestDriftInKokumisApplicationsIsCorrected(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A cluster that leaves loses its Application even while a gate holds the Serving (here a
+// promoted Preparation that does not exist): a Cluster's deletion, which waits for its
+// Applications, never hangs on a Serving that is not deploying.
+func TestAClusterLeavingWhileAGateHoldsLosesItsApplication(t *testing.T) {
+	f := newFixture(t)
+	f.cluster("a15", true)
+	leaving := f.cluster("b15", true)
+	prep := f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", prep.Name)
+	f.healthy(prep.Spec.Artifact.Digest, "a15", "b15")
+	f.ready(v1.ReasonDeployed, "to a15, b15")
+
+	f.promote("podinfo-edge-missing")
+	f.ready(v1.ReasonPreparationNotFound, "podinfo-edge-missing does not exist")
+	must(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(leaving), leaving))
+	leaving.Labels["tier"] = "elsewhere"
+	must(t, env.Client.Update(f.ctx, leaving))
+	f.eventually("b15 loses its Application", func() error {
+		if _, err := f.app("b15"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %v", err)
+		}
+		return nil
+	})
+	if _, err := f.app("a15"); err != nil {
+		t.Errorf("the cluster that stays lost its Application: %v", err)
+	}
 }
