@@ -2,7 +2,6 @@ package oci_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"sync"
 	"testing"
@@ -12,9 +11,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
-	"oras.land/oras-go/v2/registry/remote/auth"
-	"oras.land/oras-go/v2/registry/remote/errcode"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
@@ -22,23 +18,6 @@ import (
 
 // The tests below play the attacker against the bundled registry on loopback: a pod with no
 // credentials, Argo CD's read-only identity trying to write, and anyone trying to delete.
-
-// status is the HTTP status a registry answered a failed oras or go-containerregistry call with.
-// oras answers a Basic challenge it has no credential for with ErrBasicCredentialNotFound.
-func status(err error) int {
-	if errors.Is(err, auth.ErrBasicCredentialNotFound) {
-		return http.StatusUnauthorized
-	}
-	var oe *errcode.ErrorResponse
-	if errors.As(err, &oe) {
-		return oe.StatusCode
-	}
-	var te *transport.Error
-	if errors.As(err, &te) {
-		return te.StatusCode
-	}
-	return 0
-}
 
 func ggcrAuth(c oci.Credential) remote.Option {
 	if c == (oci.Credential{}) {
@@ -112,10 +91,10 @@ func TestBundledRegistryLetsThePusherPushThePullerPullAndNobodyElseInOrDelete(t 
 
 	// Nobody without the right password reads anything.
 	for who, c := range map[string]oci.Credential{"anonymous": anonymous, "a wrong password": wrong} {
-		if _, err := client(c).Pull(ctx, repo, artifact); status(err) != http.StatusUnauthorized {
+		if _, err := client(c).Pull(ctx, repo, artifact); ocitest.Status(err) != http.StatusUnauthorized {
 			t.Errorf("%s pulled the artifact with oras: %v, want 401", who, err)
 		}
-		if _, err := remote.Head(imageRef, ggcrAuth(c)); status(err) != http.StatusUnauthorized {
+		if _, err := remote.Head(imageRef, ggcrAuth(c)); ocitest.Status(err) != http.StatusUnauthorized {
 			t.Errorf("%s read the vendored image with go-containerregistry: %v, want 401", who, err)
 		}
 		if resp := raw(t, http.MethodGet, "http://"+reg.Addr+"/v2/_catalog", c); resp.StatusCode != http.StatusUnauthorized {
@@ -130,14 +109,14 @@ func TestBundledRegistryLetsThePusherPushThePullerPullAndNobodyElseInOrDelete(t 
 	if _, err := remote.Image(imageRef, ggcrAuth(creds.Puller)); err != nil {
 		t.Errorf("the puller could not pull with go-containerregistry: %v", err)
 	}
-	if _, err := client(creds.Puller).PushArtifact(ctx, repo, []byte("evil"), nil); status(err) != http.StatusForbidden {
+	if _, err := client(creds.Puller).PushArtifact(ctx, repo, []byte("evil"), nil); ocitest.Status(err) != http.StatusForbidden {
 		t.Errorf("the puller pushed with oras: %v, want 403", err)
 	}
 	img, err := random.Image(64, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(imageRef.Context().Tag("evil"), img, ggcrAuth(creds.Puller)); status(err) != http.StatusForbidden {
+	if err := remote.Write(imageRef.Context().Tag("evil"), img, ggcrAuth(creds.Puller)); ocitest.Status(err) != http.StatusForbidden {
 		t.Errorf("the puller pushed with go-containerregistry: %v, want 403", err)
 	}
 
@@ -156,10 +135,10 @@ func TestBundledRegistryLetsThePusherPushThePullerPullAndNobodyElseInOrDelete(t 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ociRepo.Delete(ctx, desc); status(err) != http.StatusMethodNotAllowed {
+	if err := ociRepo.Delete(ctx, desc); ocitest.Status(err) != http.StatusMethodNotAllowed {
 		t.Errorf("the pusher deleted the artifact with oras: %v, want 405", err)
 	}
-	if err := remote.Delete(imageRef, ggcrAuth(creds.Pusher)); status(err) != http.StatusMethodNotAllowed {
+	if err := remote.Delete(imageRef, ggcrAuth(creds.Pusher)); ocitest.Status(err) != http.StatusMethodNotAllowed {
 		t.Errorf("the pusher deleted the vendored image with go-containerregistry: %v, want 405", err)
 	}
 	layerURL := "http://" + reg.Addr + "/v2/kokumi/team-a/podinfo/blobs/" + imageDigest
@@ -210,7 +189,7 @@ func TestBundledRegistrySignsInNewCredentialsWithoutARestart(t *testing.T) {
 	if err := push(rotated.Pusher); err != nil {
 		t.Errorf("the new pusher could not push: %v", err)
 	}
-	if err := push(old); status(err) != http.StatusUnauthorized {
+	if err := push(old); ocitest.Status(err) != http.StatusUnauthorized {
 		t.Errorf("the old pusher pushed after the rotation: %v, want 401", err)
 	}
 }
@@ -244,7 +223,7 @@ func TestSignInSignsInOnceTheCredentialExists(t *testing.T) {
 		return *have, true, nil
 	}}}}
 	repo := ocitest.Repo(reg, "kokumi/team-a/app")
-	if _, err := c.PushArtifact(ctx, repo, []byte("layer"), nil); status(err) != http.StatusUnauthorized {
+	if _, err := c.PushArtifact(ctx, repo, []byte("layer"), nil); ocitest.Status(err) != http.StatusUnauthorized {
 		t.Fatalf("pushed before the credential existed: %v, want 401", err)
 	}
 	mu.Lock()

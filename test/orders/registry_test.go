@@ -2,7 +2,6 @@ package orders
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,11 +10,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"oras.land/oras-go/v2/registry/remote/auth"
-	"oras.land/oras-go/v2/registry/remote/errcode"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -75,22 +71,6 @@ func inBundled(t *testing.T, ref string) bool {
 	return headAs(t, ref, registryCredentials(t).Puller) == nil
 }
 
-// statusOf is the HTTP status of a refused oras or go-containerregistry call.
-func statusOf(err error) int {
-	if errors.Is(err, auth.ErrBasicCredentialNotFound) {
-		return http.StatusUnauthorized
-	}
-	var oe *errcode.ErrorResponse
-	if errors.As(err, &oe) {
-		return oe.StatusCode
-	}
-	var te *transport.Error
-	if errors.As(err, &te) {
-		return te.StatusCode
-	}
-	return 0
-}
-
 func TestControllerCreatesTheRegistryCredentialsAndArgoCDsAtStart(t *testing.T) {
 	ctx := context.Background()
 	creds := registryCredentials(t)
@@ -135,13 +115,13 @@ func TestAttackersCannotReadPushOrDeleteInTheBundledRegistry(t *testing.T) {
 	anonymous := oci.Credential{}
 
 	// A pod with no rights reads neither the rendered manifests nor a vendored image.
-	if _, err := bundledClient(t, anonymous).Pull(ctx, repository, digest); statusOf(err) != http.StatusUnauthorized {
+	if _, err := bundledClient(t, anonymous).Pull(ctx, repository, digest); ocitest.Status(err) != http.StatusUnauthorized {
 		t.Errorf("an anonymous client pulled the Preparation %s: %v, want 401", prep.Spec.Artifact.Ref, err)
 	}
-	if err := headAs(t, vendored, anonymous); statusOf(err) != http.StatusUnauthorized {
+	if err := headAs(t, vendored, anonymous); ocitest.Status(err) != http.StatusUnauthorized {
 		t.Errorf("an anonymous client read the vendored image %s: %v, want 401", vendored, err)
 	}
-	if err := headAs(t, vendored, oci.Credential{Username: creds.Puller.Username, Password: creds.Pusher.Password}); statusOf(err) != http.StatusUnauthorized {
+	if err := headAs(t, vendored, oci.Credential{Username: creds.Puller.Username, Password: creds.Pusher.Password}); ocitest.Status(err) != http.StatusUnauthorized {
 		t.Errorf("the puller with the pusher's password read %s: %v, want 401", vendored, err)
 	}
 
@@ -152,7 +132,7 @@ func TestAttackersCannotReadPushOrDeleteInTheBundledRegistry(t *testing.T) {
 	if err := headAs(t, vendored, creds.Puller); err != nil {
 		t.Errorf("the puller could not read the vendored image: %v", err)
 	}
-	if _, err := bundledClient(t, creds.Puller).PushArtifact(ctx, repository, []byte("evil"), nil); statusOf(err) != http.StatusForbidden {
+	if _, err := bundledClient(t, creds.Puller).PushArtifact(ctx, repository, []byte("evil"), nil); ocitest.Status(err) != http.StatusForbidden {
 		t.Errorf("the puller pushed to %s: %v, want 403", repository, err)
 	}
 
@@ -166,14 +146,14 @@ func TestAttackersCannotReadPushOrDeleteInTheBundledRegistry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := repo.Delete(ctx, desc); statusOf(err) != http.StatusMethodNotAllowed {
+		if err := repo.Delete(ctx, desc); ocitest.Status(err) != http.StatusMethodNotAllowed {
 			t.Errorf("%s deleted the Preparation: %v, want 405", who, err)
 		}
 		r, err := name.ParseReference(vendored)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := remote.Delete(r, remote.WithAuth(&authn.Basic{Username: c.Username, Password: c.Password})); statusOf(err) != http.StatusMethodNotAllowed {
+		if err := remote.Delete(r, remote.WithAuth(&authn.Basic{Username: c.Username, Password: c.Password})); ocitest.Status(err) != http.StatusMethodNotAllowed {
 			t.Errorf("%s deleted the vendored image: %v, want 405", who, err)
 		}
 	}

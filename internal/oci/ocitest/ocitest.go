@@ -5,6 +5,8 @@ package ocitest
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -13,10 +15,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/errcode"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
 )
@@ -220,4 +225,22 @@ func Index(tb testing.TB, ref string) int {
 // Repo is a repository name (host/path) on reg.
 func Repo(reg *oci.Registry, path string) string {
 	return reg.Addr + "/" + strings.TrimPrefix(path, "/")
+}
+
+// Status is the HTTP status a registry answered a failed oras or go-containerregistry call
+// with, or 0. oras answers a Basic challenge it has no credential for with
+// ErrBasicCredentialNotFound: that counts as 401.
+func Status(err error) int {
+	if errors.Is(err, auth.ErrBasicCredentialNotFound) {
+		return http.StatusUnauthorized
+	}
+	var oe *errcode.ErrorResponse
+	if errors.As(err, &oe) {
+		return oe.StatusCode
+	}
+	var te *transport.Error
+	if errors.As(err, &te) {
+		return te.StatusCode
+	}
+	return 0
 }
