@@ -205,28 +205,6 @@ func (s ApplicationSpec) Apply(existing *unstructured.Unstructured) {
 	existing.Object["spec"] = spec
 }
 
-// contains reports whether have holds every key of want with an equal value (maps compared
-// recursively, so fields others add to a map are ignored; lists and scalars compared whole).
-func contains(have, want map[string]any) bool {
-	for k, w := range want {
-		h, ok := have[k]
-		if !ok {
-			return false
-		}
-		if wm, ok := w.(map[string]any); ok {
-			hm, ok := h.(map[string]any)
-			if !ok || !contains(hm, wm) {
-				return false
-			}
-			continue
-		}
-		if fmt.Sprint(h) != fmt.Sprint(w) {
-			return false
-		}
-	}
-	return true
-}
-
 // IsKokumis reports whether an Application belongs to the Serving: only such an Application
 // is ever changed or deleted.
 func IsKokumis(app *unstructured.Unstructured, servingNamespace, servingName string) bool {

@@ -126,7 +126,7 @@ func (k *RegistryCredentialsKeeper) create(ctx context.Context) (oci.RegistryCre
 	if apierrors.IsAlreadyExists(err) {
 		theirs, ok, err := readRegistryCredentials(ctx, k.Reader, k.Config.Namespace)
 		if err == nil && !ok {
-			err = fmt.Errorf("Secret %s/%s was created and deleted at once", k.Config.Namespace, oci.RegistryCredentialsSecret)
+			err = fmt.Errorf("secret %s/%s was created and deleted at once", k.Config.Namespace, oci.RegistryCredentialsSecret)
 		}
 		return theirs, err
 	}
@@ -212,7 +212,7 @@ func readRegistryCredentials(ctx context.Context, reader client.Reader, namespac
 		return creds, false, fmt.Errorf("read the bundled registry's credentials Secret %s/%s: %w", namespace, oci.RegistryCredentialsSecret, err)
 	}
 	if creds, err = oci.ParseRegistryCredentials(secret.Data); err != nil {
-		return creds, false, fmt.Errorf("Secret %s/%s: %w: delete it, and the controller makes a new one", namespace, oci.RegistryCredentialsSecret, err)
+		return creds, false, fmt.Errorf("secret %s/%s: %w: delete it, and the controller makes a new one", namespace, oci.RegistryCredentialsSecret, err)
 	}
 	return creds, true, nil
 }

@@ -266,7 +266,7 @@ func (s *Store) remote(ctx context.Context, repository string) (name.Repository,
 			return name.Repository{}, nil, fmt.Errorf("parse repository %q: %w", repository, err)
 		}
 	}
-	var base http.RoundTripper = remote.DefaultTransport
+	base := remote.DefaultTransport
 	if c.HTTPClient != nil && c.HTTPClient.Transport != nil {
 		base = c.HTTPClient.Transport
 	}

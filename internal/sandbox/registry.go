@@ -54,7 +54,7 @@ func (f *Fleet) RegistryCredentials(ctx context.Context) (oci.RegistryCredential
 	}
 	creds, err := oci.ParseRegistryCredentials(s.Data)
 	if err != nil {
-		return creds, fmt.Errorf("Secret %s/%s on the hub: %w", KokumiNamespace, oci.RegistryCredentialsSecret, err)
+		return creds, fmt.Errorf("secret %s/%s on the hub: %w", KokumiNamespace, oci.RegistryCredentialsSecret, err)
 	}
 	return creds, nil
 }

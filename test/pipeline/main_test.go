@@ -249,13 +249,12 @@ func productSpec(values string) v1.ProductSpec {
 }
 
 // order creates the Order app-<environment> of the Product podinfo-<environment>.
-func (f *fixture) order(environment string, mode v1.PromotionMode) string {
+func (f *fixture) order(environment string, mode v1.PromotionMode) {
 	name := "app-" + environment
 	must(f.t, env.Client.Create(f.ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Spec: v1.OrderSpec{
 		ProductRef: v1.LocalObjectReference{Name: "podinfo-" + environment}, EnvironmentRef: v1.LocalObjectReference{Name: environment},
 		Promotion: v1.Promotion{Mode: mode},
 	}}))
-	return name
 }
 
 func (f *fixture) eventually(what string, check func() error) {
@@ -342,9 +341,9 @@ func (f *fixture) latest(order string) *v1.Preparation {
 	return &p
 }
 
-// playArgoCD reports every Application of the Serving as Argo CD would: sync and health at
-// the revision the Application asks for.
-func (f *fixture) playArgoCD(serving string, clusters []string, sync, health string) {
+// playArgoCD reports every Application of the Serving as Argo CD would: synced, with health,
+// at the revision the Application asks for.
+func (f *fixture) playArgoCD(serving string, clusters []string, health string) {
 	f.t.Helper()
 	for _, c := range clusters {
 		name := fleet.ApplicationName(f.ns, serving, f.clusterName(c))
@@ -356,7 +355,7 @@ func (f *fixture) playArgoCD(serving string, clusters []string, sync, health str
 			}
 			revision, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision")
 			app.Object["status"] = map[string]any{
-				"sync":   map[string]any{"status": sync, "revision": revision},
+				"sync":   map[string]any{"status": "Synced", "revision": revision},
 				"health": map[string]any{"status": health},
 			}
 			return env.Client.Update(f.ctx, app)

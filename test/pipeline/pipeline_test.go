@@ -35,7 +35,7 @@ func (f *fixture) deployStaging() *v1.Preparation {
 		}
 		return nil
 	})
-	f.playArgoCD("app-staging", []string{"staging-1"}, "Synced", "Healthy")
+	f.playArgoCD("app-staging", []string{"staging-1"}, "Healthy")
 	f.servingReady("app-staging", v1.ReasonDeployed)
 	f.records(prep.Name, 1)
 	return prep
@@ -74,7 +74,7 @@ func TestAReleaseFlowsThroughStagingAfterItsSoak(t *testing.T) {
 		return nil
 	})
 	f.orderReady("app-prod", v1.ReasonRendered)
-	f.playArgoCD("app-prod", []string{"prod-1", "prod-2"}, "Synced", "Healthy")
+	f.playArgoCD("app-prod", []string{"prod-1", "prod-2"}, "Healthy")
 	f.servingReady("app-prod", v1.ReasonDeployed)
 	if recs := f.records(prod.Name, 1); recs[0].Clusters != 2 || recs[0].Environment != "prod" {
 		t.Errorf("prod's record: %+v", recs[0])
@@ -112,11 +112,11 @@ func TestASoakStartsAgainWhenTheStageDegrades(t *testing.T) {
 	clock.Advance(20 * time.Minute)
 	f.orderReady("app-prod", v1.ReasonAwaitingStage, "staging soaking 20m of 30m")
 
-	f.playArgoCD("app-staging", []string{"staging-1"}, "Synced", "Degraded")
+	f.playArgoCD("app-staging", []string{"staging-1"}, "Degraded")
 	f.servingReady("app-staging", v1.ReasonDeploymentFailed)
 	f.orderReady("app-prod", v1.ReasonAwaitingStage, "staging has not deployed this release yet (Order app-staging: DeploymentFailed)")
 
-	f.playArgoCD("app-staging", []string{"staging-1"}, "Synced", "Healthy")
+	f.playArgoCD("app-staging", []string{"staging-1"}, "Healthy")
 	f.servingReady("app-staging", v1.ReasonDeployed)
 	// Deployed again: a new record, and the soak starts from zero.
 	f.records(staging.Name, 2)
@@ -155,7 +155,7 @@ func TestAManualPromotionMustPassTheStagesAndTheStageMustStillRunTheRelease(t *t
 
 	// staging moves on to another release (another image): prod's next promotion of the old
 	// release is refused, as the release no longer runs there; prod keeps running what it runs.
-	f.playArgoCD("app-prod", []string{"prod-1", "prod-2"}, "Synced", "Healthy")
+	f.playArgoCD("app-prod", []string{"prod-1", "prod-2"}, "Healthy")
 	f.servingReady("app-prod", v1.ReasonDeployed)
 	f.product("podinfo-staging", "6.15.0")
 	f.eventually("staging renders and deploys the new release", func() error {
@@ -166,7 +166,7 @@ func TestAManualPromotionMustPassTheStagesAndTheStageMustStillRunTheRelease(t *t
 		}
 		return nil
 	})
-	f.playArgoCD("app-staging", []string{"staging-1"}, "Synced", "Healthy")
+	f.playArgoCD("app-staging", []string{"staging-1"}, "Healthy")
 	f.eventually("staging Deployed with the new release", func() error {
 		s := f.serving("app-staging")
 		if s.Status.Revision == first.Spec.Artifact.Digest {
@@ -317,6 +317,6 @@ func TestAClusterProgressingPastTheDeadlineFailsTheDeployment(t *testing.T) {
 	if len(s.Status.Targets) != 1 || !strings.Contains(s.Status.Targets[0].Conditions[0].Message, "after the progress deadline of "+deadline.String()) {
 		t.Errorf("targets %+v", s.Status.Targets)
 	}
-	f.playArgoCD("app-staging", []string{"staging-1"}, "Synced", "Healthy")
+	f.playArgoCD("app-staging", []string{"staging-1"}, "Healthy")
 	f.servingReady("app-staging", v1.ReasonDeployed)
 }

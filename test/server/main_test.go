@@ -291,10 +291,10 @@ func getAs[T any](t *testing.T, c call, check func(T) error) T {
 	}
 }
 
-// nextEvent reads server-sent events until one of the given kind whose data contains want.
-func nextEvent(t *testing.T, r *bufio.Reader, kind, want string) {
+// nextEvent reads server-sent events until a change whose data contains want.
+func nextEvent(t *testing.T, r *bufio.Reader, want string) {
 	t.Helper()
-	eventsUntil(t, r, kind, want)
+	eventsUntil(t, r, "change", want)
 }
 
 // eventsUntil reads server-sent events until one of the given kind whose data contains want,

@@ -270,5 +270,5 @@ func TestAPreparationChangeNamesItsServing(t *testing.T) {
 	defer res.Body.Close()
 	r := bufio.NewReader(res.Body)
 	preparationOf(t, ns, "podinfo-edge-1", "podinfo-edge", true)
-	nextEvent(t, r, "change", `"kind":"Serving","namespace":"team-prep-events","name":"podinfo-edge"`)
+	nextEvent(t, r, `"kind":"Serving","namespace":"team-prep-events","name":"podinfo-edge"`)
 }

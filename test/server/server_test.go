@@ -337,11 +337,11 @@ func TestEventsTellTheUIWhatChanged(t *testing.T) {
 	// A Serving's status changes.
 	s.Status.Clusters.Healthy = 2
 	must(t, env.Client.Status().Update(context.Background(), s))
-	nextEvent(t, r, "change", `"namespace":"team-events","name":"podinfo-edge"`)
+	nextEvent(t, r, `"namespace":"team-events","name":"podinfo-edge"`)
 
 	// Argo CD reports on one of its Applications: the change names the Serving and cluster.
 	app(t, ns, s.Name, "edge-5", "Progressing", "OutOfSync", s.Status.Revision, "", time.Now())
-	nextEvent(t, r, "change", `"kind":"Serving","namespace":"team-events","name":"podinfo-edge","cluster":"edge-5"`)
+	nextEvent(t, r, `"kind":"Serving","namespace":"team-events","name":"podinfo-edge","cluster":"edge-5"`)
 }
 
 // preparationOf creates a Preparation of order, Ready or not.

@@ -203,7 +203,7 @@ func TestATenantSeesAndOrdersOnlyInItsNamespace(t *testing.T) {
 	tenantEvents := stream(t, as)
 	adminEvents := stream(t, call{bearer: token})
 	touch(t, theirs, "podinfo-edge")
-	nextEvent(t, adminEvents, "change", `"namespace":"team-b","name":"podinfo-edge"`)
+	nextEvent(t, adminEvents, `"namespace":"team-b","name":"podinfo-edge"`)
 	must(t, env.Client.Create(ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: mine, Name: "marker"}, Spec: v1.ServingSpec{
 		OrderRef: v1.LocalObjectReference{Name: "marker"},
 	}}))
@@ -263,7 +263,7 @@ func TestStrangersAreRefusedAndTheUnboundSeeNothing(t *testing.T) {
 		}
 	}()
 	touch(t, ns, "podinfo-edge")
-	nextEvent(t, adminEvents, "change", `"namespace":"team-stranger"`)
+	nextEvent(t, adminEvents, `"namespace":"team-stranger"`)
 	select {
 	case line := <-got:
 		t.Errorf("an unbound ServiceAccount is told: %s", line)

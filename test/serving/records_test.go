@@ -152,7 +152,7 @@ func TestAClusterLeavingWhileAGateHoldsLosesItsApplication(t *testing.T) {
 	must(t, env.Client.Update(f.ctx, leaving))
 	f.eventually("b15 loses its Application", func() error {
 		if _, err := f.app("b15"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there: %v", err)
+			return fmt.Errorf("still there: %w", err)
 		}
 		return nil
 	})
