@@ -23,11 +23,6 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/record"
 )
 
-// RecordReader reads the deployment records attached to an artifact and verifies them.
-type RecordReader interface {
-	Records(ctx context.Context, repository, artifactDigest string, keys record.TrustedKeys) ([]record.Record, error)
-}
-
 // TrustedKeySource lists the public keys whose records Kokumi trusts.
 type TrustedKeySource interface {
 	Trusted(ctx context.Context) (record.TrustedKeys, error)
@@ -39,7 +34,7 @@ type Pipeline struct {
 	// Client reads Orders, Servings, Preparations and Environments.
 	Client client.Reader
 	// Records reads and verifies records in the registry.
-	Records RecordReader
+	Records *record.Store
 	// Keys lists the trusted public keys.
 	Keys TrustedKeySource
 	// Now is the clock; nil means time.Now.

@@ -91,7 +91,7 @@ func SetupServing(mgr ctrl.Manager, cfg Config) error {
 	pipeline := NewPipeline(mgr.GetClient(), mgr.GetAPIReader(), cfg)
 	keys := pipeline.Keys.(*record.Keys)
 	r := &ServingReconciler{Client: mgr.GetClient(), Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving"), Now: time.Now,
-		Pipeline: pipeline, Records: pipeline.Records.(*record.Store), Keys: keys}
+		Pipeline: pipeline, Records: pipeline.Records, Keys: keys}
 	// The signing key exists, and its public half is published, from the first start on.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if _, err := keys.Ensure(ctx); err != nil {

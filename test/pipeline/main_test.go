@@ -128,7 +128,7 @@ func setupOrder(mgr ctrl.Manager, cfg controller.Config) error {
 func setupServing(mgr ctrl.Manager, cfg controller.Config) error {
 	p := newPipeline(mgr.GetClient(), mgr.GetAPIReader())
 	r := &controller.ServingReconciler{Client: mgr.GetClient(), Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving"),
-		Now: clock.Now, Pipeline: p, Records: p.Records.(*record.Store), Keys: p.Keys.(*record.Keys)}
+		Now: clock.Now, Pipeline: p, Records: p.Records, Keys: p.Keys.(*record.Keys)}
 	return r.SetupWithManager(mgr)
 }
 
