@@ -81,8 +81,19 @@ verify: generate manifests ## Regenerate and fail when the tree changes; gofmt a
 ##@ Tests
 
 .PHONY: test
-test: test-assets ## Build the control-plane binaries (cached in bin/) and run every test.
-	go test ./... -count=1
+test: test-assets ## Build the control-plane binaries (cached in bin/) and run every test, then the Serving's again under API faults.
+	go test ./... -count=1 -timeout 30m
+	# Every Serving scenario again, with a tenth of the controller's API requests failing.
+	KOKUMI_TEST_API_FAULTS=0.1 go test ./test/serving -count=1 -timeout 30m
+
+FUZZTIME ?= 10s
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME past its seed corpus (testdata/fuzz).
+	go test ./internal/images -run '^$$' -fuzz '^FuzzPinnedRef$$' -fuzztime $(FUZZTIME)
+	go test ./internal/images -run '^$$' -fuzz '^FuzzVendorRepository$$' -fuzztime $(FUZZTIME)
+	go test ./internal/images -run '^$$' -fuzz '^FuzzFindAndRewrite$$' -fuzztime $(FUZZTIME)
+	go test ./internal/render -run '^$$' -fuzz '^FuzzHelmValues$$' -fuzztime $(FUZZTIME)
 
 .PHONY: test-assets
 test-assets: $(ENVTEST_DIR)/.stamp-$(KUBE_VERSION)-$(ETCD_VERSION)-$(ARGOCD_VERSION)-$(COSIGN_VERSION) ## Build kube-apiserver, kubectl, etcd, cosign; fetch Argo CD's CRDs.

@@ -11,7 +11,7 @@ const InClusterServer = "https://kubernetes.default.svc"
 type ClusterSpec struct {
 	// Server is the API server URL.
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') && size(self) > 8",message="server must be an https:// URL, such as https://edge-1.example.com:6443"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') && size(self) > 8 && isURL(self) && !self.contains(' ')",message="server must be an https:// URL, such as https://edge-1.example.com:6443"
 	// +required
 	Server string `json:"server"`
 

@@ -20,6 +20,9 @@ const (
 	ReasonImageResolutionFailed = "ImageResolutionFailed"
 	// ReasonPushFailed: the artifact could not be pushed.
 	ReasonPushFailed = "PushFailed"
+	// ReasonBudgetExceeded: the source went over a render budget (pulled or uncompressed bytes,
+	// layers, objects, output bytes); the message names the budget and the flag that raises it.
+	ReasonBudgetExceeded = "BudgetExceeded"
 )
 
 // Serving Ready reasons.
@@ -87,6 +90,9 @@ const (
 	ReasonArgoCDError = "ArgoCDError"
 	// ReasonProgressDeadlineExceeded: the cluster stayed Progressing past the progress deadline.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// ReasonApplicationWriteFailed: Kokumi could not create or update the cluster's Application;
+	// it retries with backoff, and the other clusters go on.
+	ReasonApplicationWriteFailed = "ApplicationWriteFailed"
 )
 
 // Cluster Ready reasons.

@@ -18,6 +18,8 @@ type StageRequirement struct {
 
 	// Soak is how long the release must have run there healthily, without a break, such as
 	// 30m. Absent or 0 means deployed healthily is enough.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	Soak *metav1.Duration `json:"soak,omitempty"`
 }

@@ -61,6 +61,14 @@ type OrderStatus struct {
 	// +optional
 	TargetNamespace string `json:"targetNamespace,omitempty"`
 
+	// InputsHash identifies what the latest Preparation was rendered from: the Product's source
+	// and the digest its version resolved to, the release name, target namespace, values, image
+	// policy and credentials Secret. While it holds, every image tag still points to the digest
+	// the Preparation pinned and the bundled registry holds its artifact, a resync renders nothing.
+	// +kubebuilder:validation:MaxLength=71
+	// +optional
+	InputsHash string `json:"inputsHash,omitempty"`
+
 	// Conditions of the Order.
 	// +listType=map
 	// +listMapKey=type

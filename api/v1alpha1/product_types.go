@@ -121,6 +121,7 @@ type ProductStatus struct {
 // +kubebuilder:printcolumn:name="Target-Namespace",type=string,JSONPath=`.spec.targetNamespace`,priority=1
 // +kubebuilder:printcolumn:name="Images",type=string,JSONPath=`.spec.images.policy`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="a Product's name is at most 63 characters: it is a label value of its Preparations; choose a shorter name"
 type Product struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -33,6 +33,10 @@ func bindConfigFlags(fs *flag.FlagSet, c *controller.Config) {
 	fs.Int64Var(&c.SyncRetry.Factor, "sync-retry-factor", d.SyncRetry.Factor, "what each wait is multiplied by after a failure")
 	fs.DurationVar(&c.SyncRetry.MaxBackoff, "sync-retry-max-backoff", d.SyncRetry.MaxBackoff, "the longest wait between retries")
 	fs.DurationVar(&c.ProgressDeadline, "progress-deadline", d.ProgressDeadline, "how long a cluster may stay Progressing before it fails the deployment (0: forever)")
+	bindBudgetFlags(fs, &c.RenderBudgets, d.RenderBudgets)
+	fs.IntVar(&c.PreparationHistory, "preparation-history", d.PreparationHistory, "how many of its newest Preparations each Order keeps, besides the ones its Serving names or runs (0: keep all)")
+	fs.IntVar(&c.ApplicationWriters, "application-writers", d.ApplicationWriters, "how many Argo CD Applications one Serving writes at a time")
+	fs.DurationVar(&c.UnreachableClusterDeletion, "unreachable-cluster-deletion", d.UnreachableClusterDeletion, "how long a deleted Cluster whose server is Unreachable waits for the Argo CD Applications still deploying to it (0: forever)")
 }
 
 func runController(ctx context.Context, args []string, stderr io.Writer) error {

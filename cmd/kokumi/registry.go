@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
 )
@@ -17,10 +18,12 @@ func runRegistry(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	credsDir := fs.String("credentials-dir", "/etc/kokumi/registry-credentials",
 		"directory of the Secret "+oci.RegistryCredentialsSecret+" mounted as files: the pusher (pulls and pushes) and the puller (pulls); read again when it changes")
 	noAuth := fs.Bool("insecure-no-auth", false, "let whoever reaches the registry pull and push, without credentials: for tests only")
+	gcPeriod := fs.Duration("gc-period", time.Hour,
+		"how often the registry deletes the blobs no manifest references (the layers of collected Preparations); writes get 503 and Retry-After while it does; 0 turns it off")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	o := oci.RegistryOptions{Dir: *dir, Verbose: *verbose, NoAuth: *noAuth}
+	o := oci.RegistryOptions{Dir: *dir, Verbose: *verbose, NoAuth: *noAuth, GCPeriod: *gcPeriod, GCGrace: oci.DefaultGCGrace}
 	if !*noAuth {
 		if _, err := oci.ReadRegistryCredentials(*credsDir); err != nil {
 			return fmt.Errorf("refusing to serve without credentials: %w (mount the Secret %s there; Kokumi's controller creates it)", err, oci.RegistryCredentialsSecret)
@@ -35,7 +38,11 @@ func runRegistry(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *noAuth {
 		auth = "WITHOUT AUTHENTICATION (--insecure-no-auth: for tests only)"
 	}
-	fmt.Fprintf(stdout, "kokumi registry listening on %s, storing in %s, %s\n", reg.Addr, *dir, auth)
+	gc := "collecting garbage every " + gcPeriod.String()
+	if *gcPeriod <= 0 {
+		gc = "never collecting garbage (--gc-period=0)"
+	}
+	fmt.Fprintf(stdout, "kokumi registry listening on %s, storing in %s, %s, %s\n", reg.Addr, *dir, auth, gc)
 	<-ctx.Done()
 	return reg.Stop()
 }

@@ -97,7 +97,7 @@ func ParseSecret(data map[string][]byte) (Credentials, error) {
 			"or a bearer token under %q with the server's CA bundle under %q", KeyKubeconfig, KeyToken,
 			keyList(data), KeyKubeconfig, KeyToken, KeyCA)
 	}
-	if err := c.check(KeyCA, KeyClientCert, KeyClientKey); err != nil {
+	if err := c.check(KeyToken, KeyCA, KeyClientCert, KeyClientKey); err != nil {
 		return Credentials{}, err
 	}
 	return c, nil
@@ -115,8 +115,14 @@ func keyList(data map[string][]byte) string {
 	return strings.Join(keys, ", ")
 }
 
-// check verifies the PEM parts, naming the keys they came from.
-func (c Credentials) check(caKey, certKey, keyKey string) error {
+// check verifies the token (no control characters) and the PEM parts, naming the keys they
+// came from.
+func (c Credentials) check(tokenKey, caKey, certKey, keyKey string) error {
+	// A token goes into an HTTP header: a control character there fails every request, which
+	// would read as an unreachable server.
+	if i := strings.IndexFunc(c.BearerToken, func(r rune) bool { return r < 0x20 || r == 0x7f }); i >= 0 {
+		return invalid("%q holds a control character at byte %d: put the token there as the API server issued it, on one line (a base64 in a Secret's data is decoded once; do not encode it twice)", tokenKey, i)
+	}
 	if len(c.CAData) > 0 {
 		if err := checkCertificates(c.CAData); err != nil {
 			return invalid("%s is not a PEM CA bundle (%v): put the server's CA certificate there, "+
@@ -203,7 +209,7 @@ func parseKubeconfig(data []byte) (Credentials, error) {
 		return Credentials{}, invalid("%q: user %q has neither a token nor client-certificate-data: "+
 			"give the user a token (such as a ServiceAccount token) or an embedded client certificate", KeyKubeconfig, kctx.AuthInfo)
 	}
-	if err := c.check("kubeconfig clusters[].cluster.certificate-authority-data",
+	if err := c.check("kubeconfig users[].user.token", "kubeconfig clusters[].cluster.certificate-authority-data",
 		"kubeconfig users[].user.client-certificate-data", "kubeconfig users[].user.client-key-data"); err != nil {
 		return Credentials{}, err
 	}

@@ -68,7 +68,8 @@ func Classify(server string, c Credentials, err error) Result {
 		return Result{Reason: v1.ReasonUnreachable, Message: c.Redact(fmt.Sprintf(
 			"%s answered /version with HTTP %d: %v", server, status.Status().Code, errorText(err)))}
 	default:
-		return Result{Reason: v1.ReasonUnreachable, Message: c.Redact(fmt.Sprintf("%s is unreachable: %v", server, errorText(err)))}
+		return Result{Reason: v1.ReasonUnreachable, Message: c.Redact(fmt.Sprintf(
+			"%s is unreachable: %v: check spec.server, and that the hub reaches it", server, errorText(err)))}
 	}
 }
 

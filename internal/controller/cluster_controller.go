@@ -219,11 +219,17 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 
+	return r.probe(ctx, &c, creds, before)
+}
+
+// probe probes the Cluster's server and writes what it found: Ready turns False only after
+// failures in a row, and the next probe comes after the period, with jitter.
+func (r *ClusterReconciler) probe(ctx context.Context, c *v1.Cluster, creds cluster.Credentials, before *v1.ClusterStatus) (ctrl.Result, error) {
 	period := r.Config.ProbePeriod
 	res := cluster.Probe(ctx, c.Spec.Server, creds, cluster.Timeout(period))
 	if res.Connected() {
-		r.forget(c.Name)
-	} else if failures := r.failed(c.Name); !cluster.ReportFailure(cluster.IsReady(&c), failures) {
+		r.forgetFailures(c.Name)
+	} else if failures := r.failed(c.Name); !cluster.ReportFailure(cluster.IsReady(c), failures) {
 		ctrl.LoggerFrom(ctx).Info("probe failed; retrying before Ready turns False",
 			"reason", res.Reason, "message", res.Message, "failuresInARow", failures)
 		return ctrl.Result{RequeueAfter: cluster.RetryDelay(period)}, nil
@@ -237,8 +243,8 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if res.Connected() {
 		status = metav1.ConditionTrue
 	}
-	setClusterReady(&c, status, res.Reason, res.Message)
-	if err := r.writeStatus(ctx, &c, before); err != nil {
+	setClusterReady(c, status, res.Reason, res.Message)
+	if err := r.writeStatus(ctx, c, before); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: cluster.Jitter(period, rand.Float64())}, nil
@@ -357,12 +363,26 @@ func (r *ClusterReconciler) finalize(ctx context.Context, c *v1.Cluster) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	if remaining > 0 {
-		if r.startWaiting(c.Name) {
-			r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "WaitingForApplications", "Delete", "%s",
-				fmt.Sprintf("%d Argo CD Applications still deploy to this cluster; its Argo CD cluster Secret stays until they are gone", remaining))
+		if since, gone := r.unreachableFor(c); gone {
+			// Argo CD cannot delete anything on a server it cannot reach: waiting would be forever.
+			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "StoppedWaitingForApplications", "Delete",
+				"the server has been Unreachable since %s, longer than %s: %d Argo CD Applications still name this cluster and Argo CD cannot delete anything there; the Cluster and its Argo CD cluster Secret go, and what runs there keeps running",
+				since.UTC().Format(time.RFC3339), r.Config.UnreachableClusterDeletion, remaining)
+		} else {
+			if r.startWaiting(c.Name) {
+				r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "WaitingForApplications", "Delete", "%s",
+					fmt.Sprintf("%d Argo CD Applications still deploy to this cluster; its Argo CD cluster Secret stays until they are gone", remaining))
+			}
+			ctrl.LoggerFrom(ctx).Info("waiting for Argo CD Applications of the cluster to be deleted", "applications", remaining)
+			// The probe goes on while the Cluster waits: Ready says whether Argo CD can still
+			// delete there.
+			if creds, reason, _, err := r.credentials(ctx, c); err == nil && reason == "" {
+				if _, err := r.probe(ctx, c, creds, c.Status.DeepCopy()); err != nil {
+					return ctrl.Result{}, err
+				}
+			}
+			return ctrl.Result{RequeueAfter: clusterApplicationsWait}, nil
 		}
-		ctrl.LoggerFrom(ctx).Info("waiting for Argo CD Applications of the cluster to be deleted", "applications", remaining)
-		return ctrl.Result{RequeueAfter: clusterApplicationsWait}, nil
 	}
 	if err := r.deleteArgoCDSecret(ctx, c); err != nil {
 		return ctrl.Result{}, err
@@ -400,7 +420,7 @@ func (r *ClusterReconciler) writeStatus(ctx context.Context, c *v1.Cluster, befo
 		return nil
 	}
 	patch := &v1.Cluster{ObjectMeta: c.ObjectMeta, Status: *before}
-	if err := r.Client.Status().Patch(ctx, c, client.MergeFrom(patch)); err != nil {
+	if err := r.Client.Status().Patch(ctx, c, statusPatch(patch)); err != nil {
 		return fmt.Errorf("write status of cluster %q: %w", c.Name, err)
 	}
 	emitReadyTransition(r.Recorder, c, before.Conditions, c.Status.Conditions)
@@ -426,6 +446,22 @@ func (r *ClusterReconciler) startWaiting(name string) bool {
 	first := !r.waiting[name]
 	r.waiting[name] = true
 	return first
+}
+
+// unreachableFor says since when the Cluster's server has been Unreachable, and whether that
+// is longer than Config.UnreachableClusterDeletion allows a deletion to wait.
+func (r *ClusterReconciler) unreachableFor(c *v1.Cluster) (time.Time, bool) {
+	cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady)
+	if r.Config.UnreachableClusterDeletion <= 0 || cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != v1.ReasonUnreachable {
+		return time.Time{}, false
+	}
+	return cond.LastTransitionTime.Time, time.Since(cond.LastTransitionTime.Time) >= r.Config.UnreachableClusterDeletion
+}
+
+func (r *ClusterReconciler) forgetFailures(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.failures, name)
 }
 
 func (r *ClusterReconciler) forget(name string) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -35,10 +33,6 @@ func init() { setups = append(setups, SetupEnvironmentController) }
 const (
 	// environmentProjectIndex indexes Environments by spec.project.
 	environmentProjectIndex = "kokumi.spec.project"
-
-	// environmentArgoCDRecheck is how often an Environment rechecks for Argo CD when its
-	// AppProject kind was not served at start (no watch can tell).
-	environmentArgoCDRecheck = time.Minute
 )
 
 // environmentAppProjectGVK is Argo CD's AppProject, read as metadata only.
@@ -69,21 +63,13 @@ func SetupEnvironmentController(mgr ctrl.Manager, cfg Config) error {
 		func(o client.Object) []string { return []string{o.(*v1.Environment).Spec.Project} }); err != nil {
 		return fmt.Errorf("index environments by project: %w", err)
 	}
-	projects, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient:        mgr.GetHTTPClient(),
-		Scheme:            mgr.GetScheme(),
-		Mapper:            mgr.GetRESTMapper(),
-		DefaultNamespaces: map[string]cache.Config{cfg.ArgoCDNamespace: {}},
-	})
+	argo, err := ArgoCDOf(mgr, cfg)
 	if err != nil {
-		return fmt.Errorf("create the AppProject cache of namespace %q: %w", cfg.ArgoCDNamespace, err)
-	}
-	if err := mgr.Add(projects); err != nil {
-		return fmt.Errorf("add the AppProject cache: %w", err)
+		return err
 	}
 	r := &EnvironmentReconciler{
 		Client:   mgr.GetClient(),
-		Projects: projects,
+		Projects: argo.Cache,
 		Recorder: mgr.GetEventRecorder("kokumi-environment"),
 		Config:   cfg,
 	}
@@ -94,17 +80,20 @@ func SetupEnvironmentController(mgr ctrl.Manager, cfg Config) error {
 		// An Environment appearing, going or changing its requirements may break or mend the
 		// pipelines of the others in its namespace.
 		Watches(&v1.Environment{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOfNamespace))
-	// Watch AppProjects only where Argo CD is installed: a watch of a kind not served would
-	// keep the manager from starting. Without it, Environments say ArgoCDNotInstalled.
-	if _, err := mgr.GetRESTMapper().RESTMapping(environmentAppProjectGVK.GroupKind(), environmentAppProjectGVK.Version); err == nil {
-		b = b.WatchesRawSource(source.Kind(projects, environmentAppProjectMetadata(),
-			handler.TypedEnqueueRequestsFromMapFunc(r.environmentsForProject)))
-	} else if !meta.IsNoMatchError(err) {
-		return fmt.Errorf("look up Argo CD's AppProject kind: %w", err)
-	}
-	if err := b.Complete(r); err != nil {
+	c, err := b.Build(r)
+	if err != nil {
 		return fmt.Errorf("set up the environment controller: %w", err)
 	}
+	// AppProjects are watched from when Argo CD's CRDs are served (a watch of a kind not served
+	// would keep the manager from starting); until then Environments say ArgoCDNotInstalled,
+	// and all of them look again when the CRDs appear.
+	argo.OnInstalled(func(context.Context) error {
+		if err := c.Watch(source.Kind(argo.Cache, environmentAppProjectMetadata(),
+			handler.TypedEnqueueRequestsFromMapFunc(r.environmentsForProject))); err != nil {
+			return fmt.Errorf("watch AppProjects: %w", err)
+		}
+		return c.Watch(enqueueAll(r.Client, &v1.EnvironmentList{}))
+	})
 	return nil
 }
 
@@ -221,14 +210,12 @@ func (r *EnvironmentReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	})
 	if !equality.Semantic.DeepEqual(before, &env.Status) {
 		patch := &v1.Environment{ObjectMeta: env.ObjectMeta, Status: *before}
-		if err := r.Client.Status().Patch(ctx, &env, client.MergeFrom(patch)); err != nil {
+		if err := r.Client.Status().Patch(ctx, &env, statusPatch(patch)); err != nil {
 			return ctrl.Result{}, fmt.Errorf("write status of environment %s: %w", req.NamespacedName, err)
 		}
 		emitReadyTransition(r.Recorder, &env, before.Conditions, env.Status.Conditions)
 	}
-	if reason == v1.ReasonArgoCDNotInstalled {
-		return ctrl.Result{RequeueAfter: environmentArgoCDRecheck}, nil
-	}
+	// ArgoCDNotInstalled needs no recheck: every Environment looks again when the CRDs appear.
 	return ctrl.Result{}, nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -20,6 +19,7 @@ import (
 
 	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/preparation"
 )
 
 // Options configures the controller manager.
@@ -60,6 +60,20 @@ type Config struct {
 	// ProgressDeadline is how long a cluster may stay Progressing before it fails the
 	// deployment (ProgressDeadlineExceeded); 0 waits forever.
 	ProgressDeadline time.Duration
+	// ApplicationWriters is how many Applications one Serving writes at a time.
+	ApplicationWriters int
+	// UnreachableClusterDeletion is how long a Cluster being deleted waits for the Argo CD
+	// Applications that still deploy to it once its server is Unreachable: Argo CD cannot delete
+	// anything there, so Kokumi lets the Cluster go; 0 waits forever.
+	UnreachableClusterDeletion time.Duration
+	// PreparationHistory is how many of its newest Preparations an Order keeps; older ones,
+	// except those a Serving names or runs and the Order's latest, are deleted with their
+	// artifacts. 0 keeps every Preparation.
+	PreparationHistory int
+	// RenderBudgets bound what one render may pull, decompress and render, so that a large or
+	// hostile source fails its Order (BudgetExceeded) instead of the controller; zero fields
+	// mean their defaults.
+	RenderBudgets preparation.Budgets
 }
 
 // DefaultConfig returns the configuration used when no flag says otherwise.
@@ -72,7 +86,11 @@ func DefaultConfig() Config {
 		ProbePeriod:     30 * time.Second,
 		SyncRetry:       argocd.DefaultSyncRetry,
 		// Argo CD's retries (about 2.5 minutes with the defaults) end well before it.
-		ProgressDeadline: 10 * time.Minute,
+		ProgressDeadline:           10 * time.Minute,
+		ApplicationWriters:         16,
+		UnreachableClusterDeletion: 10 * time.Minute,
+		PreparationHistory:         10,
+		RenderBudgets:              preparation.DefaultBudgets(),
 	}
 }
 
@@ -110,35 +128,51 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// cacheOptions keeps the cache of Argo CD's objects to Argo CD's namespace, and of ConfigMaps
-// to Kokumi's.
+// cacheOptions keeps the cache of ConfigMaps to Kokumi's namespace. Argo CD's objects have a
+// cache of their own (ArgoCDOf), so that Kokumi starts before Argo CD is installed.
 func cacheOptions(c Config) cache.Options {
-	inArgoCD := cache.ByObject{Namespaces: map[string]cache.Config{c.ArgoCDNamespace: {}}}
-	app := &unstructured.Unstructured{}
-	app.SetGroupVersionKind(argocd.ApplicationGVK)
-	project := &unstructured.Unstructured{}
-	project.SetGroupVersionKind(argocd.AppProjectGVK)
 	// The public keys of deployment records live in Kokumi's own namespace; no other
 	// ConfigMap is read.
 	inKokumi := cache.ByObject{Namespaces: map[string]cache.Config{c.Namespace: {}}}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{app: inArgoCD, project: inArgoCD, &corev1.ConfigMap{}: inKokumi}}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: inKokumi}}
 }
 
 // NewManager builds a manager with the scheme registered, health checks, metrics and every
-// reconciler set up; or, when only is given, just those reconcilers (tests use that).
+// reconciler set up; or, when only is given, just those reconcilers (tests use that). It tries
+// again, up to managerAttempts times, when that fails.
 func NewManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, error) {
 	if err := CheckLocalProject(opts.Config.LocalProject); err != nil {
 		return nil, err
 	}
+	// Building a manager reads the API server's discovery: one failed request (an API server
+	// restarting, a timeout) would otherwise end the process.
+	wait := time.Second
+	for attempt := 1; ; attempt++ {
+		mgr, err := newManager(cfg, opts, only...)
+		if err == nil {
+			return mgr, nil
+		}
+		if attempt == managerAttempts {
+			return nil, fmt.Errorf("%w (after %d attempts)", err, attempt)
+		}
+		ctrl.Log.Info("could not set up the controller manager; trying again", "error", err.Error(), "in", wait.String())
+		time.Sleep(wait)
+		wait *= 2
+	}
+}
+
+// managerAttempts is how many times NewManager tries; the waits between double from a second
+// (15 s in all).
+const managerAttempts = 5
+
+func newManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, error) {
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
 	}
-	// Argo CD's objects are read as unstructured; the client reads them from the cache too.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOptions(opts.Config),
-		Client:                  client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		LeaderElection:          opts.LeaderElection,
@@ -167,3 +201,18 @@ func NewManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, er
 	}
 	return mgr, nil
 }
+
+// statusPatch is a merge patch from base that applies only to the resourceVersion base was read
+// at. A merge patch leaves out every field equal in base and the new object; from a cache that
+// has not seen the reconciler's own last write, it would leave that write's fields in place
+// (counts that no longer add up, a list entry dropped). The optimistic lock turns that into a
+// conflict, and the reconcile runs again.
+//
+// A reconcile whose status patch conflicts runs again after conflictRetry, without an error.
+func statusPatch(base client.Object) client.Patch {
+	return client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+}
+
+// conflictRetry is when a reconcile whose status write conflicted runs again: the cache has
+// usually caught up by then.
+const conflictRetry = 500 * time.Millisecond

@@ -2,17 +2,22 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -40,9 +45,11 @@ const (
 
 	// productRefIndex indexes Orders by spec.productRef.name.
 	productRefIndex = "spec.productRef.name"
-	// retryAfter is when a failed render is tried again without any change.
-	retryAfter = time.Minute
-	// resync is how often a rendered Order renders again to notice moved tags.
+	// retryAfter is when a failed render is first tried again without any change.
+	retryAfter = 5 * time.Second
+	// maxRetryAfter is the longest wait between two failed renders of the same input.
+	maxRetryAfter = 10 * time.Minute
+	// resync is how often a rendered Order looks whether a tag moved.
 	resync = 10 * time.Minute
 	// renderTimeout bounds one render: pull, images and push.
 	renderTimeout = 5 * time.Minute
@@ -67,11 +74,16 @@ type OrderReconciler struct {
 	Config Config
 	// Gate holds Automatic promotion back; nil promotes at once.
 	Gate PromotionGate
-	// RetryAfter is when a failed render is tried again without any change (default a minute).
+	// RetryAfter is when a failed render is first tried again without any change (default five
+	// seconds); each failure in a row doubles the wait, up to MaxRetryAfter.
 	RetryAfter time.Duration
-	// Resync is how often a rendered Order renders again, so that an image tag or source tag
-	// that moved makes a new Preparation (default ten minutes).
+	// MaxRetryAfter is the longest wait between two failed renders (default ten minutes).
+	MaxRetryAfter time.Duration
+	// Resync is how often a rendered Order looks whether its source tag or an image tag moved,
+	// which makes a new Preparation (default ten minutes). Nothing is rendered when none did.
 	Resync time.Duration
+
+	retries retries
 }
 
 func init() { setups = append(setups, setupOrder) }
@@ -133,9 +145,11 @@ func (r *OrderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	log := ctrl.LoggerFrom(ctx)
 	var order deliveryv1alpha1.Order
 	if err := r.Get(ctx, req.NamespacedName, &order); err != nil {
+		r.retries.forget(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !order.DeletionTimestamp.IsZero() {
+		r.retries.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	base := order.DeepCopy()
@@ -144,23 +158,45 @@ func (r *OrderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		if equality.Semantic.DeepEqual(before, &order.Status) {
 			return
 		}
-		if perr := r.Status().Patch(ctx, &order, client.MergeFrom(base)); perr != nil {
+		// An Order deleted meanwhile has no status left to write.
+		perr := r.Status().Patch(ctx, &order, statusPatch(base))
+		if apierrors.IsConflict(perr) && err == nil {
+			// The Order changed since it was read: look again at what is there, quietly.
+			result = ctrl.Result{RequeueAfter: conflictRetry}
+			return
+		}
+		if client.IgnoreNotFound(perr) != nil {
 			err = errors.Join(err, fmt.Errorf("update status of order %s: %w", req.NamespacedName, perr))
 		}
 	}()
 
-	prep, failure := r.prepare(ctx, &order)
+	product, failure := r.product(ctx, &order)
 	if failure != nil {
-		r.setFailed(&order, before, failure)
-		if failure.Reason == deliveryv1alpha1.ReasonProductNotFound {
-			return ctrl.Result{}, nil
-		}
-		log.Info("render failed", "reason", failure.Reason, "message", failure.Message)
-		if r.RetryAfter > 0 {
-			return ctrl.Result{RequeueAfter: r.RetryAfter}, nil
-		}
-		return ctrl.Result{RequeueAfter: retryAfter}, nil
+		// The Product's creation brings the Order back.
+		r.retries.forget(req.NamespacedName)
+		r.setFailed(&order, before, failure, "")
+		return ctrl.Result{}, nil
 	}
+	// A failed input is tried again once its wait is over, or at once when the Order or its
+	// Product changes; whatever else brings the Order back meanwhile renders nothing.
+	input := fmt.Sprintf("%d/%s/%d", order.Generation, product.UID, product.Generation)
+	if wait := r.retries.wait(req.NamespacedName, input, time.Now()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	prep, failure := r.prepare(ctx, &order, product)
+	if failure != nil {
+		now := time.Now()
+		attempts, wait := r.retries.failed(req.NamespacedName, input, now, r.firstRetry(), r.maxRetry())
+		times := "once"
+		if attempts > 1 {
+			times = fmt.Sprintf("%d times in a row", attempts)
+		}
+		r.setFailed(&order, before, failure, fmt.Sprintf("Failed %s: Kokumi tries again in %s, at %s, or at once when the Order or its Product changes.",
+			times, wait, now.Add(wait).UTC().Format(time.RFC3339)))
+		log.Info("render failed", "reason", failure.Reason, "message", failure.Message, "attempts", attempts, "retryAfter", wait)
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	r.retries.forget(req.NamespacedName)
 	verdict, err := r.promote(ctx, &order, prep)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -194,9 +230,8 @@ type failure struct {
 	Message string
 }
 
-// prepare renders the Order and returns its Preparation, new or existing, and records it in
-// the status; or returns why it failed.
-func (r *OrderReconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order) (*deliveryv1alpha1.Preparation, *failure) {
+// product reads the Order's Product, or says why it cannot.
+func (r *OrderReconciler) product(ctx context.Context, order *deliveryv1alpha1.Order) (*deliveryv1alpha1.Product, *failure) {
 	var product deliveryv1alpha1.Product
 	if err := r.Get(ctx, client.ObjectKey{Namespace: order.Namespace, Name: order.Spec.ProductRef.Name}, &product); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -205,11 +240,18 @@ func (r *OrderReconciler) prepare(ctx context.Context, order *deliveryv1alpha1.O
 		}
 		return nil, &failure{deliveryv1alpha1.ReasonProductNotFound, fmt.Sprintf("get product %q: %v", order.Spec.ProductRef.Name, err)}
 	}
-	creds, f := r.credentials(ctx, &product)
+	return &product, nil
+}
+
+// prepare renders the Order and returns its Preparation, new or existing, and records it in
+// the status; or returns why it failed. When nothing the render reads changed since the latest
+// Preparation, it renders nothing and returns that one.
+func (r *OrderReconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Product) (*deliveryv1alpha1.Preparation, *failure) {
+	creds, f := r.credentials(ctx, product)
 	if f != nil {
 		return nil, f
 	}
-	in, f := r.input(order, &product)
+	in, f := r.input(order, product)
 	if f != nil {
 		return nil, f
 	}
@@ -219,23 +261,39 @@ func (r *OrderReconciler) prepare(ctx context.Context, order *deliveryv1alpha1.O
 	}
 	ctx, cancel := context.WithTimeout(ctx, renderTimeout)
 	defer cancel()
+	current, f := r.unchanged(ctx, b, order, product, in)
+	if f != nil {
+		return nil, f
+	}
+	if current != nil {
+		// A crash between creating a Preparation and marking it Ready leaves it not Ready, and
+		// Automatic promotion would wait for it forever: mark it now.
+		if err := r.markReady(ctx, current); err != nil {
+			return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
+		}
+		order.Status.TargetNamespace = in.Render.TargetNamespace
+		r.setRendered(order, current, false, order.Status.InputsHash)
+		return current, nil
+	}
 	built, err := b.Build(ctx, in)
 	if err != nil {
 		return nil, buildFailure(err)
 	}
 	order.Status.TargetNamespace = in.Render.TargetNamespace
+	inputs := inputsHash(in, built.SourceDigest, product)
 
 	existing, latest, err := r.preparations(ctx, order, built.ConfigHash)
 	if err != nil {
 		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
 	}
 	if existing != nil {
-		// A crash between creating a Preparation and marking it Ready leaves it not Ready, and
-		// Automatic promotion would wait for it forever: mark it now.
+		if f := r.keepArtifact(ctx, b, order, existing, in, built); f != nil {
+			return nil, f
+		}
 		if err := r.markReady(ctx, existing); err != nil {
 			return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
 		}
-		r.setRendered(order, existing, false)
+		r.setRendered(order, existing, false, inputs)
 		return existing, nil
 	}
 	parent := ""
@@ -247,7 +305,7 @@ func (r *OrderReconciler) prepare(ctx context.Context, order *deliveryv1alpha1.O
 	if err != nil {
 		return nil, buildFailure(err)
 	}
-	prep := newPreparation(order, &product, in, built, repository, artifactDigest, parent, r.bundled(in.VendorRegistry))
+	prep := newPreparation(order, product, in, built, repository, artifactDigest, parent, r.bundled(in.VendorRegistry))
 	if err := controllerutil.SetControllerReference(order, prep, r.Scheme()); err != nil {
 		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, fmt.Sprintf("own preparation: %v", err)}
 	}
@@ -257,10 +315,225 @@ func (r *OrderReconciler) prepare(ctx context.Context, order *deliveryv1alpha1.O
 	if err := r.markReady(ctx, prep); err != nil {
 		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
 	}
-	r.setRendered(order, prep, true)
+	r.setRendered(order, prep, true, inputs)
 	r.Recorder.Eventf(order, prep, corev1.EventTypeNormal, deliveryv1alpha1.ReasonRendered, "Render",
 		"Rendered Preparation %s (%s@%s, %d images) into %s", prep.Name, in.SourceURL, built.SourceDigest, len(built.Images), prep.Spec.Artifact.Ref)
 	return prep, nil
+}
+
+// unchanged returns the Order's latest Preparation when a render would make it again, found
+// without rendering: what the render reads hashes to status.inputsHash (the source version
+// resolving to the same digest: one HEAD request), every image tag of the Preparation still
+// points to the digest it pinned (one HEAD request each), and the bundled registry holds its
+// artifact. It returns nil when any of that does not hold or a registry does not answer: the
+// render that follows makes what is needed, or says what failed. It fails only when the
+// bundled registry cannot tell whether it holds the artifact, which no render would change.
+func (r *OrderReconciler) unchanged(ctx context.Context, b *preparation.Builder, order *deliveryv1alpha1.Order,
+	product *deliveryv1alpha1.Product, in preparation.Input) (*deliveryv1alpha1.Preparation, *failure) {
+	if order.Status.InputsHash == "" || order.Status.LatestPreparation == "" {
+		return nil, nil
+	}
+	var latest deliveryv1alpha1.Preparation
+	if err := r.Get(ctx, client.ObjectKey{Namespace: order.Namespace, Name: order.Status.LatestPreparation}, &latest); err != nil || !metav1.IsControlledBy(&latest, order) {
+		return nil, nil
+	}
+	sourceDigest, err := resolveSource(ctx, b.Sources, in)
+	if err != nil || inputsHash(in, sourceDigest, product) != order.Status.InputsHash {
+		return nil, nil
+	}
+	originals := make([]string, len(latest.Spec.Images))
+	for i, img := range latest.Spec.Images {
+		originals[i] = img.Original
+	}
+	pins, err := b.Images.Resolve(ctx, originals, "")
+	if err != nil {
+		return nil, nil
+	}
+	for i, p := range pins {
+		if refDigest(p.Pinned) != refDigest(latest.Spec.Images[i].Pinned) {
+			return nil, nil
+		}
+	}
+	present, err := r.artifactPresent(ctx, b.Sources, &latest)
+	if err != nil {
+		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
+	}
+	if !present {
+		return nil, nil
+	}
+	return &latest, nil
+}
+
+// resolveSource resolves the input's source version (a tag or a digest; empty is latest) to
+// the digest a pull would get, with one HEAD request.
+func resolveSource(ctx context.Context, sources *oci.Client, in preparation.Input) (string, error) {
+	repo, err := sources.Repository(oci.TrimScheme(in.SourceURL))
+	if err != nil {
+		return "", err
+	}
+	version := in.Version
+	if version == "" {
+		version = "latest"
+	}
+	desc, err := repo.Resolve(ctx, version)
+	if err != nil {
+		return "", fmt.Errorf("resolve version %s of %s: %w", version, in.SourceURL, err)
+	}
+	return desc.Digest.String(), nil
+}
+
+// inputsHash identifies what a render reads besides the images' tags: the input (source url
+// and version, release name, target namespace, values, CRDs, vendor registry), the digest the
+// source resolved to, and the Product's credentials Secret. Values hash as JSON, keys sorted.
+// An input that does not hash gives "", which never matches.
+func inputsHash(in preparation.Input, sourceDigest string, product *deliveryv1alpha1.Product) string {
+	credentials := ""
+	if ref := product.Spec.Source.CredentialsRef; ref != nil {
+		credentials = ref.Name
+	}
+	b, err := json.Marshal(struct {
+		Input        preparation.Input
+		SourceDigest string
+		Credentials  string
+	}{in, sourceDigest, credentials})
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// refDigest is the digest of an image reference by digest (after its @).
+func refDigest(ref string) string {
+	if i := strings.LastIndex(ref, "@"); i >= 0 {
+		return ref[i+1:]
+	}
+	return ""
+}
+
+// artifactPresent says whether the current bundled registry holds prep's artifact, at the
+// address ArtifactLocation gives.
+func (r *OrderReconciler) artifactPresent(ctx context.Context, sources *oci.Client, prep *deliveryv1alpha1.Preparation) (bool, error) {
+	repository, digest := ArtifactLocation(r.Config.BundledRegistry, prep)
+	repo, err := sources.Repository(repository)
+	if err != nil {
+		return false, fmt.Errorf("the artifact of Preparation %s: %w", prep.Name, err)
+	}
+	if _, err := repo.Resolve(ctx, digest); err != nil {
+		if oci.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("cannot tell whether the bundled registry holds the artifact %s@%s of Preparation %s (%v): check that the registry is running", repository, digest, prep.Name, err)
+	}
+	return true, nil
+}
+
+// keepArtifact pushes the artifact of existing again when the bundled registry does not hold it
+// (a restore that lost its data). built has existing's config hash, and a push is
+// reproducible: with existing's source version and parent it gives existing's digest.
+func (r *OrderReconciler) keepArtifact(ctx context.Context, b *preparation.Builder, order *deliveryv1alpha1.Order,
+	existing *deliveryv1alpha1.Preparation, in preparation.Input, built *preparation.Built) *failure {
+	present, err := r.artifactPresent(ctx, b.Sources, existing)
+	if err != nil {
+		return &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
+	}
+	if present {
+		return nil
+	}
+	repository, digest := ArtifactLocation(r.Config.BundledRegistry, existing)
+	again := in
+	again.SourceURL, again.Version = existing.Spec.Source.URL, existing.Spec.Source.Version
+	pushed, err := b.Push(ctx, repository, again, built, existing.Spec.ParentDigest)
+	if err != nil {
+		return buildFailure(err)
+	}
+	if pushed != digest {
+		return &failure{deliveryv1alpha1.ReasonPushFailed, fmt.Sprintf(
+			"the bundled registry lost the artifact of Preparation %s, and its render pushed again is %s, not %s (another version of Kokumi wrote it): change the Order or its Product to make a new Preparation, and promote it",
+			existing.Name, pushed, digest)}
+	}
+	r.Recorder.Eventf(order, existing, corev1.EventTypeNormal, "Repushed", "Render",
+		"The bundled registry did not hold the artifact of Preparation %s: pushed its render again to %s@%s", existing.Name, repository, digest)
+	return nil
+}
+
+// retries holds, per Order, the failures in a row of one input (the Order's and its Product's
+// generations): a failed render waits before it is tried again, twice as long after each
+// failure. It lives in memory: a controller that starts again tries every Order at once.
+type retries struct {
+	mu     sync.Mutex
+	orders map[types.NamespacedName]retry
+}
+
+// retry is an Order's failures in a row of input, and when it may be tried again.
+type retry struct {
+	input    string
+	failures int
+	next     time.Time
+}
+
+// wait is how long an Order's failed input still waits at now; 0 when it may render.
+func (t *retries) wait(order types.NamespacedName, input string, now time.Time) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	last, ok := t.orders[order]
+	if !ok || last.input != input || !now.Before(last.next) {
+		return 0
+	}
+	return last.next.Sub(now)
+}
+
+// failed records a failure of the Order's input at now and returns how many in a row, and
+// how long the next try waits: first after one failure, doubling with each, at most most.
+func (t *retries) failed(order types.NamespacedName, input string, now time.Time, first, most time.Duration) (int, time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.orders == nil {
+		t.orders = map[types.NamespacedName]retry{}
+	}
+	last := t.orders[order]
+	if last.input != input {
+		last = retry{input: input}
+	}
+	last.failures++
+	wait := backoff(last.failures, first, most)
+	last.next = now.Add(wait)
+	t.orders[order] = last
+	return last.failures, wait
+}
+
+// forget drops an Order's failures: it rendered, or is gone.
+func (t *retries) forget(order types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.orders, order)
+}
+
+// backoff is the wait after failures in a row: first, doubled for each failure after the
+// first, at most most.
+func backoff(failures int, first, most time.Duration) time.Duration {
+	wait := first
+	for i := 1; i < failures && wait < most; i++ {
+		wait *= 2
+	}
+	return min(wait, most)
+}
+
+// firstRetry is the wait after one failure.
+func (r *OrderReconciler) firstRetry() time.Duration {
+	if r.RetryAfter > 0 {
+		return r.RetryAfter
+	}
+	return retryAfter
+}
+
+// maxRetry is the longest wait between two failures.
+func (r *OrderReconciler) maxRetry() time.Duration {
+	most := maxRetryAfter
+	if r.MaxRetryAfter > 0 {
+		most = r.MaxRetryAfter
+	}
+	return max(most, r.firstRetry())
 }
 
 func buildFailure(err error) *failure {
@@ -293,7 +566,9 @@ func (r *OrderReconciler) credentials(ctx context.Context, product *deliveryv1al
 	}
 	creds, err := oci.ParseDockerConfig(data)
 	if err != nil {
-		return nil, &failure{deliveryv1alpha1.ReasonSourceNotFound, fmt.Sprintf("credentials Secret %q: %v", ref.Name, err)}
+		return nil, &failure{deliveryv1alpha1.ReasonSourceNotFound, fmt.Sprintf(
+			"credentials Secret %q: %v: fix its %s (`kubectl create secret docker-registry` writes a valid one), or spec.source.credentialsRef of Product %s",
+			ref.Name, err, corev1.DockerConfigJsonKey, product.Name)}
 	}
 	return creds, nil
 }
@@ -342,6 +617,7 @@ func (r *OrderReconciler) builder(ctx context.Context, creds oci.Credentials, na
 	return &preparation.Builder{
 		Sources: &oci.Client{Credentials: creds, PlainHTTP: plain, Allow: own},
 		Images:  &images.Resolver{Credentials: creds, PlainHTTP: plain, Namespace: namespace, Allow: own},
+		Budgets: r.Config.RenderBudgets,
 	}, nil
 }
 
@@ -353,7 +629,7 @@ func (r *OrderReconciler) bundled(registry string) bool {
 // artifactRepository is where an Order's Preparations are pushed: the bundled registry,
 // repository kokumi/<namespace>/<order>.
 func (r *OrderReconciler) artifactRepository(order *deliveryv1alpha1.Order) string {
-	return r.Config.BundledRegistry + "/" + artifactDir + "/" + order.Namespace + "/" + order.Name
+	return r.Config.BundledRegistry + "/" + ownArtifactPath(order.Namespace, order.Name)
 }
 
 // preparations finds the Order's Preparation with configHash, if any, and its newest one.
@@ -448,8 +724,10 @@ func (r *OrderReconciler) markReady(ctx context.Context, prep *deliveryv1alpha1.
 	return nil
 }
 
-func (r *OrderReconciler) setRendered(order *deliveryv1alpha1.Order, prep *deliveryv1alpha1.Preparation, created bool) {
+// setRendered records prep, rendered from inputs (see inputsHash), as the Order's latest.
+func (r *OrderReconciler) setRendered(order *deliveryv1alpha1.Order, prep *deliveryv1alpha1.Preparation, created bool, inputs string) {
 	order.Status.LatestPreparation = prep.Name
+	order.Status.InputsHash = inputs
 	msg := fmt.Sprintf("Preparation %s: %s@%s, %d images, artifact %s", prep.Name, prep.Spec.Source.URL,
 		prep.Spec.Source.Digest, len(prep.Spec.Images), prep.Spec.Artifact.Digest)
 	if !created {
@@ -461,24 +739,46 @@ func (r *OrderReconciler) setRendered(order *deliveryv1alpha1.Order, prep *deliv
 	})
 }
 
-// setFailed sets Ready=False, and records a Warning event when the reason or message changed.
-func (r *OrderReconciler) setFailed(order *deliveryv1alpha1.Order, before *deliveryv1alpha1.OrderStatus, f *failure) {
-	msg := shorten(f.Message)
+// setFailed sets Ready=False, its message f's followed by retry (when it is tried again), and
+// records a Warning event when the reason or f's message changed.
+func (r *OrderReconciler) setFailed(order *deliveryv1alpha1.Order, before *deliveryv1alpha1.OrderStatus, f *failure, retry string) {
+	what := shorten(f.Message)
+	msg := what
+	if retry != "" {
+		what = shortenTo(f.Message, maxMessage-len(retrySeparator)-len(retry))
+		msg = what + retrySeparator + retry
+	}
 	meta.SetStatusCondition(&order.Status.Conditions, metav1.Condition{
 		Type: deliveryv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: f.Reason,
 		Message: msg, ObservedGeneration: order.Generation,
 	})
 	old := meta.FindStatusCondition(before.Conditions, deliveryv1alpha1.ConditionReady)
-	if old == nil || old.Reason != f.Reason || old.Message != msg {
-		r.Recorder.Eventf(order, nil, corev1.EventTypeWarning, f.Reason, "Render", "%s", msg)
+	if old == nil || old.Reason != f.Reason || (old.Message != what && !strings.HasPrefix(old.Message, what+retrySeparator)) {
+		r.Recorder.Eventf(order, nil, corev1.EventTypeWarning, f.Reason, "Render", "%s", what)
 	}
 }
 
-func shorten(s string) string {
-	if len(s) <= maxMessage {
+// retrySeparator separates a failure from when it is tried again in the Ready message.
+const retrySeparator = " — "
+
+func shorten(s string) string { return shortenTo(s, maxMessage) }
+
+// shortenTo cuts s to at most n bytes by taking out its middle: the start (what failed) and
+// the end (the fix, which messages put last) stay, and no cut splits a UTF-8 sequence.
+func shortenTo(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	return s[:maxMessage-3] + "..."
+	const mark = " … "
+	keep := max(n-len(mark), 0)
+	head, tail := keep-min(keep/3, 300), len(s)-min(keep/3, 300)
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return s[:head] + mark + s[tail:]
 }
 
 // promote keeps the Serving (same name as the Order). Automatic mode points it at the Order's

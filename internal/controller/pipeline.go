@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -18,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
-	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/record"
 )
@@ -39,6 +37,8 @@ type Pipeline struct {
 	Keys TrustedKeySource
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// BundledRegistry is the bundled registry's address now (see ArtifactLocation).
+	BundledRegistry string
 }
 
 // NewPipeline returns the Pipeline of a Kokumi installation: records in the registries Kokumi
@@ -52,6 +52,8 @@ func NewPipeline(c client.Client, reader client.Reader, cfg Config) *Pipeline {
 		Client:  c,
 		Records: &record.Store{Client: pusherClient(reader, cfg)},
 		Keys:    &record.Keys{Client: c, Reader: reader, Namespace: cfg.Namespace},
+
+		BundledRegistry: cfg.BundledRegistry,
 	}
 }
 
@@ -170,7 +172,7 @@ func (p *Pipeline) run(ctx context.Context, o *v1.Order, release string, keys **
 		}
 		*keys = &k
 	}
-	repository, _, _ := strings.Cut(oci.TrimScheme(prep.Spec.Artifact.Ref), "@")
+	repository, _ := ArtifactLocation(p.BundledRegistry, &prep)
 	ctx, cancel := context.WithTimeout(ctx, registryTimeout)
 	defer cancel()
 	recs, err := p.Records.Records(ctx, repository, prep.Spec.Artifact.Digest, **keys)

@@ -2,8 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,8 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -46,7 +48,7 @@ const (
 	indexServingPreparation = "spec.preparationName"
 )
 
-// recheckArgoCD is how often a Serving waiting for Argo CD, or held by an Application it may
+// recheckArgoCD is how often a Serving waiting for Argo CD's namespace, or held by an Application it may
 // not change, looks again.
 const recheckArgoCD = time.Minute
 
@@ -78,10 +80,11 @@ type ServingReconciler struct {
 	Records *record.Store
 	// Keys holds the signing key.
 	Keys *record.Keys
-
-	ctrl      controller.Controller
-	watchArgo sync.Once
-	mgr       ctrl.Manager
+	// APIReader reads without the cache (a Preparation's records before adding one); nil reads
+	// through Client.
+	APIReader client.Reader
+	// ArgoCD reads Argo CD's Applications and AppProjects (Client writes them).
+	ArgoCD *ArgoCD
 }
 
 func init() { setups = append(setups, SetupServing) }
@@ -90,7 +93,7 @@ func init() { setups = append(setups, SetupServing) }
 func SetupServing(mgr ctrl.Manager, cfg Config) error {
 	pipeline := NewPipeline(mgr.GetClient(), mgr.GetAPIReader(), cfg)
 	keys := pipeline.Keys.(*record.Keys)
-	r := &ServingReconciler{Client: mgr.GetClient(), Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving"), Now: time.Now,
+	r := &ServingReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving"), Now: time.Now,
 		Pipeline: pipeline, Records: pipeline.Records, Keys: keys}
 	// The signing key exists, and its public half is published, from the first start on.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -127,13 +130,17 @@ func (r *ServingReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return fmt.Errorf("index servings by preparation: %w", err)
 	}
-	r.mgr = mgr
+	argo, err := ArgoCDOf(mgr, r.Config)
+	if err != nil {
+		return err
+	}
+	r.ArgoCD = argo
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		For(&v1.Serving{}).
 		Watches(&v1.Preparation{}, handler.EnqueueRequestsFromMapFunc(r.servingsOfPreparation)).
 		Watches(&v1.Order{}, handler.EnqueueRequestsFromMapFunc(sameName)).
 		Watches(&v1.Environment{}, handler.EnqueueRequestsFromMapFunc(r.servingsOfEnvironment)).
-		Watches(&v1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.servingsOfCluster)).
+		Watches(&v1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.servingsOfCluster), builder.WithPredicates(clusterChangeServingsRead)).
 		// A Serving held by a stage looks again when what runs in the stage changes.
 		Watches(&v1.Serving{}, downstreamOf(mgr.GetClient()), builder.WithPredicates(stageEvidenceChanged)).
 		Watches(&v1.Preparation{}, downstreamOf(mgr.GetClient()), builder.WithPredicates(stageEvidenceChanged)).
@@ -143,39 +150,26 @@ func (r *ServingReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("build serving controller: %w", err)
 	}
-	r.ctrl = c
-	if r.argoCDInstalled() {
-		return r.watchArgoCD()
-	}
+	// Argo CD may be installed after Kokumi: its kinds are watched from when they are served,
+	// and every Serving looks again then.
+	argo.OnInstalled(func(ctx context.Context) error { return r.watchArgoCD(ctx, c) })
 	return nil
 }
 
-// argoCDInstalled reports whether the API server serves Argo CD's Application kind.
-func (r *ServingReconciler) argoCDInstalled() bool {
-	_, err := r.RESTMapper().RESTMapping(argocd.ApplicationGVK.GroupKind(), argocd.ApplicationGVK.Version)
-	return err == nil
-}
-
-// watchArgoCD watches Applications and AppProjects, once; Argo CD may be installed after Kokumi.
-func (r *ServingReconciler) watchArgoCD() error {
-	if r.ctrl == nil {
-		return nil // not run by a controller, as when a test calls Reconcile itself
+// watchArgoCD watches Applications and AppProjects and enqueues every Serving.
+func (r *ServingReconciler) watchArgoCD(ctx context.Context, c controller.Controller) error {
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(argocd.ApplicationGVK)
+	project := &unstructured.Unstructured{}
+	project.SetGroupVersionKind(argocd.AppProjectGVK)
+	if err := c.Watch(source.Kind(r.ArgoCD.Cache, client.Object(app), handler.EnqueueRequestsFromMapFunc(servingOfApplication))); err != nil {
+		return fmt.Errorf("watch Applications: %w", err)
 	}
-	var err error
-	r.watchArgo.Do(func() {
-		app := &unstructured.Unstructured{}
-		app.SetGroupVersionKind(argocd.ApplicationGVK)
-		project := &unstructured.Unstructured{}
-		project.SetGroupVersionKind(argocd.AppProjectGVK)
-		if err = r.ctrl.Watch(source.Kind(r.mgr.GetCache(), client.Object(app), handler.EnqueueRequestsFromMapFunc(servingOfApplication))); err != nil {
-			err = fmt.Errorf("watch Applications: %w", err)
-			return
-		}
-		if err = r.ctrl.Watch(source.Kind(r.mgr.GetCache(), client.Object(project), handler.EnqueueRequestsFromMapFunc(r.servingsOfProject))); err != nil {
-			err = fmt.Errorf("watch AppProjects: %w", err)
-		}
-	})
-	return err
+	if err := c.Watch(source.Kind(r.ArgoCD.Cache, client.Object(project), handler.EnqueueRequestsFromMapFunc(r.servingsOfProject))); err != nil {
+		return fmt.Errorf("watch AppProjects: %w", err)
+	}
+	// The Servings that said ArgoCDNotInstalled look again now.
+	return c.Watch(enqueueAll(r, &v1.ServingList{}))
 }
 
 // Reconcile deploys one Serving.
@@ -210,10 +204,13 @@ func (r *ServingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	r.recordTransition(&s, before)
 	if !equality.Semantic.DeepEqual(before, &s.Status) {
-		// A merge patch of status alone: nothing else writes a Serving's status.
+		// A merge patch of status alone, from the status read: if the cache had not seen the
+		// last write yet, the patch conflicts and the reconcile runs again on what is there.
 		base := s.DeepCopy()
 		base.Status = *before
-		if uerr := r.Status().Patch(ctx, &s, client.MergeFrom(base)); uerr != nil {
+		if uerr := r.Status().Patch(ctx, &s, statusPatch(base)); apierrors.IsConflict(uerr) && err == nil {
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		} else if uerr != nil {
 			return ctrl.Result{}, fmt.Errorf("update status of Serving %s: %w", req, uerr)
 		}
 	}
@@ -265,13 +262,11 @@ type deployment struct {
 	healthy     []string
 }
 
-func (r *ServingReconciler) deploy(ctx context.Context, s *v1.Serving, deployed **deployment) (ctrl.Result, error) {
-	if !r.argoCDInstalled() {
+func (r *ServingReconciler) deploy(ctx context.Context, s *v1.Serving, deployed **deployment) (_ ctrl.Result, err error) {
+	if !r.ArgoCD.Installed() {
+		// Kokumi begins watching when Argo CD's CRDs appear, and every Serving looks again then.
 		r.wait(s, v1.ReasonArgoCDNotInstalled, "Argo CD's Application CRD is not installed: install Argo CD (its CRDs and controller) in namespace "+r.Config.ArgoCDNamespace)
-		return ctrl.Result{RequeueAfter: recheckArgoCD}, nil
-	}
-	if err := r.watchArgoCD(); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, nil
 	}
 	var ns corev1.Namespace
 	if err := r.Get(ctx, client.ObjectKey{Name: r.Config.ArgoCDNamespace}, &ns); err != nil {
@@ -298,12 +293,12 @@ func (r *ServingReconciler) deploy(ctx context.Context, s *v1.Serving, deployed 
 	}
 	// Before any gate that waits: a cluster that left (a Cluster being deleted among them) loses
 	// its Application whatever else holds the Serving, so that nothing waits on it.
-	if err := r.removeDepartures(ctx, s, tgt); err != nil {
-		return ctrl.Result{}, err
-	}
+	// A failed delete is retried, and keeps nothing else from going on.
+	departErr := r.removeDepartures(ctx, s, tgt)
+	defer func() { err = errors.Join(err, departErr) }()
 	projectObj := &unstructured.Unstructured{}
 	projectObj.SetGroupVersionKind(argocd.AppProjectGVK)
-	if err := r.Get(ctx, client.ObjectKey{Namespace: r.Config.ArgoCDNamespace, Name: tgt.project}, projectObj); err != nil {
+	if err := r.ArgoCD.Client.Get(ctx, client.ObjectKey{Namespace: r.Config.ArgoCDNamespace, Name: tgt.project}, projectObj); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, fmt.Errorf("get AppProject %q: %w", tgt.project, err)
 		}
@@ -333,10 +328,9 @@ func (r *ServingReconciler) deploy(ctx context.Context, s *v1.Serving, deployed 
 		r.wait(s, v1.ReasonPreparationNotFound, fmt.Sprintf("Preparation %s was rendered for Order %s, not %s: promote a Preparation of this Order", prep.Name, prep.Spec.OrderRef.Name, order.Name))
 		return ctrl.Result{}, nil
 	}
-	repoURL, revision, ok := strings.Cut(prep.Spec.Artifact.Ref, "@")
-	if !ok {
-		repoURL, revision = prep.Spec.Artifact.Ref, prep.Spec.Artifact.Digest
-	}
+	// The current bundled registry's address, should it have moved since the Preparation was made.
+	repository, revision := ArtifactLocation(r.Config.BundledRegistry, &prep)
+	repoURL := "oci://" + repository
 	if revision != s.Status.Revision && r.Pipeline != nil {
 		// A Preparation not deployed yet passes its Environment's stages first, however it
 		// was promoted; what runs keeps running meanwhile.
@@ -439,7 +433,7 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 			// Not Kokumi's (or absent): an Application of that name may still exist.
 			app = &unstructured.Unstructured{}
 			app.SetGroupVersionKind(argocd.ApplicationGVK)
-			if err := r.Get(ctx, client.ObjectKey{Namespace: req.ArgoCDNamespace, Name: name}, app); err != nil {
+			if err := r.ArgoCD.Client.Get(ctx, client.ObjectKey{Namespace: req.ArgoCDNamespace, Name: name}, app); err != nil {
 				if apierrors.IsNotFound(err) {
 					continue
 				}
@@ -455,20 +449,9 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 	}
 
 	decisions := fleet.Decide(req)
+	writeErr := r.apply(ctx, s, decisions, byName)
 	optIn := false
 	for _, d := range decisions {
-		switch {
-		case d.Write:
-			if err := r.writeApplication(ctx, s, d, byName[d.Application]); err != nil {
-				return ctrl.Result{}, err
-			}
-		case d.Remove:
-			if app := byName[d.Application]; app != nil && argocd.IsKokumis(app, s.Namespace, s.Name) {
-				if err := r.deleteApplication(ctx, app); err != nil {
-					return ctrl.Result{}, err
-				}
-			}
-		}
 		optIn = optIn || d.Reason == v1.ReasonOptInRequired
 	}
 
@@ -481,6 +464,10 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 	if sum.Ready.Reason == v1.ReasonDeployed {
 		*deployed = &deployment{prep: prep, environment: environment, healthy: sum.HealthyClusters}
 	}
+	if writeErr != nil {
+		// Folded into the status above; returned so that the write is retried with backoff.
+		return ctrl.Result{}, writeErr
+	}
 	if optIn {
 		return ctrl.Result{RequeueAfter: recheckArgoCD}, nil
 	}
@@ -489,6 +476,42 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 		return ctrl.Result{RequeueAfter: recheck + time.Second}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// apply writes and removes the Applications the decisions ask for, at most
+// Config.ApplicationWriters at a time. A failed write never stops the others: its cluster shows
+// ApplicationWriteFailed with the error, and the errors are returned together.
+func (r *ServingReconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet.Decision, byName map[string]*unstructured.Unstructured) error {
+	errs := make([]error, len(decisions))
+	sem := make(chan struct{}, max(r.Config.ApplicationWriters, 1))
+	var wg sync.WaitGroup
+	for i := range decisions {
+		d := &decisions[i]
+		existing := byName[d.Application]
+		var op func() error
+		switch {
+		case d.Write:
+			op = func() error { return r.writeApplication(ctx, s, *d, existing) }
+		case d.Remove && existing != nil && argocd.IsKokumis(existing, s.Namespace, s.Name):
+			op = func() error { return r.deleteApplication(ctx, existing) }
+		default:
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = op()
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil && decisions[i].Write {
+			d := &decisions[i]
+			d.State, d.Reason = fleet.Progressing, v1.ReasonApplicationWriteFailed
+			d.Message = "could not write Application " + d.Application + ", retrying: " + err.Error()
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (r *ServingReconciler) writeApplication(ctx context.Context, s *v1.Serving, d fleet.Decision, existing *unstructured.Unstructured) error {
@@ -529,7 +552,7 @@ func (r *ServingReconciler) applications(ctx context.Context, s *v1.Serving) ([]
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(argocd.ApplicationListGVK)
 	// Read-only: writes go to copies (writeApplication), so the cache's objects are not copied.
-	if err := r.List(ctx, list, client.InNamespace(r.Config.ArgoCDNamespace), client.MatchingLabels{
+	if err := r.ArgoCD.Client.List(ctx, list, client.InNamespace(r.Config.ArgoCDNamespace), client.MatchingLabels{
 		argocd.LabelServing: s.Name, argocd.LabelServingNamespace: s.Namespace,
 	}, client.UnsafeDisableDeepCopy); err != nil {
 		if apimeta.IsNoMatchError(err) {
@@ -558,17 +581,20 @@ func (r *ServingReconciler) removeDepartures(ctx context.Context, s *v1.Serving,
 	for i := range ours {
 		byName[ours[i].GetName()], names[i] = &ours[i], ours[i].GetName()
 	}
+	// One failed delete does not keep the others, nor the rest of the reconcile, waiting.
+	var errs []error
 	for _, name := range fleet.Leaving(s.Namespace, s.Name, tgt.clusters, names) {
 		app := byName[name]
 		if err := r.deleteApplication(ctx, app); err != nil {
-			return err
+			errs = append(errs, err)
+			continue
 		}
 		cluster := app.GetLabels()[argocd.LabelCluster]
 		r.Recorder.Eventf(s, clusterRef(cluster), corev1.EventTypeNormal, "ClusterLeft", "DeleteApplication",
 			"Cluster %s left Environment %s: deleted Application %s/%s; what runs there keeps running",
 			cluster, tgt.environment, app.GetNamespace(), name)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // removeApplications deletes every Application of the Serving and says so once.
@@ -577,16 +603,20 @@ func (r *ServingReconciler) removeApplications(ctx context.Context, s *v1.Servin
 	if err != nil {
 		return err
 	}
+	var errs []error
+	deleted := 0
 	for i := range apps {
 		if err := r.deleteApplication(ctx, &apps[i]); err != nil {
-			return err
+			errs = append(errs, err)
+			continue
 		}
+		deleted++
 	}
-	if len(apps) > 0 {
+	if deleted > 0 {
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, "ApplicationsDeleted", "DeleteApplications",
-			"%s: deleted %d Argo CD Applications; what runs on the clusters keeps running", why, len(apps))
+			"%s: deleted %d Argo CD Applications; what runs on the clusters keeps running", why, deleted)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // recordTransition records an event when the Ready reason changes to Deployed or a failure.
@@ -606,6 +636,25 @@ func (r *ServingReconciler) recordTransition(s *v1.Serving, before *v1.ServingSt
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, now.Reason, "Deploy", "%s", now.Message)
 	}
 }
+
+// clusterChangeServingsRead passes the Cluster changes a Serving reads (labels, server,
+// deletion, Ready and its reason) and not the others, such as a probe's time: a quiet fleet
+// reconciles no Serving.
+var clusterChangeServingsRead = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	was, ok1 := e.ObjectOld.(*v1.Cluster)
+	now, ok2 := e.ObjectNew.(*v1.Cluster)
+	if !ok1 || !ok2 {
+		return true
+	}
+	ready := func(c *v1.Cluster) string {
+		if cond := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady); cond != nil {
+			return string(cond.Status) + "/" + cond.Reason
+		}
+		return ""
+	}
+	return !equality.Semantic.DeepEqual(was.Labels, now.Labels) || was.Spec.Server != now.Spec.Server ||
+		!was.DeletionTimestamp.Equal(now.DeletionTimestamp) || ready(was) != ready(now)
+}}
 
 func sameName(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}

@@ -2,6 +2,8 @@ package images
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
@@ -52,7 +54,7 @@ type Resolver struct {
 	Allow func(repository string) error
 	// PlainHTTP lists hosts reached over plain HTTP besides loopback ones.
 	PlainHTTP []string
-	// Transport sends the requests; nil means remote.DefaultTransport.
+	// Transport sends the requests; nil means remote.DefaultTransport bounded by ResponseTimeout.
 	Transport http.RoundTripper
 	// Parallel is how many images are resolved at once (default 4).
 	Parallel int
@@ -121,12 +123,24 @@ func (r *Resolver) plainHTTP(ref string) bool {
 	return false
 }
 
+// ResponseTimeout bounds the wait for a registry's answer to one request (oci.ResponseTimeout):
+// a registry that accepts connections and never answers fails the image (after
+// go-containerregistry's three tries, in about a minute) instead of holding the render.
+const ResponseTimeout = oci.ResponseTimeout
+
+// defaultTransport is go-containerregistry's default transport, bounded by ResponseTimeout.
+var defaultTransport = func() http.RoundTripper {
+	t := remote.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = ResponseTimeout
+	return t
+}()
+
 func (r *Resolver) options(ctx context.Context) []remote.Option {
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(oci.Keychain{Credentials: r.Credentials})}
-	if r.Transport != nil {
-		opts = append(opts, remote.WithTransport(r.Transport))
+	transport := r.Transport
+	if transport == nil {
+		transport = defaultTransport
 	}
-	return opts
+	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(oci.Keychain{Credentials: r.Credentials}), remote.WithTransport(transport)}
 }
 
 // pin resolves a tag to the digest it points to now; a reference by digest is kept as is.
@@ -145,7 +159,12 @@ func (r *Resolver) pin(ctx context.Context, ref string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("resolve tag: %w", err)
 	}
-	return withoutTag(ref) + "@" + desc.Digest.String(), nil
+	return pinnedRef(ref, desc.Digest.String()), nil
+}
+
+// pinnedRef is ref, as written, pointed at digest: its tag (or digest) replaced.
+func pinnedRef(ref, digest string) string {
+	return withoutTag(ref) + "@" + digest
 }
 
 // allow asks Allow about a repository.
@@ -172,12 +191,7 @@ func (r *Resolver) vendor(ctx context.Context, ref, registry string) (string, er
 	if err != nil {
 		return "", fmt.Errorf("fetch: %w", err)
 	}
-	ctxRepo := src.Context()
-	path := strings.ReplaceAll(ctxRepo.RegistryStr(), ":", "-") + "/" + ctxRepo.RepositoryStr()
-	if r.Namespace != "" {
-		path = VendorDir + "/" + r.Namespace + "/" + path
-	}
-	dstRepoName := registry + "/" + path
+	dstRepoName := vendorRepository(registry, r.Namespace, src.Context())
 	var dstOpts []name.Option
 	if r.plainHTTP(dstRepoName) {
 		dstOpts = append(dstOpts, name.Insecure)
@@ -209,6 +223,54 @@ func (r *Resolver) vendor(ctx context.Context, ref, registry string) (string, er
 		}
 	}
 	return dstRepoName + "@" + desc.Digest.String(), nil
+}
+
+// maxRepository is the longest repository name (without the registry) registries accept.
+const maxRepository = 255
+
+// vendorRepository is where an image of src is vendored into registry:
+// registry/[VendorDir/<namespace>/]<source host>/<path>. A path too long for a repository
+// name is cut, and a hash of the source's name keeps it apart from others.
+func vendorRepository(registry, namespace string, src name.Repository) string {
+	prefix := ""
+	if namespace != "" {
+		prefix = VendorDir + "/" + namespace + "/"
+	}
+	path := hostComponent(src.RegistryStr()) + "/" + src.RepositoryStr()
+	if len(prefix)+len(path) > maxRepository {
+		sum := sha256.Sum256([]byte(src.Name()))
+		suffix := "-" + hex.EncodeToString(sum[:])[:12]
+		path = strings.TrimRight(path[:maxRepository-len(prefix)-len(suffix)], "./_-") + suffix
+	}
+	return registry + "/" + prefix + path
+}
+
+// hostComponent turns a registry's host[:port] into one component of a repository path, as
+// the OCI distribution spec has them: lower case (host names are not case-sensitive), the
+// dots of the name kept, and any other run of characters (the ":" of a port, the brackets
+// and colons of an IPv6 address) one "-"; 127.0.0.1:5000 becomes 127.0.0.1-5000.
+func hostComponent(host string) string {
+	var b strings.Builder
+	separators := ""
+	for _, r := range strings.ToLower(host) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			switch {
+			case b.Len() == 0:
+			case separators == ".":
+				b.WriteByte('.')
+			case separators != "":
+				b.WriteByte('-')
+			}
+			separators = ""
+			b.WriteRune(r)
+			continue
+		}
+		separators += string(r)
+	}
+	if b.Len() == 0 {
+		return "registry"
+	}
+	return b.String()
 }
 
 // withoutTag strips the tag (and any digest) from a reference as written.

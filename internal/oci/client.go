@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
@@ -36,8 +37,12 @@ const (
 	ArtifactTypePreparation = "application/vnd.kokumi.preparation.v1"
 )
 
-// maxBlob is the largest manifest or layer Kokumi pulls.
+// maxBlob is the largest layer Kokumi pulls.
 const maxBlob = 128 << 20
+
+// maxManifest is the largest manifest Kokumi pulls: the size the OCI distribution spec asks
+// registries to accept at least.
+const maxManifest = 4 << 20
 
 // Client reaches OCI registries.
 type Client struct {
@@ -45,12 +50,25 @@ type Client struct {
 	Credentials Credentials
 	// PlainHTTP lists hosts reached over plain HTTP besides loopback ones (the bundled registry).
 	PlainHTTP []string
-	// HTTPClient sends the requests; nil means http.DefaultClient.
+	// HTTPClient sends the requests; nil means Go's default client bounded by ResponseTimeout.
 	HTTPClient *http.Client
 	// Allow, when set, is asked before a repository (host/path) is opened; its error refuses
 	// the repository.
 	Allow func(repository string) error
 }
+
+// ResponseTimeout is how long a registry may take to start answering one request once it is
+// sent: a registry that accepts connections and never answers fails the pull or push instead of
+// holding a render until its timeout. A large blob is not bounded by it: it counts until the
+// first byte of the answer.
+const ResponseTimeout = 20 * time.Second
+
+// defaultHTTPClient is Go's default client, bounded by ResponseTimeout.
+var defaultHTTPClient = func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = ResponseTimeout
+	return &http.Client{Transport: t}
+}()
 
 // UsesPlainHTTP says whether a host[:port] is reached over plain HTTP: loopback hosts and
 // the ones listed in PlainHTTP.
@@ -83,8 +101,12 @@ func (c *Client) Repository(name string) (*remote.Repository, error) {
 		}
 	}
 	repo.PlainHTTP = c.UsesPlainHTTP(repo.Reference.Registry)
+	httpClient := c.HTTPClient
+	if httpClient == nil {
+		httpClient = defaultHTTPClient
+	}
 	repo.Client = &auth.Client{
-		Client: c.HTTPClient,
+		Client: httpClient,
 		Cache:  auth.NewCache(),
 		Credential: func(_ context.Context, host string) (auth.Credential, error) {
 			cred, ok := c.Credentials.Lookup(host)
@@ -125,9 +147,26 @@ type Pulled struct {
 	Layers []Layer
 }
 
+// PullLimits bound what a pull reads; a zero field means no limit of its own. Whatever the
+// limits, no manifest larger than 4 MiB and no layer larger than 128 MiB is read.
+type PullLimits struct {
+	// Bytes is the most bytes pulled in all: the manifest and every layer.
+	Bytes int64
+	// Layers is the most layers the manifest may list.
+	Layers int
+}
+
 // Pull resolves version (a tag or a sha256: digest; empty is latest) in the repository named
 // by url (oci://host/path or host/path) and fetches the manifest and its layers.
 func (c *Client) Pull(ctx context.Context, url, version string) (*Pulled, error) {
+	return c.PullWithin(ctx, url, version, PullLimits{})
+}
+
+// PullWithin is Pull within limits. The layers' sizes the manifest declares are checked
+// against the limits before any layer is fetched, and no layer is read past its declared size
+// (more bytes fail its digest), so a pull over a limit fails with a *LimitError having read
+// at most the manifest.
+func (c *Client) PullWithin(ctx context.Context, url, version string, limits PullLimits) (*Pulled, error) {
 	repo, err := c.Repository(TrimScheme(url))
 	if err != nil {
 		return nil, err
@@ -135,8 +174,15 @@ func (c *Client) Pull(ctx context.Context, url, version string) (*Pulled, error)
 	if version == "" {
 		version = "latest"
 	}
-	desc, manifestBytes, err := oras.FetchBytes(ctx, repo, version, oras.FetchBytesOptions{MaxBytes: maxBlob})
+	manifestMax := int64(maxManifest)
+	if limits.Bytes > 0 && limits.Bytes < manifestMax {
+		manifestMax = limits.Bytes
+	}
+	desc, manifestBytes, err := oras.FetchBytes(ctx, repo, version, oras.FetchBytesOptions{MaxBytes: manifestMax})
 	if err != nil {
+		if errors.Is(err, errdef.ErrSizeExceedsLimit) && manifestMax == limits.Bytes {
+			return nil, &LimitError{Limit: LimitPulledBytes, Max: limits.Bytes}
+		}
 		return nil, fmt.Errorf("fetch %s version %s: %w", url, version, err)
 	}
 	if desc.MediaType != ocispec.MediaTypeImageManifest && desc.MediaType != "application/vnd.docker.distribution.manifest.v2+json" {
@@ -146,11 +192,22 @@ func (c *Client) Pull(ctx context.Context, url, version string) (*Pulled, error)
 	if err := json.Unmarshal(manifestBytes, &m); err != nil {
 		return nil, fmt.Errorf("parse manifest of %s version %s: %w", url, version, err)
 	}
+	if limits.Layers > 0 && len(m.Layers) > limits.Layers {
+		return nil, &LimitError{Limit: LimitLayers, Max: int64(limits.Layers), Seen: int64(len(m.Layers))}
+	}
+	total := int64(len(manifestBytes))
+	for _, l := range m.Layers {
+		if l.Size < 0 || l.Size > maxBlob {
+			return nil, fmt.Errorf("layer %s of %s has size %d: layers of 0 to %d bytes are pulled", l.Digest, url, l.Size, maxBlob)
+		}
+		total += l.Size
+	}
+	if limits.Bytes > 0 && total > limits.Bytes {
+		return nil, &LimitError{Limit: LimitPulledBytes, Max: limits.Bytes, Seen: total}
+	}
 	p := &Pulled{Digest: desc.Digest.String(), ConfigMediaType: m.Config.MediaType}
 	for _, l := range m.Layers {
-		if l.Size > maxBlob {
-			return nil, fmt.Errorf("layer %s of %s is larger than %d bytes", l.Digest, url, maxBlob)
-		}
+		// FetchAll reads exactly the declared size and checks the digest.
 		data, err := content.FetchAll(ctx, repo, l)
 		if err != nil {
 			return nil, fmt.Errorf("fetch layer %s of %s: %w", l.Digest, url, err)

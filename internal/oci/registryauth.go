@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -32,15 +33,32 @@ const (
 	rolePusher
 )
 
-// may says whether the role may send a request of method. DELETE is refused to everyone.
-func (r role) may(method string) bool {
+// may says whether the role may send a request of method to path: both pull, the pusher
+// alone pushes and deletes manifests (Kokumi's controller deletes the artifacts of the
+// Preparations it collects). Blobs are deleted by nobody: the registry's garbage collection
+// reclaims the ones no manifest references.
+func (r role) may(method, path string) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead:
 		return true
 	case http.MethodPost, http.MethodPut, http.MethodPatch:
 		return r == rolePusher
+	case http.MethodDelete:
+		return r == rolePusher && isManifestPath(path)
 	}
 	return false
+}
+
+// isManifestPath says whether path is /v2/<name>/manifests/<reference>, as distribution routes
+// it: a reference (tag or digest) holds no slash, so the blob and upload routes never end so.
+func isManifestPath(path string) bool {
+	const part = "/manifests/"
+	i := strings.LastIndex(path, part)
+	if i <= len("/v2") || !strings.HasPrefix(path, "/v2/") {
+		return false
+	}
+	ref := path[i+len(part):]
+	return ref != "" && !strings.Contains(ref, "/")
 }
 
 func (r role) String() string {
@@ -58,8 +76,8 @@ type user struct {
 }
 
 // authorizer stands in front of distribution's handler: it signs users in (Basic), lets the
-// pusher pull and push and the puller only pull, and refuses DELETE to everyone (garbage
-// collection is Kokumi's own job). Without source (NoAuth) it only refuses DELETE.
+// pusher pull, push and delete manifests and the puller only pull. Without source (NoAuth)
+// it lets anyone pull and push, and refuses DELETE: nobody is the pusher.
 type authorizer struct {
 	next   http.Handler
 	source func() (RegistryCredentials, error)
@@ -79,7 +97,7 @@ func (a *authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if a.source == nil {
 		if r.Method == http.MethodDelete {
-			registryError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "deleting over the API is refused: Kokumi collects the registry's garbage itself")
+			registryError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "deleting is refused without authentication: only Kokumi's controller, signed in as the pusher, deletes manifests")
 			return
 		}
 		a.next.ServeHTTP(w, r)
@@ -91,11 +109,11 @@ func (a *authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		registryError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required: sign in as Kokumi's pusher or puller")
 		return
 	}
-	if r.Method == http.MethodDelete {
-		registryError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "deleting over the API is refused: Kokumi collects the registry's garbage itself")
+	if r.Method == http.MethodDelete && u.role == rolePusher && !isManifestPath(r.URL.Path) {
+		registryError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "deleting blobs and uploads is refused: the registry's garbage collection reclaims the blobs no manifest references")
 		return
 	}
-	if !u.role.may(r.Method) {
+	if !u.role.may(r.Method, r.URL.Path) {
 		registryError(w, http.StatusForbidden, "DENIED", u.role.String()+" may not "+r.Method+": the puller only pulls")
 		return
 	}

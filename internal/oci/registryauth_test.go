@@ -11,13 +11,15 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/opencontainers/go-digest"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 )
 
 // The tests below play the attacker against the bundled registry on loopback: a pod with no
-// credentials, Argo CD's read-only identity trying to write, and anyone trying to delete.
+// credentials, Argo CD's read-only identity trying to write or delete, and the pusher trying
+// to delete a blob.
 
 func ggcrAuth(c oci.Credential) remote.Option {
 	if c == (oci.Credential{}) {
@@ -43,7 +45,7 @@ func raw(t *testing.T, method, url string, c oci.Credential) *http.Response {
 	return resp
 }
 
-func TestBundledRegistryLetsThePusherPushThePullerPullAndNobodyElseInOrDelete(t *testing.T) {
+func TestBundledRegistryLetsThePusherPushAndDeleteManifestsThePullerPullAndNobodyElseIn(t *testing.T) {
 	ctx := context.Background()
 	creds, err := oci.GenerateRegistryCredentials()
 	if err != nil {
@@ -120,36 +122,61 @@ func TestBundledRegistryLetsThePusherPushThePullerPullAndNobodyElseInOrDelete(t 
 		t.Errorf("the puller pushed with go-containerregistry: %v, want 403", err)
 	}
 
-	// Nobody deletes: anonymous is not signed in, the pusher and the puller are refused.
+	// Nobody but the pusher deletes: anonymous and a wrong password are not signed in, the
+	// puller is refused; and the pusher deletes manifests only, never a blob.
 	manifestURL := "http://" + reg.Addr + "/v2/kokumi/team-a/podinfo/manifests/" + artifact
-	for who, want := range map[oci.Credential]int{anonymous: http.StatusUnauthorized, creds.Puller: http.StatusMethodNotAllowed, creds.Pusher: http.StatusMethodNotAllowed} {
-		if resp := raw(t, http.MethodDelete, manifestURL, who); resp.StatusCode != want {
-			t.Errorf("DELETE of the manifest as %q: %d, want %d", who.Username, resp.StatusCode, want)
+	for who, want := range map[string]struct {
+		c      oci.Credential
+		status int
+	}{"anonymous": {anonymous, http.StatusUnauthorized}, "a wrong password": {wrong, http.StatusUnauthorized}, "the puller": {creds.Puller, http.StatusForbidden}} {
+		if resp := raw(t, http.MethodDelete, manifestURL, want.c); resp.StatusCode != want.status {
+			t.Errorf("DELETE of the manifest as %s: %d, want %d", who, resp.StatusCode, want.status)
 		}
 	}
-	ociRepo, err := client(creds.Pusher).Repository(repo)
+	pullerRepo, err := client(creds.Puller).Repository(repo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	desc, err := ociRepo.Resolve(ctx, artifact)
+	desc, err := pullerRepo.Resolve(ctx, artifact)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ociRepo.Delete(ctx, desc); ocitest.Status(err) != http.StatusMethodNotAllowed {
-		t.Errorf("the pusher deleted the artifact with oras: %v, want 405", err)
+	if err := pullerRepo.Manifests().Delete(ctx, desc); ocitest.Status(err) != http.StatusForbidden {
+		t.Errorf("the puller deleted the artifact with oras: %v, want 403", err)
 	}
-	if err := remote.Delete(imageRef, ggcrAuth(creds.Pusher)); ocitest.Status(err) != http.StatusMethodNotAllowed {
-		t.Errorf("the pusher deleted the vendored image with go-containerregistry: %v, want 405", err)
+	if err := remote.Delete(imageRef, ggcrAuth(creds.Puller)); ocitest.Status(err) != http.StatusForbidden {
+		t.Errorf("the puller deleted the vendored image with go-containerregistry: %v, want 403", err)
 	}
-	layerURL := "http://" + reg.Addr + "/v2/kokumi/team-a/podinfo/blobs/" + imageDigest
+	layerURL := "http://" + reg.Addr + "/v2/kokumi/team-a/podinfo/blobs/" + digest.FromBytes(layer).String()
 	if resp := raw(t, http.MethodDelete, layerURL, creds.Pusher); resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("DELETE of a blob as the pusher: %d, want 405", resp.StatusCode)
+	}
+	if resp := raw(t, http.MethodDelete, layerURL, creds.Puller); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("DELETE of a blob as the puller: %d, want 403", resp.StatusCode)
+	}
+	if resp := raw(t, http.MethodGet, layerURL, creds.Puller); resp.StatusCode != http.StatusOK {
+		t.Errorf("the layer is gone after the attempts to delete it: %d", resp.StatusCode)
 	}
 	if pulled, err := client(creds.Puller).Pull(ctx, repo, artifact); err != nil || pulled.Digest != artifact {
 		t.Errorf("the artifact is gone after the attempts to delete it: %v", err)
 	}
 	if _, err := remote.Head(imageRef, ggcrAuth(creds.Puller)); err != nil {
 		t.Errorf("the vendored image is gone after the attempts to delete it: %v", err)
+	}
+
+	// The pusher, Kokumi's controller, deletes a manifest; then nobody pulls it.
+	pusherRepo, err := client(creds.Pusher).Repository(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pusherRepo.Manifests().Delete(ctx, desc); err != nil {
+		t.Fatalf("the pusher could not delete the artifact: %v", err)
+	}
+	if _, err := client(creds.Puller).Pull(ctx, repo, artifact); !oci.IsNotFound(err) {
+		t.Errorf("the deleted artifact pulled: %v, want not found", err)
+	}
+	if err := pusherRepo.Manifests().Delete(ctx, desc); !oci.IsNotFound(err) {
+		t.Errorf("deleting the artifact again: %v, want not found", err)
 	}
 }
 
@@ -201,7 +228,7 @@ func TestBundledRegistryNeedsCredentialsAndRefusesDeleteEvenWithoutThem(t *testi
 	reg := ocitest.Start(t) // NoAuth, as tests run it
 	digest := ocitest.PushBundle(t, ocitest.Repo(reg, "kokumi/ns/o"), "v1", map[string]string{"a.yaml": "kind: ConfigMap\n"})
 	if resp := raw(t, http.MethodDelete, "http://"+reg.Addr+"/v2/kokumi/ns/o/manifests/"+digest, oci.Credential{}); resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Errorf("DELETE without authentication: %d, want 405", resp.StatusCode)
+		t.Errorf("DELETE without authentication: %d, want 405: without credentials nobody is the pusher", resp.StatusCode)
 	}
 }
 

@@ -46,6 +46,8 @@ const (
 	ReasonImageResolutionFailed Reason = deliveryv1alpha1.ReasonImageResolutionFailed
 	// ReasonPushFailed: the artifact could not be pushed.
 	ReasonPushFailed Reason = deliveryv1alpha1.ReasonPushFailed
+	// ReasonBudgetExceeded: the source went over one of the Builder's Budgets.
+	ReasonBudgetExceeded Reason = deliveryv1alpha1.ReasonBudgetExceeded
 )
 
 // Error is a failed build: the step, and a message that names what failed and how to fix it.
@@ -100,13 +102,19 @@ type Builder struct {
 	Sources *oci.Client
 	// Images pins or vendors images.
 	Images *images.Resolver
+	// Budgets bound the pull, the render and the artifact; zero fields mean their defaults.
+	Budgets Budgets
 }
 
 // Build pulls the source, renders it, pins or vendors every image, and packs the manifests.
-// A failure is an *Error naming the step.
+// A failure is an *Error naming the step; going over a budget is ReasonBudgetExceeded.
 func (b *Builder) Build(ctx context.Context, in Input) (*Built, error) {
-	pulled, err := b.Sources.Pull(ctx, in.SourceURL, in.Version)
+	budgets := b.Budgets.WithDefaults()
+	pulled, err := b.Sources.PullWithin(ctx, in.SourceURL, in.Version, budgets.pullLimits())
 	if err != nil {
+		if be := overBudget(err, sourceRef(in.SourceURL, in.Version)); be != nil {
+			return nil, be
+		}
 		version := in.Version
 		if version == "" {
 			version = "latest"
@@ -114,10 +122,15 @@ func (b *Builder) Build(ctx context.Context, in Input) (*Built, error) {
 		if oci.IsNotFound(err) {
 			return nil, fail(ReasonSourceNotFound, "version %s of %s does not exist: push it or fix spec.source.version of the Product (%v)", version, in.SourceURL, err)
 		}
-		return nil, fail(ReasonSourceNotFound, "cannot pull version %s of %s: check that the registry is reachable and spec.source.credentialsRef (%v)", version, in.SourceURL, err)
+		return nil, fail(ReasonSourceNotFound, "cannot pull version %s of %s: check spec.source.url, that the registry is reachable from Kokumi, and spec.source.credentialsRef (%v)", version, in.SourceURL, err)
 	}
-	res, err := render.Render(ctx, pulled.Layers, in.Render)
+	opts := in.Render
+	opts.Limits = budgets.renderLimits()
+	res, err := render.Render(ctx, pulled.Layers, opts)
 	if err != nil {
+		if be := overBudget(err, in.SourceURL+"@"+pulled.Digest); be != nil {
+			return nil, be
+		}
 		return nil, fail(ReasonRenderFailed, "render %s@%s: %v: fix the chart or bundle, or the Product's spec.render", in.SourceURL, pulled.Digest, err)
 	}
 	refs := images.Find(res.Objects)
@@ -141,6 +154,9 @@ func (b *Builder) Build(ctx context.Context, in Input) (*Built, error) {
 	manifests, err := render.Marshal(res.Objects)
 	if err != nil {
 		return nil, fail(ReasonRenderFailed, "write manifests: %v", err)
+	}
+	if err := budgets.checkOutput(manifests); err != nil {
+		return nil, overBudget(err, in.SourceURL+"@"+pulled.Digest)
 	}
 	layer, err := oci.TarGz(map[string][]byte{ManifestsFile: manifests})
 	if err != nil {

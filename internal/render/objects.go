@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kokumi-dev/kokumi/internal/oci"
 )
 
 // clusterScoped lists the built-in kinds that have no namespace, by group/kind.
@@ -58,6 +60,18 @@ var clusterScoped = map[string]bool{
 
 // Parse reads a YAML stream into objects, skipping empty documents and unwrapping Lists.
 func Parse(stream []byte) ([]*unstructured.Unstructured, error) {
+	return parse(stream, 0)
+}
+
+// parse is Parse that stops with an *oci.LimitError once the stream holds more than
+// maxObjects objects (0: no limit).
+func parse(stream []byte, maxObjects int) ([]*unstructured.Unstructured, error) {
+	tooMany := func(objs []*unstructured.Unstructured) error {
+		if maxObjects > 0 && len(objs) > maxObjects {
+			return &oci.LimitError{Limit: LimitObjects, Max: int64(maxObjects)}
+		}
+		return nil
+	}
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(stream)))
 	var objs []*unstructured.Unstructured
 	for i := 1; ; i++ {
@@ -85,13 +99,19 @@ func Parse(stream []byte) ([]*unstructured.Unstructured, error) {
 		if u.IsList() {
 			if err := u.EachListItem(func(o runtime.Object) error {
 				objs = append(objs, o.(*unstructured.Unstructured))
-				return nil
+				return tooMany(objs)
 			}); err != nil {
+				if le := tooMany(objs); le != nil {
+					return nil, le
+				}
 				return nil, fmt.Errorf("read list in YAML document %d: %w", i, err)
 			}
 			continue
 		}
 		objs = append(objs, u)
+		if err := tooMany(objs); err != nil {
+			return nil, err
+		}
 	}
 }
 

@@ -32,6 +32,29 @@ type Options struct {
 	IncludeCRDs bool
 	// RequireChart fails a source that is not a Helm chart (the Product asked for a Helm render).
 	RequireChart bool
+	// Limits bound the render; preparation.Builder sets them from its budgets.
+	Limits Limits
+}
+
+// What a render may go over besides oci's limits; an *oci.LimitError names one.
+const (
+	// LimitObjects counts the objects a source renders to.
+	LimitObjects = "objects"
+	// LimitOutputBytes counts the bytes of YAML a source renders to: the Helm output, the
+	// joined files of a bundle, the manifests of the artifact.
+	LimitOutputBytes = "output bytes"
+)
+
+// Limits bound a render so that a large or hostile source fails with an *oci.LimitError rather
+// than exhausting memory; a zero field means no limit.
+type Limits struct {
+	// UncompressedBytes is the most bytes decompressed out of the source's layers in all (the
+	// chart archive, the bundle's tar layers), counted as they are decompressed.
+	UncompressedBytes int64
+	// Objects is the most objects the source renders to.
+	Objects int
+	// OutputBytes is the most bytes of YAML the source renders to.
+	OutputBytes int64
 }
 
 // Result is what a source rendered to.
@@ -71,7 +94,7 @@ func Render(ctx context.Context, layers []oci.Layer, o Options) (*Result, error)
 	switch {
 	case chart != nil:
 		out, err := Helm(ctx, chart, HelmOptions{
-			ReleaseName: o.ReleaseName, Namespace: o.TargetNamespace, Values: o.Values, IncludeCRDs: o.IncludeCRDs,
+			ReleaseName: o.ReleaseName, Namespace: o.TargetNamespace, Values: o.Values, IncludeCRDs: o.IncludeCRDs, Limits: o.Limits,
 		})
 		if err != nil {
 			return nil, err
@@ -80,13 +103,13 @@ func Render(ctx context.Context, layers []oci.Layer, o Options) (*Result, error)
 	case o.RequireChart:
 		return nil, fmt.Errorf("spec.render.helm is set but the source is not a Helm chart (no %s layer)", oci.MediaTypeHelmChart)
 	default:
-		out, err := bundle(layers)
+		out, err := bundle(layers, o.Limits)
 		if err != nil {
 			return nil, err
 		}
 		stream = out
 	}
-	objs, err := Parse(stream)
+	objs, err := parse(stream, o.Limits.Objects)
 	if err != nil {
 		return nil, err
 	}
@@ -104,27 +127,36 @@ func findChart(layers []oci.Layer) []byte {
 }
 
 // bundle joins the YAML files of a manifest bundle into one stream: per layer in manifest
-// order, files sorted by path.
-func bundle(layers []oci.Layer) ([]byte, error) {
+// order, files sorted by path. Within limits, the layers' files decompress to at most
+// UncompressedBytes in all and the stream holds at most OutputBytes.
+func bundle(layers []oci.Layer, limits Limits) ([]byte, error) {
 	var out []byte
 	found := false
-	add := func(content []byte) {
+	add := func(content []byte) error {
 		found = true
+		if limits.OutputBytes > 0 && int64(len(out)+len(content)) > limits.OutputBytes {
+			return &oci.LimitError{Limit: LimitOutputBytes, Max: limits.OutputBytes}
+		}
 		out = append(out, "\n---\n"...)
 		out = append(out, content...)
+		return nil
 	}
+	var used int64
 	for _, l := range layers {
 		switch {
 		case l.MediaType == oci.MediaTypeLayerTarGzip || l.MediaType == oci.MediaTypeLayerTar ||
 			l.MediaType == "application/vnd.docker.image.rootfs.diff.tar.gzip":
 			if l.Title != "" && isYAML(l.Title) {
-				add(l.Data)
+				if err := add(l.Data); err != nil {
+					return nil, err
+				}
 				continue
 			}
-			files, err := oci.UntarGz(l.Data, l.MediaType != oci.MediaTypeLayerTar)
+			files, n, err := oci.UntarGzWithin(l.Data, l.MediaType != oci.MediaTypeLayerTar, used, limits.UncompressedBytes)
 			if err != nil {
 				return nil, fmt.Errorf("read bundle layer: %w", err)
 			}
+			used = n
 			names := make([]string, 0, len(files))
 			for name := range files {
 				if isYAML(name) {
@@ -133,10 +165,14 @@ func bundle(layers []oci.Layer) ([]byte, error) {
 			}
 			sort.Strings(names)
 			for _, name := range names {
-				add(files[name])
+				if err := add(files[name]); err != nil {
+					return nil, err
+				}
 			}
 		case isYAML(l.Title):
-			add(l.Data)
+			if err := add(l.Data); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if !found {

@@ -17,11 +17,18 @@ type ControlPlane struct {
 	Config *rest.Config
 }
 
-// StartControlPlane starts etcd and kube-apiserver from the assets and installs the CRDs.
+// StartControlPlane starts etcd and kube-apiserver from the assets and installs the CRDs of
+// the directories a names (Argo CD's are left out when a.ArgoCDCRDDir is empty).
 func StartControlPlane(a Assets) (*ControlPlane, error) {
+	var crds []string
+	for _, dir := range []string{a.KokumiCRDDir, a.ArgoCDCRDDir} {
+		if dir != "" { // an empty directory is left out: Argo CD may come later
+			crds = append(crds, dir)
+		}
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: a.BinDir,
-		CRDDirectoryPaths:     []string{a.KokumiCRDDir, a.ArgoCDCRDDir},
+		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: true,
 	}
 	cfg, err := env.Start()

@@ -80,42 +80,47 @@ func (b *broker) publish(c Change) {
 	}
 }
 
-// watch publishes a Change for every add, update and delete the cache sees of the kinds the
-// UI shows.
+// watch publishes a Change for every add, update and delete the cache sees of Kokumi's kinds
+// the UI shows; Argo CD's Applications are watched from their own cache (AddToManager).
 func (s *Server) watch(ctx context.Context, informers cache.Informers) error {
-	app := &unstructured.Unstructured{}
-	app.SetGroupVersionKind(argocd.ApplicationGVK)
 	for _, w := range []struct {
 		kind string
 		obj  client.Object
 	}{
 		{"Serving", &v1.Serving{}}, {"Cluster", &v1.Cluster{}}, {"Order", &v1.Order{}},
-		{"Environment", &v1.Environment{}}, {"Preparation", &v1.Preparation{}}, {"Application", app},
+		{"Environment", &v1.Environment{}}, {"Preparation", &v1.Preparation{}},
 	} {
-		inf, err := informers.GetInformer(ctx, w.obj)
-		if err != nil {
-			return fmt.Errorf("watch %s: %w", w.kind, err)
+		if err := s.publishChanges(ctx, informers, w.kind, w.obj); err != nil {
+			return err
 		}
-		kind := w.kind
-		on := func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			o, ok := obj.(client.Object)
-			if !ok {
-				return
-			}
-			for _, c := range changesOf(kind, o) {
-				s.broker.publish(c)
-			}
+	}
+	return nil
+}
+
+// publishChanges publishes a Change for every add, update and delete informers see of obj's kind.
+func (s *Server) publishChanges(ctx context.Context, informers cache.Informers, kind string, obj client.Object) error {
+	inf, err := informers.GetInformer(ctx, obj)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", kind, err)
+	}
+	on := func(obj any) {
+		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
 		}
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    on,
-			UpdateFunc: func(_, obj any) { on(obj) },
-			DeleteFunc: on,
-		}); err != nil {
-			return fmt.Errorf("watch %s: %w", w.kind, err)
+		o, ok := obj.(client.Object)
+		if !ok {
+			return
 		}
+		for _, c := range changesOf(kind, o) {
+			s.broker.publish(c)
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    on,
+		UpdateFunc: func(_, obj any) { on(obj) },
+		DeleteFunc: on,
+	}); err != nil {
+		return fmt.Errorf("watch %s: %w", kind, err)
 	}
 	return nil
 }

@@ -13,7 +13,6 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
-	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/record"
 )
@@ -196,7 +195,7 @@ func (s *Server) recordsOf(ctx context.Context, sv *v1.Serving, preps []v1.Prepa
 	if prep == nil || prep.Spec.Artifact.Digest == "" {
 		return nil
 	}
-	repository := artifactRepository(prep)
+	repository := artifactRepository(s.opts.BundledRegistry, prep)
 	out := &Records{Preparation: prep.Name, Artifact: repository + "@" + prep.Spec.Artifact.Digest, Items: []RecordRow{}}
 	out.Verify = CosignVerifyCommand(out.Artifact)
 	recs, err := s.readRecords(ctx, prep, repository)
@@ -252,9 +251,10 @@ func (s *Server) readRecords(ctx context.Context, prep *v1.Preparation, reposito
 	return recs, err
 }
 
-// artifactRepository is the repository (host/path) of a Preparation's artifact.
-func artifactRepository(prep *v1.Preparation) string {
-	repository, _, _ := strings.Cut(oci.TrimScheme(prep.Spec.Artifact.Ref), "@")
+// artifactRepository is the repository (host/path) of a Preparation's artifact now, in the
+// bundled registry at its address bundled should it have moved.
+func artifactRepository(bundled string, prep *v1.Preparation) string {
+	repository, _ := controller.ArtifactLocation(bundled, prep)
 	return repository
 }
 

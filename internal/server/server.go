@@ -103,6 +103,8 @@ type Server struct {
 	// the deployment records the Serving page shows.
 	pipeline *controller.Pipeline
 	records  *ttlCache[string, recordEntry]
+	// argo reads Argo CD's Applications; nil reads them through client.
+	argo *controller.ArgoCD
 }
 
 // New returns a server that reads through c, checks tokens and asks RBAC with c, reads the
@@ -199,6 +201,18 @@ func AddToManager(mgr manager.Manager, o Options, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
+	// Argo CD's Applications come from a cache of Argo CD's namespace, watched from when Argo
+	// CD's CRDs are served: the server starts before Argo CD is installed.
+	argo, err := controller.ArgoCDOf(mgr, controller.Config{ArgoCDNamespace: s.opts.ArgoCDNamespace})
+	if err != nil {
+		return err
+	}
+	s.argo = argo
+	argo.OnInstalled(func(ctx context.Context) error {
+		app := &unstructured.Unstructured{}
+		app.SetGroupVersionKind(argocd.ApplicationGVK)
+		return s.publishChanges(ctx, argo.Cache, "Application", app)
+	})
 	var r manager.Runnable = s
 	if ln != nil {
 		r = manager.RunnableFunc(func(ctx context.Context) error { return s.Serve(ctx, ln) })
@@ -523,7 +537,14 @@ func validateOrder(req OrderRequest) []FieldError {
 func (s *Server) applications(ctx context.Context, labels client.MatchingLabels) ([]unstructured.Unstructured, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(argocd.ApplicationListGVK)
-	if err := s.client.List(ctx, list, client.InNamespace(s.opts.ArgoCDNamespace), labels); err != nil {
+	var c client.Reader = s.client
+	if s.argo != nil {
+		if !s.argo.Installed() {
+			return nil, nil // no Application without Argo CD
+		}
+		c = s.argo.Client
+	}
+	if err := c.List(ctx, list, client.InNamespace(s.opts.ArgoCDNamespace), labels); err != nil {
 		return nil, err
 	}
 	return list.Items, nil

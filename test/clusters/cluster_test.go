@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -445,4 +447,59 @@ func TestASecondClusterOfTheSameServerGetsNoIdentity(t *testing.T) {
 	must(t, env.Client.Delete(context.Background(), &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "first-of-server"}}))
 	waitArgoCDSecret(t, "second-of-server")
 	waitReady(t, "second-of-server", metav1.ConditionFalse, v1.ReasonUnauthorized)
+}
+
+func TestADeletedClusterStopsWaitingOnceItsServerIsUnreachable(t *testing.T) {
+	ctx := context.Background()
+	// A server that is gone: a port nothing listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	gone := "https://" + ln.Addr().String()
+	must(t, ln.Close())
+	putCredentials(t, "member-gone", tokenCredentials(member.token(t)))
+	createCluster(t, "member-gone", gone, "member-gone", nil)
+	c := waitReady(t, "member-gone", metav1.ConditionFalse, v1.ReasonUnreachable)
+	unreachableSince := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady).LastTransitionTime.Time
+
+	// An Application that still names the cluster, with a finalizer nobody removes: Argo CD
+	// could not delete anything on a server it cannot reach.
+	app := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1",
+		"kind":       "Application",
+		"metadata": map[string]any{
+			"name":       "team-a-podinfo-member-gone",
+			"namespace":  config.ArgoCDNamespace,
+			"labels":     map[string]any{argocd.LabelCluster: "member-gone", argocd.LabelManagedBy: argocd.ManagedByKokumi},
+			"finalizers": []any{"example.com/cleanup"},
+		},
+		"spec": map[string]any{
+			"project":     "default",
+			"source":      map[string]any{"repoURL": "oci://registry.example.com/team-a/podinfo", "targetRevision": "sha256:" + strings.Repeat("a", 64), "path": "."},
+			"destination": map[string]any{"server": gone, "namespace": "podinfo"},
+		},
+	}}
+	must(t, env.Client.Create(ctx, app))
+	t.Cleanup(func() {
+		app.SetFinalizers(nil)
+		_ = env.Client.Update(ctx, app)
+		_ = env.Client.Delete(ctx, app)
+	})
+	must(t, env.Client.Delete(ctx, &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "member-gone"}}))
+
+	eventually(t, "the Cluster gone", func() (bool, string) {
+		err := env.Client.Get(ctx, client.ObjectKey{Name: "member-gone"}, &v1.Cluster{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if waited := time.Since(unreachableSince); waited < config.UnreachableClusterDeletion {
+		t.Errorf("the Cluster went %s after its server became Unreachable, before the %s it waits", waited, config.UnreachableClusterDeletion)
+	}
+	eventually(t, "an Event says why the Cluster stopped waiting", func() (bool, string) {
+		reasons := clusterEvents(t, "member-gone")
+		return containsString(reasons, "StoppedWaitingForApplications"), fmt.Sprint(reasons)
+	})
+	if _, err := argoCDSecret(t, "member-gone"); !apierrors.IsNotFound(err) {
+		t.Errorf("the Argo CD cluster Secret stayed: %v", err)
+	}
+	// The Application is left to whoever holds its finalizer: Kokumi deletes none on this path.
+	must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(app), app))
 }

@@ -43,6 +43,8 @@ var config = controller.Config{
 	ArgoCDNamespace: "argocd",
 	LocalProject:    "kokumi-local",
 	ProbePeriod:     2 * time.Second,
+	// A deleted Cluster stops waiting for its Applications soon after its server is gone.
+	UnreachableClusterDeletion: 6 * time.Second,
 }
 
 // waitTimeout bounds every wait: generous, for a loaded machine.

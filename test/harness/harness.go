@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/sandbox"
@@ -39,12 +40,22 @@ type Env struct {
 }
 
 // Start starts a control plane with every CRD installed.
-func Start() (*Env, error) {
+func Start() (*Env, error) { return start(true) }
+
+// StartWithoutArgoCD starts a control plane with Kokumi's CRDs only; InstallArgoCDCRDs adds
+// Argo CD's later.
+func StartWithoutArgoCD() (*Env, error) { return start(false) }
+
+func start(argoCD bool) (*Env, error) {
 	assets, err := sandbox.FindAssets()
 	if err != nil {
 		return nil, err
 	}
-	cp, err := sandbox.StartControlPlane(assets)
+	run := assets
+	if !argoCD {
+		run.ArgoCDCRDDir = ""
+	}
+	cp, err := sandbox.StartControlPlane(run)
 	if err != nil {
 		return nil, err
 	}
@@ -192,4 +203,12 @@ func IssueToken(ctx context.Context, admin *rest.Config, namespace, name string)
 		return "", fmt.Errorf("issue a token for %s/%s: %w", namespace, name, err)
 	}
 	return tr.Status.Token, nil
+}
+
+// InstallArgoCDCRDs installs Argo CD's CRDs and waits until the API server serves them.
+func (e *Env) InstallArgoCDCRDs() error {
+	if _, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{Paths: []string{e.Assets.ArgoCDCRDDir}, ErrorIfPathMissing: true}); err != nil {
+		return fmt.Errorf("install Argo CD's CRDs from %s: %w", e.Assets.ArgoCDCRDDir, err)
+	}
+	return nil
 }

@@ -11,7 +11,9 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -87,7 +89,9 @@ func (s suite) Run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	mgr, err := ctrl.NewManager(sa, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(sa, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		// The tests of movedNamespace run Order reconcilers of their own.
+		Cache: cache.Options{DefaultFieldSelector: fields.OneTermNotEqualSelector("metadata.namespace", movedNamespace)}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -100,6 +104,11 @@ func (s suite) Run() int {
 	}
 	// The controller creates the bundled registry's credentials at start, as it does installed.
 	if err := controller.SetupRegistryCredentials(mgr, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// Old Preparations are collected, with their artifacts, as installed (history 10).
+	if err := controller.SetupGC(mgr, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

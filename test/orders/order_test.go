@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -109,16 +108,7 @@ func order(t *testing.T, ns, name, product, targetNamespace string, mode v1.Prom
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	why := ""
-	for time.Now().Before(deadline) {
-		var ok bool
-		if ok, why = cond(); ok {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s: %s", what, why)
+	eventuallyWithin(t, waitTimeout, what, cond)
 }
 
 func getOrder(t *testing.T, ns, name string) *v1.Order {

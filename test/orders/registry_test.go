@@ -21,9 +21,9 @@ import (
 )
 
 // The bundled registry runs here as Kokumi ships it: authentication on, with the credentials
-// the controller created at start. The tests play the attackers of issue 16: a pod with no
-// rights, Argo CD's read-only identity writing or deleting, the controller's identity deleting,
-// and a tenant who names another namespace's artifacts in its Product.
+// the controller created at start. The tests play the attackers: a pod with no rights, Argo
+// CD's read-only identity writing or deleting, and a tenant who names another namespace's
+// artifacts in its Product.
 
 // registryCredentials waits for the credentials the controller creates at start.
 func registryCredentials(t *testing.T) oci.RegistryCredentials {
@@ -136,8 +136,9 @@ func TestAttackersCannotReadPushOrDeleteInTheBundledRegistry(t *testing.T) {
 		t.Errorf("the puller pushed to %s: %v, want 403", repository, err)
 	}
 
-	// Nobody deletes what Argo CD syncs: not the puller, not the pusher.
-	for who, c := range map[string]oci.Credential{"the puller": creds.Puller, "the pusher": creds.Pusher} {
+	// Argo CD's puller deletes nothing (the controller, as the pusher, deletes only the
+	// Preparations it collects: gc_test.go).
+	for who, c := range map[string]oci.Credential{"the puller": creds.Puller} {
 		repo, err := bundledClient(t, c).Repository(repository)
 		if err != nil {
 			t.Fatal(err)
@@ -146,15 +147,15 @@ func TestAttackersCannotReadPushOrDeleteInTheBundledRegistry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := repo.Delete(ctx, desc); ocitest.Status(err) != http.StatusMethodNotAllowed {
-			t.Errorf("%s deleted the Preparation: %v, want 405", who, err)
+		if err := repo.Delete(ctx, desc); ocitest.Status(err) != http.StatusForbidden {
+			t.Errorf("%s deleted the Preparation: %v, want 403", who, err)
 		}
 		r, err := name.ParseReference(vendored)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := remote.Delete(r, remote.WithAuth(&authn.Basic{Username: c.Username, Password: c.Password})); ocitest.Status(err) != http.StatusMethodNotAllowed {
-			t.Errorf("%s deleted the vendored image: %v, want 405", who, err)
+		if err := remote.Delete(r, remote.WithAuth(&authn.Basic{Username: c.Username, Password: c.Password})); ocitest.Status(err) != http.StatusForbidden {
+			t.Errorf("%s deleted the vendored image: %v, want 403", who, err)
 		}
 	}
 	if !inBundled(t, repository+"@"+digest) || !inBundled(t, vendored) {

@@ -35,6 +35,9 @@ var (
 	cfg = controller.Config{ArgoCDNamespace: "argocd", LocalProject: "kokumi-local", Namespace: "kokumi-system", SyncRetry: argocd.DefaultSyncRetry}
 	// registry holds the Preparations' deployment records.
 	registry *oci.Registry
+	// faults, when harness.EnvFaults is set, fails that share of the controller's API requests;
+	// the tests' own client stays clean.
+	faults *harness.Faults
 )
 
 func TestMain(m *testing.M) {
@@ -65,6 +68,8 @@ func (r runWithManager) Run() int {
 		return 1
 	}
 	defer func() { _ = registry.Stop() }()
+	// It plays the bundled registry too (moved_test.go).
+	cfg.BundledRegistry = registry.Addr
 	// The reconciler runs as the controller's ServiceAccount with the shipped RBAC: a verb the
 	// install does not grant fails the tests.
 	sa, err := env.ControllerConfig(ctx)
@@ -72,12 +77,24 @@ func (r runWithManager) Run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if faults, err = harness.FaultsFromEnv(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if faults != nil {
+		sa = faults.Config(sa)
+	}
 	mgr, err = controller.NewManager(sa, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg}, controller.SetupServing)
+	// NewManager tries again after a failed discovery request, as under faults.
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return harness.RunWithManager(ctx, mgr, r.m.Run)
+	code := harness.RunWithManager(ctx, mgr, r.m.Run)
+	if faults != nil {
+		fmt.Fprintf(os.Stderr, "API faults, seed %d: %v\n", faults.Seed, faults.Counts())
+	}
+	return code
 }
 
 // fixture is one namespace with an Environment, its AppProject, Clusters, an Order, a
@@ -276,10 +293,11 @@ func (f *fixture) settled() {
 	})
 }
 
-// eventually polls check until it passes, for up to 90 seconds (a loaded CI machine is slow).
+// eventually polls check until it passes, for up to 90 seconds (a loaded CI machine is slow),
+// longer when the controller's requests fail.
 func (f *fixture) eventually(what string, check func() error) {
 	f.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(faults.Patience(90 * time.Second))
 	for {
 		err := check()
 		if err == nil {
@@ -314,6 +332,60 @@ func (f *fixture) target(s *v1.Serving, cluster string) *v1.Target {
 		}
 	}
 	return nil
+}
+
+// expectEvents checks the Events of reason on the Serving: one for each of want (a substring
+// of its message), and no other. Events are written apart from the reconcile and retried, so it
+// polls. Under injected API faults Events may be lost without the controller being at fault:
+// client-go drops an Event the API server refuses with an error status, and a create whose
+// answer was lost records none; so there, after waiting for client-go's retries, it accepts
+// some of want missing, never one twice nor an Event that is not wanted.
+func (f *fixture) expectEvents(reason string, want ...string) {
+	f.t.Helper()
+	check := func() (missing []string, err error) {
+		got := f.events(reason)
+		for _, w := range want {
+			n := 0
+			for _, m := range got {
+				if strings.Contains(m, w) {
+					n++
+				}
+			}
+			switch {
+			case n == 0:
+				missing = append(missing, w)
+			case n > 1:
+				return nil, fmt.Errorf("%d %s Events with %q, want one: %q", n, reason, w, got)
+			}
+		}
+		if len(got) != len(want)-len(missing) {
+			return nil, fmt.Errorf("%s Events %q, want one for each of %q", reason, got, want)
+		}
+		return missing, nil
+	}
+	wait := 90 * time.Second
+	if faults != nil {
+		// client-go tries an Event that failed in transit again after 10 to 12.5 s: twice.
+		wait = 30 * time.Second
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		missing, err := check()
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			if faults != nil {
+				f.t.Logf("%s Events lost to injected API faults: %q", reason, missing)
+				return
+			}
+			f.t.Fatalf("no %s Event with %q", reason, missing)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // events lists the messages of the events of reason on the Serving.

@@ -95,7 +95,11 @@ func cachedClient() client.WithWatch {
 }
 
 func reconciler(c client.Client) *controller.ServingReconciler {
-	return &controller.ServingReconciler{Client: c, Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving-test"), Now: time.Now}
+	argo, err := controller.ArgoCDOf(mgr, cfg)
+	if err != nil {
+		panic(err)
+	}
+	return &controller.ServingReconciler{Client: c, Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving-test"), Now: time.Now, ArgoCD: argo}
 }
 
 func (f *fixture) request() ctrl.Request {

@@ -1,7 +1,6 @@
 package serving
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -62,9 +61,7 @@ func TestDeploysToEveryClusterThroughOneApplicationEach(t *testing.T) {
 	if l := app.GetLabels(); l[argocd.LabelCluster] != "b1" || l[argocd.LabelServing] != "podinfo-edge" || l[argocd.LabelServingNamespace] != f.ns {
 		t.Errorf("labels %v", l)
 	}
-	if got := f.events("ClusterJoined"); len(got) != 3 {
-		t.Errorf("want 3 ClusterJoined events, got %v", got)
-	}
+	f.expectEvents("ClusterJoined", "Cluster a1: created Application", "Cluster b1: created Application", "Cluster c1: created Application")
 
 	// Argo CD syncs two; the third is still on its way.
 	f.healthy(prep.Spec.Artifact.Digest, "a1", "b1")
@@ -90,9 +87,7 @@ func TestDeploysToEveryClusterThroughOneApplicationEach(t *testing.T) {
 	if n := len(strings.Fields(out)); n != 3 {
 		t.Errorf("kubectl get applications -l …: %d, %q", n, out)
 	}
-	if got := f.events(v1.ReasonDeployed); len(got) != 1 {
-		t.Errorf("want one Deployed event, got %v", got)
-	}
+	f.expectEvents(v1.ReasonDeployed, "Deployed Preparation podinfo-edge-3f2a1c to a1, b1, c1")
 }
 
 func TestAClusterNotReadyIsHeldWithoutHoldingTheServingBack(t *testing.T) {
@@ -310,14 +305,7 @@ func TestClustersJoinAndLeave(t *testing.T) {
 		}
 		return nil
 	})
-	f.eventually("an Event names b7", func() error {
-		for _, m := range f.events("ClusterLeft") {
-			if strings.Contains(m, "Cluster b7 left Environment edge") {
-				return nil
-			}
-		}
-		return errors.New("no ClusterLeft event for b7")
-	})
+	f.expectEvents("ClusterLeft", "Cluster b7 left Environment edge")
 	s := f.ready(v1.ReasonDeployed, "Deployed Preparation podinfo-edge-1 to a7")
 	f.eventually("the status counts one cluster", func() error {
 		if s = f.serving(); s.Status.Clusters.Selected != 1 {

@@ -57,7 +57,7 @@ func StartWithAuth(tb testing.TB, user, password string) *oci.Registry {
 }
 
 // StartWithCredentials runs a registry like Start with authentication on, as the bundled
-// registry runs: creds.Pusher pulls and pushes, creds.Puller only pulls, nobody deletes. The
+// registry runs: creds.Pusher pulls, pushes and deletes manifests, creds.Puller only pulls. The
 // helpers below push as the pusher.
 func StartWithCredentials(tb testing.TB, creds oci.RegistryCredentials) *oci.Registry {
 	tb.Helper()

@@ -1,0 +1,152 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+)
+
+// ArgoCDPollInterval is how often Kokumi looks for Argo CD's CRDs while they are not installed.
+var ArgoCDPollInterval = 10 * time.Second
+
+// ArgoCD is Kokumi's view of Argo CD's namespace: a cache of the Applications and AppProjects
+// there, apart from the manager's cache so that Kokumi starts, and reports ArgoCDNotInstalled,
+// before Argo CD's CRDs exist; and the callbacks that begin watching them once they appear.
+type ArgoCD struct {
+	// Cache holds the objects of Argo CD's namespace that Kokumi reads; nothing is read from it
+	// before Installed says so.
+	Cache cache.Cache
+	// Client reads Argo CD's objects from Cache (as unstructured too) and writes to the API server.
+	Client client.Client
+
+	mapper    interface{ Installed() bool }
+	mu        sync.Mutex
+	installed bool
+	onInstall []func(context.Context) error
+}
+
+var (
+	argoCDsMu sync.Mutex
+	argoCDs   = map[manager.Manager]*ArgoCD{}
+)
+
+// ArgoCDOf returns the manager's view of Argo CD's namespace, creating it on the first call:
+// every reconciler and the server of one manager share one cache.
+func ArgoCDOf(mgr manager.Manager, cfg Config) (*ArgoCD, error) {
+	argoCDsMu.Lock()
+	defer argoCDsMu.Unlock()
+	if a, ok := argoCDs[mgr]; ok {
+		return a, nil
+	}
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient:        mgr.GetHTTPClient(),
+		Scheme:            mgr.GetScheme(),
+		Mapper:            mgr.GetRESTMapper(),
+		DefaultNamespaces: map[string]cache.Config{cfg.ArgoCDNamespace: {}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create the cache of Argo CD's namespace %q: %w", cfg.ArgoCDNamespace, err)
+	}
+	cl, err := client.New(mgr.GetConfig(), client.Options{
+		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		Cache: &client.CacheOptions{Reader: c, Unstructured: true},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create the client of Argo CD's namespace %q: %w", cfg.ArgoCDNamespace, err)
+	}
+	a := &ArgoCD{Cache: c, Client: cl, mapper: servedBy{mgr}}
+	if err := mgr.Add(c); err != nil {
+		return nil, fmt.Errorf("add the cache of Argo CD's namespace: %w", err)
+	}
+	if err := mgr.Add(a); err != nil {
+		return nil, fmt.Errorf("add the Argo CD watcher: %w", err)
+	}
+	argoCDs[mgr] = a
+	return a, nil
+}
+
+// servedBy asks the manager's REST mapper, which looks again for a group it did not know.
+type servedBy struct{ mgr manager.Manager }
+
+// Installed is true when both kinds are served: one CRD may be established before the other.
+func (s servedBy) Installed() bool {
+	for _, gvk := range []schema.GroupVersionKind{argocd.ApplicationGVK, argocd.AppProjectGVK} {
+		if _, err := s.mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Installed reports whether the API server serves Argo CD's Application and AppProject kinds.
+func (a *ArgoCD) Installed() bool {
+	a.mu.Lock()
+	done := a.installed
+	a.mu.Unlock()
+	return done || a.mapper.Installed()
+}
+
+// OnInstalled runs f once Argo CD's CRDs are served: at start if they are, else when they
+// appear (within ArgoCDPollInterval). Register before the manager starts.
+func (a *ArgoCD) OnInstalled(f func(context.Context) error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.onInstall = append(a.onInstall, f)
+}
+
+// Start waits for Argo CD's CRDs, then runs the OnInstalled callbacks. It runs on every
+// replica: the watches it adds start with their controllers.
+func (a *ArgoCD) Start(ctx context.Context) error {
+	for !a.mapper.Installed() {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(ArgoCDPollInterval):
+		}
+	}
+	a.mu.Lock()
+	a.installed = true
+	callbacks := a.onInstall
+	a.mu.Unlock()
+	for _, f := range callbacks {
+		if err := f(ctx); err != nil {
+			return fmt.Errorf("begin watching Argo CD: %w", err)
+		}
+	}
+	return nil
+}
+
+// NeedLeaderElection is false: every replica watches, so that a new leader starts warm.
+func (a *ArgoCD) NeedLeaderElection() bool { return false }
+
+// enqueueAll is a source that enqueues every object of list's kind once, when it starts: what
+// waited for Argo CD looks again when its CRDs appear.
+func enqueueAll(c client.Reader, list client.ObjectList) source.Source {
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		if err := c.List(ctx, list); err != nil {
+			return fmt.Errorf("list %T: %w", list, err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return fmt.Errorf("read %T: %w", list, err)
+		}
+		for _, item := range items {
+			if o, ok := item.(client.Object); ok {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+			}
+		}
+		return nil
+	})
+}
