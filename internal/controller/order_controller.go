@@ -423,7 +423,7 @@ func (r *OrderReconciler) artifactPresent(ctx context.Context, sources *oci.Clie
 		if oci.IsNotFound(err) {
 			return false, nil
 		}
-		return false, fmt.Errorf("cannot tell whether the bundled registry holds the artifact %s@%s of Preparation %s (%v): check that the registry is running", repository, digest, prep.Name, err)
+		return false, fmt.Errorf("cannot tell whether the bundled registry holds the artifact %s@%s of Preparation %s (%w): check that the registry is running", repository, digest, prep.Name, err)
 	}
 	return true, nil
 }

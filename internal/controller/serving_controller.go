@@ -152,12 +152,12 @@ func (r *ServingReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	// Argo CD may be installed after Kokumi: its kinds are watched from when they are served,
 	// and every Serving looks again then.
-	argo.OnInstalled(func(ctx context.Context) error { return r.watchArgoCD(ctx, c) })
+	argo.OnInstalled(func(context.Context) error { return r.watchArgoCD(c) })
 	return nil
 }
 
 // watchArgoCD watches Applications and AppProjects and enqueues every Serving.
-func (r *ServingReconciler) watchArgoCD(ctx context.Context, c controller.Controller) error {
+func (r *ServingReconciler) watchArgoCD(c controller.Controller) error {
 	app := &unstructured.Unstructured{}
 	app.SetGroupVersionKind(argocd.ApplicationGVK)
 	project := &unstructured.Unstructured{}

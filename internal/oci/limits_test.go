@@ -103,14 +103,14 @@ func TestTheUncompressedBudgetIsSharedByLayersAndExactAtItsLimit(t *testing.T) {
 		t.Fatalf("a layer of exactly the limit: %d files, used %d of %d, %v", len(files), used, n, err)
 	}
 	_, _, err = oci.UntarGzWithin(layer, true, 0, n-1)
-	limitError(t, err, oci.LimitUncompressedBytes, n-1)
+	_ = limitError(t, err, oci.LimitUncompressedBytes, n-1)
 
 	// A second layer starts from what the first used.
 	if _, used2, err := oci.UntarGzWithin(layer, true, used, 2*n); err != nil || used2 != 2*n {
 		t.Fatalf("two layers within twice the size: used %d of %d, %v", used2, 2*n, err)
 	}
 	_, _, err = oci.UntarGzWithin(layer, true, used, 2*n-1)
-	limitError(t, err, oci.LimitUncompressedBytes, 2*n-1)
+	_ = limitError(t, err, oci.LimitUncompressedBytes, 2*n-1)
 
 	// Without a budget, a layer reads as UntarGz does.
 	if files, _, err := oci.UntarGzWithin(layer, true, 0, 0); err != nil || len(files) != 2 {
@@ -177,7 +177,7 @@ func TestGunzipWithinStopsAtTheLimit(t *testing.T) {
 	const limit = 8 << 20
 	var err error
 	alloc := allocated(func() { _, err = oci.GunzipWithin(bomb, 0, limit) })
-	limitError(t, err, oci.LimitUncompressedBytes, limit)
+	_ = limitError(t, err, oci.LimitUncompressedBytes, limit)
 	if alloc > 4<<20 {
 		t.Errorf("allocated %d MiB counting a gzip stream", alloc>>20)
 	}
@@ -189,7 +189,7 @@ func TestGunzipWithinStopsAtTheLimit(t *testing.T) {
 		t.Errorf("5 bytes after 10 within 15: used %d, %v", used, err)
 	}
 	_, err = oci.GunzipWithin(small.Bytes(), 10, 14)
-	limitError(t, err, oci.LimitUncompressedBytes, 14)
+	_ = limitError(t, err, oci.LimitUncompressedBytes, 14)
 }
 
 // blobCounter counts the blob requests a client sends.
@@ -286,7 +286,7 @@ func TestPullWithinStopsAtTheDeclaredSizeOfAnEndlessLayer(t *testing.T) {
 	defer cancel()
 
 	_, err := c.PullWithin(ctx, host+"/evil/layer", "huge", oci.PullLimits{Bytes: 64 << 20})
-	limitError(t, err, oci.LimitPulledBytes, 64<<20)
+	_ = limitError(t, err, oci.LimitPulledBytes, 64<<20)
 	if n := blobGets.Load(); n != 0 {
 		t.Errorf("a layer declared over the limit was fetched %d times", n)
 	}

@@ -56,7 +56,7 @@ func TestObjectsOverTheLimitStopTheRender(t *testing.T) {
 		t.Fatalf("500 objects within 500: %v", err)
 	}
 	_, err = render.Render(ctx, chartLayer(chart), opts(501, 500))
-	overLimit(t, err, render.LimitObjects, 500)
+	_ = overLimit(t, err, render.LimitObjects, 500)
 	if !strings.Contains(err.Error(), "more than the limit of 500 objects") {
 		t.Errorf("message %q", err)
 	}
@@ -68,7 +68,7 @@ func TestObjectsOverTheLimitStopTheRender(t *testing.T) {
 	}
 	list := bundleLayer(t, map[string]string{"list.yaml": "apiVersion: v1\nkind: List\nitems: [" + strings.Join(items, ", ") + "]\n"})
 	_, err = render.Render(ctx, []oci.Layer{list}, render.Options{TargetNamespace: "x", Limits: render.Limits{Objects: 19}})
-	overLimit(t, err, render.LimitObjects, 19)
+	_ = overLimit(t, err, render.LimitObjects, 19)
 	if res, err := render.Render(ctx, []oci.Layer{list}, render.Options{TargetNamespace: "x", Limits: render.Limits{Objects: 20}}); err != nil || len(res.Objects) != 20 {
 		t.Fatalf("a List of 20 within 20: %v", err)
 	}
@@ -97,7 +97,7 @@ func TestHelmOutputOverTheLimitStopsTheRender(t *testing.T) {
 func TestAChartThatDecompressesOverTheLimitIsNotLoaded(t *testing.T) {
 	bomb := ocitest.ZipBomb(t, 1<<30, tar.TypeReg)
 	_, err := render.Render(context.Background(), chartLayer(bomb), render.Options{Limits: render.Limits{UncompressedBytes: 32 << 20}})
-	overLimit(t, err, oci.LimitUncompressedBytes, 32<<20)
+	_ = overLimit(t, err, oci.LimitUncompressedBytes, 32<<20)
 	if !strings.Contains(err.Error(), "load chart") {
 		t.Errorf("message %q does not say where", err)
 	}
@@ -113,11 +113,11 @@ func TestABundleSharesItsLimitsAcrossLayers(t *testing.T) {
 	}
 	// Each layer fits 8 KiB; both do not.
 	_, err := render.Render(ctx, []oci.Layer{one, two}, render.Options{TargetNamespace: "x", Limits: render.Limits{UncompressedBytes: 8 << 10}})
-	overLimit(t, err, oci.LimitUncompressedBytes, 8<<10)
+	_ = overLimit(t, err, oci.LimitUncompressedBytes, 8<<10)
 
 	// The joined YAML counts against the output limit: each file fits 6000 bytes; both do not.
 	_, err = render.Render(ctx, []oci.Layer{one, two}, render.Options{TargetNamespace: "x", Limits: render.Limits{OutputBytes: 6000}})
-	overLimit(t, err, render.LimitOutputBytes, 6000)
+	_ = overLimit(t, err, render.LimitOutputBytes, 6000)
 	for _, l := range []oci.Layer{one, two} {
 		if _, err := render.Render(ctx, []oci.Layer{l}, render.Options{TargetNamespace: "x", Limits: render.Limits{OutputBytes: 6000}}); err != nil {
 			t.Fatalf("one file within 6000 bytes: %v", err)
@@ -151,7 +151,7 @@ func TestTemplateFunctionsThatAllocateAsAskedStayWithinTheOutputLimit(t *testing
 		alloc := allocatedBy(func() {
 			_, err = render.Helm(ctx, chart(tpl), render.HelmOptions{ReleaseName: "fns", Namespace: "fns", Limits: limits})
 		})
-		overLimit(t, err, render.LimitOutputBytes, 32<<20)
+		_ = overLimit(t, err, render.LimitOutputBytes, 32<<20)
 		if !strings.Contains(err.Error(), "a template asked for too much") {
 			t.Errorf("%s: message %q", tpl, err)
 		}

@@ -73,13 +73,13 @@ func (x *check) sees(obj client.Object) *metav1.Condition {
 
 // alsoSees waits, by the deadline, for obj's Ready condition to have the reason row.also
 // gives its kind.
-func (x *check) alsoSees(obj client.Object) *metav1.Condition {
+func (x *check) alsoSees(obj client.Object) {
 	x.t.Helper()
 	reason, ok := x.row.also[kindOf(obj)]
 	if !ok {
 		x.t.Fatalf("the row does not say what %s shows", kindOf(obj))
 	}
-	return x.seesReason(obj, reason)
+	x.seesReason(obj, reason)
 }
 
 // kindOf names the kind of one of Kokumi's objects.

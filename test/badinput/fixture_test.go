@@ -188,13 +188,12 @@ func (f *fixture) putSecret(namespace, name string, typ corev1.SecretType, data 
 
 // cluster registers a Cluster name of the fixture's tier whose server is a new member, with a
 // token and the member's CA in its credentials Secret (of the same name).
-func (f *fixture) cluster(name string) *member {
+func (f *fixture) cluster(name string) {
 	f.t.Helper()
 	m := newMember()
 	clusterMembers.Store(name, m)
 	f.putSecret(cfg.Namespace, name, corev1.SecretTypeOpaque, map[string][]byte{cluster.KeyToken: []byte(memberToken), cluster.KeyCA: m.CA()})
 	f.clusterAt(name, m.URL(), map[string]string{"tier": f.ns})
-	return m
 }
 
 // clusterMembers are the members of the Clusters fixtures registered, by Cluster name.
@@ -237,11 +236,12 @@ func (f *fixture) environment(name string) {
 	}))
 }
 
-func (f *fixture) editEnvironment(name string, edit func(*v1.Environment)) {
+// editEnvironment edits the fixture's Environment edge.
+func (f *fixture) editEnvironment(edit func(*v1.Environment)) {
 	f.t.Helper()
 	f.must(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var e v1.Environment
-		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, &e); err != nil {
+		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "edge"}, &e); err != nil {
 			return err
 		}
 		edit(&e)
@@ -397,12 +397,11 @@ func waitFor(t *testing.T, what string, deadline time.Time, check func() error) 
 }
 
 // waitReason waits, for setUpTimeout, until obj's Ready condition has reason.
-func (f *fixture) waitReason(obj client.Object, reason string) *metav1.Condition {
+func (f *fixture) waitReason(obj client.Object, reason string) {
 	f.t.Helper()
-	var c *metav1.Condition
 	waitFor(f.t, fmt.Sprintf("%T %s Ready reason %s", obj, obj.GetName(), reason), time.Now().Add(setUpTimeout), func() error {
-		var err error
-		if c, err = ready(f.ctx, obj); err != nil {
+		c, err := ready(f.ctx, obj)
+		if err != nil {
 			return err
 		}
 		if c.Reason != reason {
@@ -410,7 +409,6 @@ func (f *fixture) waitReason(obj client.Object, reason string) *metav1.Condition
 		}
 		return nil
 	})
-	return c
 }
 
 func order(ns, name string) *v1.Order {

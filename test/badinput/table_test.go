@@ -462,12 +462,12 @@ var table = []badInput{
 		run: func(x *check) {
 			r := x.working(v1.PromotionAutomatic, x.ns)
 			x.broke()
-			x.editEnvironment("edge", func(e *v1.Environment) {
+			x.editEnvironment(func(e *v1.Environment) {
 				e.Spec.ClusterSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Maybe", Values: []string{x.ns}}}}
 			})
 			x.sees(environment(x.ns, "edge"))
 			x.alsoSees(serving(x.ns, "web"))
-			x.editEnvironment("edge", func(e *v1.Environment) {
+			x.editEnvironment(func(e *v1.Environment) {
 				e.Spec.ClusterSelector = metav1.LabelSelector{MatchLabels: map[string]string{"tier": x.ns}}
 			})
 			x.restored(r)
@@ -484,12 +484,12 @@ var table = []badInput{
 			x.putSecret(cfg.Namespace, other, corev1.SecretTypeOpaque, map[string][]byte{cluster.KeyToken: []byte(memberToken), cluster.KeyCA: m.CA()})
 			x.clusterAt(other, m.URL(), map[string]string{"tier": x.ns + "-elsewhere"})
 			x.broke()
-			x.editEnvironment("edge", func(e *v1.Environment) {
+			x.editEnvironment(func(e *v1.Environment) {
 				e.Spec.ClusterSelector = metav1.LabelSelector{MatchLabels: map[string]string{"tier": "nobody"}}
 			})
 			x.sees(environment(x.ns, "edge"))
 			x.alsoSees(serving(x.ns, "web"))
-			x.editEnvironment("edge", func(e *v1.Environment) { e.Spec.ClusterSelector = metav1.LabelSelector{} })
+			x.editEnvironment(func(e *v1.Environment) { e.Spec.ClusterSelector = metav1.LabelSelector{} })
 			x.seesReason(environment(x.ns, "edge"), v1.ReasonEnvironmentReady)
 			waitFor(x.t, "Applications on every Cluster, "+other+" among them", time.Now().Add(setUpTimeout), func() error {
 				for name := range r.apps {
@@ -561,7 +561,7 @@ var table = []badInput{
 				Requires: []v1.StageRequirement{{Environment: "edge"}},
 			}})
 			x.broke()
-			x.editEnvironment("edge", func(e *v1.Environment) { e.Spec.Requires = []v1.StageRequirement{{Environment: "staging"}} })
+			x.editEnvironment(func(e *v1.Environment) { e.Spec.Requires = []v1.StageRequirement{{Environment: "staging"}} })
 			x.sees(environment(x.ns, "edge"))
 			x.seesReason(environment(x.ns, "staging"), v1.ReasonRequirementCycle)
 			x.alsoSees(serving(x.ns, "web"))

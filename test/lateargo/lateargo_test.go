@@ -100,7 +100,12 @@ func TestKokumiStartsBeforeArgoCDAndBeginsWatchingWhenItArrives(t *testing.T) {
 	must(t, err)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
 
 	ns := "team-late"
 	must(t, env.CreateNamespace(ctx, ns))
