@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -26,19 +25,6 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 )
 
-// limitError returns err as an *oci.LimitError of limit, or fails the test.
-func limitError(t *testing.T, err error, limit string, max int64) *oci.LimitError {
-	t.Helper()
-	var le *oci.LimitError
-	if !errors.As(err, &le) {
-		t.Fatalf("error %v is not an *oci.LimitError", err)
-	}
-	if le.Limit != limit || le.Max != max {
-		t.Fatalf("limit %q of %d, want %q of %d (%v)", le.Limit, le.Max, limit, max, err)
-	}
-	return le
-}
-
 // allocated runs f and returns the bytes it allocated.
 func allocated(f func()) uint64 {
 	var before, after runtime.MemStats
@@ -54,7 +40,7 @@ func TestUntarGzWithinStopsAZipBombAtTheLimit(t *testing.T) {
 	const limit = 40 << 20
 	var err error
 	alloc := allocated(func() { _, _, err = oci.UntarGzWithin(bomb, true, 0, limit) })
-	le := limitError(t, err, oci.LimitUncompressedBytes, limit)
+	le := ocitest.LimitError(t, err, oci.LimitUncompressedBytes, limit)
 	if le.Seen <= limit {
 		t.Errorf("seen %d, want more than the limit", le.Seen)
 	}
@@ -73,7 +59,7 @@ func TestUntarGzWithinCountsTheBytesOfEntriesItSkips(t *testing.T) {
 	start := time.Now()
 	var err error
 	alloc := allocated(func() { _, _, err = oci.UntarGzWithin(bomb, true, 0, limit) })
-	le := limitError(t, err, oci.LimitUncompressedBytes, limit)
+	le := ocitest.LimitError(t, err, oci.LimitUncompressedBytes, limit)
 	if le.Seen != 0 || !strings.Contains(err.Error(), "more than the limit of 40Mi uncompressed bytes") {
 		t.Errorf("seen %d, message %q: want more than the limit", le.Seen, err)
 	}
@@ -103,14 +89,14 @@ func TestTheUncompressedBudgetIsSharedByLayersAndExactAtItsLimit(t *testing.T) {
 		t.Fatalf("a layer of exactly the limit: %d files, used %d of %d, %v", len(files), used, n, err)
 	}
 	_, _, err = oci.UntarGzWithin(layer, true, 0, n-1)
-	_ = limitError(t, err, oci.LimitUncompressedBytes, n-1)
+	_ = ocitest.LimitError(t, err, oci.LimitUncompressedBytes, n-1)
 
 	// A second layer starts from what the first used.
 	if _, used2, err := oci.UntarGzWithin(layer, true, used, 2*n); err != nil || used2 != 2*n {
 		t.Fatalf("two layers within twice the size: used %d of %d, %v", used2, 2*n, err)
 	}
 	_, _, err = oci.UntarGzWithin(layer, true, used, 2*n-1)
-	_ = limitError(t, err, oci.LimitUncompressedBytes, 2*n-1)
+	_ = ocitest.LimitError(t, err, oci.LimitUncompressedBytes, 2*n-1)
 
 	// Without a budget, a layer reads as UntarGz does.
 	if files, _, err := oci.UntarGzWithin(layer, true, 0, 0); err != nil || len(files) != 2 {
@@ -177,7 +163,7 @@ func TestGunzipWithinStopsAtTheLimit(t *testing.T) {
 	const limit = 8 << 20
 	var err error
 	alloc := allocated(func() { _, err = oci.GunzipWithin(bomb, 0, limit) })
-	_ = limitError(t, err, oci.LimitUncompressedBytes, limit)
+	_ = ocitest.LimitError(t, err, oci.LimitUncompressedBytes, limit)
 	if alloc > 4<<20 {
 		t.Errorf("allocated %d MiB counting a gzip stream", alloc>>20)
 	}
@@ -189,7 +175,7 @@ func TestGunzipWithinStopsAtTheLimit(t *testing.T) {
 		t.Errorf("5 bytes after 10 within 15: used %d, %v", used, err)
 	}
 	_, err = oci.GunzipWithin(small.Bytes(), 10, 14)
-	_ = limitError(t, err, oci.LimitUncompressedBytes, 14)
+	_ = ocitest.LimitError(t, err, oci.LimitUncompressedBytes, 14)
 }
 
 // blobCounter counts the blob requests a client sends.
@@ -214,12 +200,12 @@ func TestPullWithinRefusesTooManyLayersAndBytesBeforeFetchingALayer(t *testing.T
 	c := &oci.Client{HTTPClient: &http.Client{Transport: blobs}}
 
 	_, err := c.PullWithin(ctx, repo, "big", oci.PullLimits{Bytes: 1 << 20})
-	le := limitError(t, err, oci.LimitPulledBytes, 1<<20)
+	le := ocitest.LimitError(t, err, oci.LimitPulledBytes, 1<<20)
 	if le.Seen <= 2<<20 || le.Seen > 2<<20+4096 {
 		t.Errorf("seen %d, want the manifest and the 2 MiB layer", le.Seen)
 	}
 	_, err = c.PullWithin(ctx, repo, "many", oci.PullLimits{Layers: 2})
-	if le := limitError(t, err, oci.LimitLayers, 2); le.Seen != 3 || err.Error() != "3 layers, over the limit of 2" {
+	if le := ocitest.LimitError(t, err, oci.LimitLayers, 2); le.Seen != 3 || err.Error() != "3 layers, over the limit of 2" {
 		t.Errorf("seen %d: %v", le.Seen, err)
 	}
 	if n := blobs.n.Load(); n != 0 {
@@ -286,7 +272,7 @@ func TestPullWithinStopsAtTheDeclaredSizeOfAnEndlessLayer(t *testing.T) {
 	defer cancel()
 
 	_, err := c.PullWithin(ctx, host+"/evil/layer", "huge", oci.PullLimits{Bytes: 64 << 20})
-	_ = limitError(t, err, oci.LimitPulledBytes, 64<<20)
+	_ = ocitest.LimitError(t, err, oci.LimitPulledBytes, 64<<20)
 	if n := blobGets.Load(); n != 0 {
 		t.Errorf("a layer declared over the limit was fetched %d times", n)
 	}

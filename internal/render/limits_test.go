@@ -3,7 +3,6 @@ package render_test
 import (
 	"archive/tar"
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -31,19 +30,6 @@ func bundleLayer(t *testing.T, files map[string]string) oci.Layer {
 	return oci.Layer{MediaType: oci.MediaTypeLayerTarGzip, Data: layer}
 }
 
-// overLimit checks that err is an *oci.LimitError of limit and max, and returns it.
-func overLimit(t *testing.T, err error, limit string, max int64) *oci.LimitError {
-	t.Helper()
-	var le *oci.LimitError
-	if !errors.As(err, &le) {
-		t.Fatalf("error %v is not an *oci.LimitError", err)
-	}
-	if le.Limit != limit || le.Max != max {
-		t.Fatalf("limit %q of %d, want %q of %d (%v)", le.Limit, le.Max, limit, max, err)
-	}
-	return le
-}
-
 func TestObjectsOverTheLimitStopTheRender(t *testing.T) {
 	chart := ocitest.ManyObjectsChart(t)
 	ctx := context.Background()
@@ -56,7 +42,7 @@ func TestObjectsOverTheLimitStopTheRender(t *testing.T) {
 		t.Fatalf("500 objects within 500: %v", err)
 	}
 	_, err = render.Render(ctx, chartLayer(chart), opts(501, 500))
-	_ = overLimit(t, err, render.LimitObjects, 500)
+	_ = ocitest.LimitError(t, err, render.LimitObjects, 500)
 	if !strings.Contains(err.Error(), "more than the limit of 500 objects") {
 		t.Errorf("message %q", err)
 	}
@@ -68,7 +54,7 @@ func TestObjectsOverTheLimitStopTheRender(t *testing.T) {
 	}
 	list := bundleLayer(t, map[string]string{"list.yaml": "apiVersion: v1\nkind: List\nitems: [" + strings.Join(items, ", ") + "]\n"})
 	_, err = render.Render(ctx, []oci.Layer{list}, render.Options{TargetNamespace: "x", Limits: render.Limits{Objects: 19}})
-	_ = overLimit(t, err, render.LimitObjects, 19)
+	_ = ocitest.LimitError(t, err, render.LimitObjects, 19)
 	if res, err := render.Render(ctx, []oci.Layer{list}, render.Options{TargetNamespace: "x", Limits: render.Limits{Objects: 20}}); err != nil || len(res.Objects) != 20 {
 		t.Fatalf("a List of 20 within 20: %v", err)
 	}
@@ -88,7 +74,7 @@ func TestHelmOutputOverTheLimitStopsTheRender(t *testing.T) {
 	}
 	_, err = render.Render(ctx, chartLayer(chart), render.Options{ReleaseName: "many", TargetNamespace: "many", Values: map[string]any{"count": 2000},
 		Limits: render.Limits{OutputBytes: size / 2}})
-	le := overLimit(t, err, render.LimitOutputBytes, size/2)
+	le := ocitest.LimitError(t, err, render.LimitOutputBytes, size/2)
 	if le.Seen < size/2 {
 		t.Errorf("seen %d, want over %d", le.Seen, size/2)
 	}
@@ -97,7 +83,7 @@ func TestHelmOutputOverTheLimitStopsTheRender(t *testing.T) {
 func TestAChartThatDecompressesOverTheLimitIsNotLoaded(t *testing.T) {
 	bomb := ocitest.ZipBomb(t, 1<<30, tar.TypeReg)
 	_, err := render.Render(context.Background(), chartLayer(bomb), render.Options{Limits: render.Limits{UncompressedBytes: 32 << 20}})
-	_ = overLimit(t, err, oci.LimitUncompressedBytes, 32<<20)
+	_ = ocitest.LimitError(t, err, oci.LimitUncompressedBytes, 32<<20)
 	if !strings.Contains(err.Error(), "load chart") {
 		t.Errorf("message %q does not say where", err)
 	}
@@ -113,11 +99,11 @@ func TestABundleSharesItsLimitsAcrossLayers(t *testing.T) {
 	}
 	// Each layer fits 8 KiB; both do not.
 	_, err := render.Render(ctx, []oci.Layer{one, two}, render.Options{TargetNamespace: "x", Limits: render.Limits{UncompressedBytes: 8 << 10}})
-	_ = overLimit(t, err, oci.LimitUncompressedBytes, 8<<10)
+	_ = ocitest.LimitError(t, err, oci.LimitUncompressedBytes, 8<<10)
 
 	// The joined YAML counts against the output limit: each file fits 6000 bytes; both do not.
 	_, err = render.Render(ctx, []oci.Layer{one, two}, render.Options{TargetNamespace: "x", Limits: render.Limits{OutputBytes: 6000}})
-	_ = overLimit(t, err, render.LimitOutputBytes, 6000)
+	_ = ocitest.LimitError(t, err, render.LimitOutputBytes, 6000)
 	for _, l := range []oci.Layer{one, two} {
 		if _, err := render.Render(ctx, []oci.Layer{l}, render.Options{TargetNamespace: "x", Limits: render.Limits{OutputBytes: 6000}}); err != nil {
 			t.Fatalf("one file within 6000 bytes: %v", err)
@@ -151,7 +137,7 @@ func TestTemplateFunctionsThatAllocateAsAskedStayWithinTheOutputLimit(t *testing
 		alloc := allocatedBy(func() {
 			_, err = render.Helm(ctx, chart(tpl), render.HelmOptions{ReleaseName: "fns", Namespace: "fns", Limits: limits})
 		})
-		_ = overLimit(t, err, render.LimitOutputBytes, 32<<20)
+		_ = ocitest.LimitError(t, err, render.LimitOutputBytes, 32<<20)
 		if !strings.Contains(err.Error(), "a template asked for too much") {
 			t.Errorf("%s: message %q", tpl, err)
 		}

@@ -333,6 +333,24 @@ func TestAStoppedMemberIsUnreachableAndReadyAgainWhenRestarted(t *testing.T) {
 	assertNoCredential(t, "member-restarting", token)
 }
 
+// clusterApplication is an Application of Kokumi's for cluster, at server.
+func clusterApplication(cluster, server string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1",
+		"kind":       "Application",
+		"metadata": map[string]any{
+			"name":      "team-a-podinfo-" + cluster,
+			"namespace": config.ArgoCDNamespace,
+			"labels":    map[string]any{argocd.LabelCluster: cluster, argocd.LabelManagedBy: argocd.ManagedByKokumi},
+		},
+		"spec": map[string]any{
+			"project":     "default",
+			"source":      map[string]any{"repoURL": "oci://registry.example.com/team-a/podinfo", "targetRevision": "sha256:" + strings.Repeat("a", 64), "path": "."},
+			"destination": map[string]any{"server": server, "namespace": "podinfo"},
+		},
+	}}
+}
+
 func TestDeletingAClusterWaitsForItsApplicationsThenRemovesItsArgoCDSecret(t *testing.T) {
 	ctx := context.Background()
 	token := member.token(t)
@@ -344,20 +362,7 @@ func TestDeletingAClusterWaitsForItsApplicationsThenRemovesItsArgoCDSecret(t *te
 	waitEnvironment(t, "team-leaving", "edge", 1, 1, v1.ReasonEnvironmentReady)
 	waitArgoCDSecret(t, "member-leaving")
 
-	app := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1",
-		"kind":       "Application",
-		"metadata": map[string]any{
-			"name":      "team-a-podinfo-member-leaving",
-			"namespace": config.ArgoCDNamespace,
-			"labels":    map[string]any{argocd.LabelCluster: "member-leaving", argocd.LabelManagedBy: argocd.ManagedByKokumi},
-		},
-		"spec": map[string]any{
-			"project":     "default",
-			"source":      map[string]any{"repoURL": "oci://registry.example.com/team-a/podinfo", "targetRevision": "sha256:" + strings.Repeat("a", 64), "path": "."},
-			"destination": map[string]any{"server": member.Server, "namespace": "podinfo"},
-		},
-	}}
+	app := clusterApplication("member-leaving", member.Server)
 	must(t, env.Client.Create(ctx, app))
 	must(t, env.Client.Delete(ctx, &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "member-leaving"}}))
 
@@ -463,21 +468,8 @@ func TestADeletedClusterStopsWaitingOnceItsServerIsUnreachable(t *testing.T) {
 
 	// An Application that still names the cluster, with a finalizer nobody removes: Argo CD
 	// could not delete anything on a server it cannot reach.
-	app := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1",
-		"kind":       "Application",
-		"metadata": map[string]any{
-			"name":       "team-a-podinfo-member-gone",
-			"namespace":  config.ArgoCDNamespace,
-			"labels":     map[string]any{argocd.LabelCluster: "member-gone", argocd.LabelManagedBy: argocd.ManagedByKokumi},
-			"finalizers": []any{"example.com/cleanup"},
-		},
-		"spec": map[string]any{
-			"project":     "default",
-			"source":      map[string]any{"repoURL": "oci://registry.example.com/team-a/podinfo", "targetRevision": "sha256:" + strings.Repeat("a", 64), "path": "."},
-			"destination": map[string]any{"server": gone, "namespace": "podinfo"},
-		},
-	}}
+	app := clusterApplication("member-gone", gone)
+	app.SetFinalizers([]string{"example.com/cleanup"})
 	must(t, env.Client.Create(ctx, app))
 	t.Cleanup(func() {
 		app.SetFinalizers(nil)

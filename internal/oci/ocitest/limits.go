@@ -4,12 +4,15 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
+
+	"github.com/kokumi-dev/kokumi/internal/oci"
 )
 
 // BombFile is the size of each file of a ZipBomb.
@@ -93,4 +96,17 @@ data:
 {{- end }}
 `,
 	})
+}
+
+// LimitError checks that err is an *oci.LimitError of limit and max, and returns it.
+func LimitError(t testing.TB, err error, limit string, max int64) *oci.LimitError {
+	t.Helper()
+	var le *oci.LimitError
+	if !errors.As(err, &le) {
+		t.Fatalf("error %v is not an *oci.LimitError", err)
+	}
+	if le.Limit != limit || le.Max != max {
+		t.Fatalf("limit %q of %d, want %q of %d (%v)", le.Limit, le.Max, limit, max, err)
+	}
+	return le
 }
