@@ -287,28 +287,39 @@ func collectible(preps []*v1.Preparation, history int, keep func(*v1.Preparation
 		}
 		return a.Name < b.Name
 	})
+	// Creation times have a resolution of a second, and the parent chain breaks where an older
+	// Preparation was collected: one made in the same second as the oldest kept one goes only
+	// when the chain shows it older (an ancestor of it); otherwise it may be newer, and stays.
+	boundary := sorted[len(sorted)-history]
+	ancestors := ancestorsOf(boundary, preps)
 	var out []*v1.Preparation
 	for _, p := range sorted[:len(sorted)-history] {
-		if !keep(p) {
+		older := p.CreationTimestamp.Before(&boundary.CreationTimestamp) || ancestors[p]
+		if older && !keep(p) {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
+// ancestorsOf lists p's ancestors among preps, following parentDigest.
+func ancestorsOf(p *v1.Preparation, preps []*v1.Preparation) map[*v1.Preparation]bool {
+	byDigest := make(map[string]*v1.Preparation, len(preps))
+	for _, q := range preps {
+		byDigest[q.Spec.Artifact.Digest] = q
+	}
+	out := map[*v1.Preparation]bool{}
+	for parent := byDigest[p.Spec.ParentDigest]; parent != nil && !out[parent] && parent != p; parent = byDigest[parent.Spec.ParentDigest] {
+		out[parent] = true
+	}
+	return out
+}
+
 // ancestry counts each Preparation's ancestors among preps, following parentDigest.
 func ancestry(preps []*v1.Preparation) map[*v1.Preparation]int {
-	byDigest := make(map[string]*v1.Preparation, len(preps))
-	for _, p := range preps {
-		byDigest[p.Spec.Artifact.Digest] = p
-	}
 	depth := make(map[*v1.Preparation]int, len(preps))
 	for _, p := range preps {
-		seen := map[*v1.Preparation]bool{p: true}
-		for parent := byDigest[p.Spec.ParentDigest]; parent != nil && !seen[parent]; parent = byDigest[parent.Spec.ParentDigest] {
-			seen[parent] = true
-			depth[p]++
-		}
+		depth[p] = len(ancestorsOf(p, preps))
 	}
 	return depth
 }

@@ -87,3 +87,21 @@ func TestKeepsTheLatestTheNamedAndTheRunningOnes(t *testing.T) {
 		t.Error("an empty name or revision keeps a Preparation")
 	}
 }
+
+func TestAPreparationOfTheSameSecondAfterABrokenChainStays(t *testing.T) {
+	// 13 Preparations; the second, third and fourth were made in one second. The third was
+	// collected, so the fourth's parent is gone and the chain no longer says it is newer than
+	// the second. The first two are kept (running, promoted): with 12 left and a history of
+	// 10, nothing else may go.
+	preps := chain(13, func(i int) int {
+		if i >= 1 && i <= 3 {
+			return 1
+		}
+		return i
+	})
+	preps = append(preps[:2:2], preps[3:]...)
+	got := names(collectible(preps, 10, func(p *v1.Preparation) bool { return p.Name == "app-13" || p.Name == "app-12" }))
+	if len(got) != 0 {
+		t.Errorf("collectible: %v, want none: the fourth may be newer than the second, which the history keeps", got)
+	}
+}
