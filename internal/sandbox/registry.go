@@ -27,7 +27,8 @@ func (f *Fleet) startRegistry() error {
 		return err
 	}
 	r, err := oci.StartRegistryWithOptions(addr, oci.RegistryOptions{
-		Dir: filepath.Join(f.opts.StateDir, "registry"),
+		Dir:      filepath.Join(f.opts.StateDir, "registry"),
+		GCPeriod: time.Hour, GCGrace: oci.DefaultGCGrace,
 		Credentials: func() (oci.RegistryCredentials, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
