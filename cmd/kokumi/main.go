@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,9 +32,18 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kokumi:", err)
-		os.Exit(1)
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode is 0 for success and for -h/--help (a command printed its flags), 1 otherwise, when
+// it says what failed.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	default:
+		fmt.Fprintln(stderr, "kokumi:", err)
+		return 1
 	}
 }
 
