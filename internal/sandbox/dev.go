@@ -157,6 +157,11 @@ func RunDev(ctx context.Context, o DevOptions) (err error) {
 	}()
 
 	printFleet(o, fleet, demo, kubeconfig, uiInfo{addr: ui, token: token, tokenPath: tokenPath}, time.Since(started))
+	hub, err := fleet.AdminClient()
+	if err != nil {
+		return err
+	}
+	go reportDeployed(runCtx, hub, o.ExampleNamespace, o.Out, started)
 
 	select {
 	case <-ctx.Done():
