@@ -22,7 +22,7 @@ func digestOf(s string) string {
 // pinAsResolved maps an image as Resolve pins it: a reference by digest stays as written, a
 // tag points at its digest; a reference that does not parse is not pinned (Resolve fails it).
 func pinAsResolved(ref string) (string, bool) {
-	parsed, err := name.ParseReference(ref)
+	parsed, err := parseImage(ref)
 	if err != nil {
 		return "", false
 	}

@@ -106,9 +106,23 @@ func (r *Resolver) parse(ref string) (name.Reference, error) {
 	if r.plainHTTP(ref) {
 		opts = append(opts, name.Insecure)
 	}
-	parsed, err := name.ParseReference(ref, opts...)
+	parsed, err := parseImage(ref, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("parse reference: %w", err)
+	}
+	return parsed, nil
+}
+
+// parseImage parses ref as Kokumi pins it: a reference that would not parse once pinned to a
+// digest (a repository too long once Docker Hub's library/ is added to it) is refused here,
+// rather than rewritten into a manifest no cluster could read.
+func parseImage(ref string, opts ...name.Option) (name.Reference, error) {
+	parsed, err := name.ParseReference(ref, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := name.NewDigest(pinnedRef(ref, "sha256:"+strings.Repeat("0", 64)), opts...); err != nil {
+		return nil, fmt.Errorf("%q is not a valid reference once pinned to a digest: %w", ref, err)
 	}
 	return parsed, nil
 }
