@@ -79,6 +79,21 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&o.ArgoCDURL, "argocd-url", "", "base address of Argo CD's UI, such as https://argocd.example.com; Application rows link there")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serve HTTPS with this certificate (with --tls-key-file)")
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "key of --tls-cert-file")
+	fs.Func("allowed-hosts", "comma-separated names the server answers in a request's Host header besides localhost, IP addresses, the --bind-address host and the Service kokumi-server's in-cluster names, such as an ingress's kokumi.example.com; *.example.com allows its subdomains, * any name", func(v string) error {
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				o.AllowedHosts = append(o.AllowedHosts, h)
+			}
+		}
+		return nil
+	})
+	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout, "how long a client may take to send a request's headers (negative: no limit)")
+	fs.DurationVar(&o.ReadTimeout, "read-timeout", server.DefaultReadTimeout, "how long a client may take to send a whole request (negative: no limit)")
+	fs.DurationVar(&o.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "how long the server may take to answer a request; an event stream gets it again for each event (negative: no limit)")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "how long a kept-alive connection may wait for its next request (negative: no limit)")
+	fs.IntVar(&o.MaxStreamsPerSession, "max-streams-per-session", server.DefaultMaxStreamsPerSession, "event streams a session (or a bearer token) may keep open")
+	fs.IntVar(&o.FailedLoginBurst, "failed-login-burst", server.DefaultFailedLoginBurst, "failed sign-ins a client address may make at once before it is answered 429")
+	fs.DurationVar(&o.FailedLoginInterval, "failed-login-interval", server.DefaultFailedLoginInterval, "how often a throttled client address gets one more sign-in")
 	fs.StringVar(&mgrOpts.MetricsAddr, "metrics-bind-address", "0", `address of the metrics endpoint ("0" turns it off)`)
 	fs.StringVar(&mgrOpts.ProbeAddr, "health-probe-bind-address", ":8091", "address of the /healthz and /readyz endpoints")
 	bindConfigFlags(fs, &mgrOpts.Config)

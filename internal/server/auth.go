@@ -187,11 +187,10 @@ func identityOf(ctx context.Context) Identity {
 // require answers 401 to a request that is not authenticated, and passes on the identity of one
 // that is. A write that authenticates by cookie must be JSON, which a cross-site form cannot send
 // without the browser asking first.
-func (a *auth) require(next http.HandlerFunc) http.HandlerFunc {
+func (s *Server) require(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id, ok, err := a.identify(r)
-		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, err.Error())
+		id, ok, answered := s.identify(w, r)
+		if answered {
 			return
 		}
 		if !ok {
@@ -203,6 +202,25 @@ func (a *auth) require(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 	}
+}
+
+// identify finds whom r acts for, as auth.identify does; a bearer token is a sign-in, throttled
+// and, when it fails, logged as a login is. answered is true when it answered the request (429, or
+// 503 when the token cannot be checked).
+func (s *Server) identify(w http.ResponseWriter, r *http.Request) (id Identity, ok, answered bool) {
+	bearer := r.Header.Get("Authorization") != ""
+	if bearer && !s.throttle(w, r) {
+		return Identity{}, false, true
+	}
+	id, ok, err := s.auth.identify(r)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return Identity{}, false, true
+	}
+	if bearer && !ok {
+		s.failedSignIn(r, "bearer token")
+	}
+	return id, ok, false
 }
 
 // requireJSON answers 415 unless r's body is JSON, and reports whether it is: a cross-site form
@@ -255,7 +273,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Token string `json:"token"`
 	}
-	if !requireJSON(w, r) || !readJSON(w, r, &body) {
+	if !requireJSON(w, r) || !readJSON(w, r, &body) || !s.throttle(w, r) {
 		return
 	}
 	id, until, ok, err := s.auth.authenticate(r.Context(), strings.TrimSpace(body.Token))
@@ -264,6 +282,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
+		s.failedSignIn(r, "login")
 		msg := "token: the cluster does not accept it: use `kubectl create token <serviceaccount>` or your OIDC id-token"
 		if s.auth.admin {
 			msg += ", or the server's admin token (--admin-token-file)"
@@ -290,6 +309,8 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	}
 	if c, err := r.Cookie(SessionCookie); err == nil {
 		s.auth.close(c.Value)
+		// The session's event streams end with it.
+		s.broker.end(sessionStream(c.Value))
 	}
 	s.setSessionCookie(w, r, "", -1)
 	writeJSON(w, http.StatusOK, Me{})
@@ -312,9 +333,8 @@ func meOf(id Identity, ok bool) Me {
 }
 
 func (s *Server) me(w http.ResponseWriter, r *http.Request) {
-	id, ok, err := s.auth.identify(r)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, err.Error())
+	id, ok, answered := s.identify(w, r)
+	if answered {
 		return
 	}
 	writeJSON(w, http.StatusOK, meOf(id, ok))

@@ -2,9 +2,12 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,30 +41,90 @@ type subscriber struct {
 	ch       chan Change
 	kick     chan struct{}
 	overflow atomic.Bool
+	// key is the session (or bearer token) the stream belongs to; done closes when it ends.
+	key  string
+	done chan struct{}
 }
 
 // broker fans changes out to the open event streams. A client that falls behind loses the
 // changes it missed and gets one "resync" event instead, so a busy fleet never blocks the
-// informers.
+// informers. It knows the streams of each session, to cap them and end them at logout.
 type broker struct {
-	mu   sync.Mutex
-	subs map[*subscriber]struct{}
+	mu    sync.Mutex
+	subs  map[*subscriber]struct{}
+	byKey map[string]map[*subscriber]struct{}
 }
 
-func newBroker() *broker { return &broker{subs: map[*subscriber]struct{}{}} }
+func newBroker() *broker {
+	return &broker{subs: map[*subscriber]struct{}{}, byKey: map[string]map[*subscriber]struct{}{}}
+}
 
-func (b *broker) subscribe() *subscriber {
-	s := &subscriber{ch: make(chan Change, subscriberBuffer), kick: make(chan struct{}, 1)}
+// subscribe opens a stream for key (a session, a bearer token), unless key already has limit
+// open (limit <= 0: no cap).
+func (b *broker) subscribe(key string, limit int) (*subscriber, bool) {
+	s := &subscriber{ch: make(chan Change, subscriberBuffer), kick: make(chan struct{}, 1), key: key, done: make(chan struct{})}
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if limit > 0 && len(b.byKey[key]) >= limit {
+		return nil, false
+	}
 	b.subs[s] = struct{}{}
-	b.mu.Unlock()
-	return s
+	if b.byKey[key] == nil {
+		b.byKey[key] = map[*subscriber]struct{}{}
+	}
+	b.byKey[key][s] = struct{}{}
+	return s, true
 }
 
 func (b *broker) unsubscribe(s *subscriber) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	delete(b.subs, s)
-	b.mu.Unlock()
+	if m := b.byKey[s.key]; m != nil {
+		if _, ok := m[s]; ok {
+			delete(m, s)
+			if len(m) == 0 {
+				delete(b.byKey, s.key)
+			}
+		}
+	}
+}
+
+// end ends every stream of key at once.
+func (b *broker) end(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.byKey[key] {
+		delete(b.subs, s)
+		close(s.done)
+	}
+	delete(b.byKey, key)
+}
+
+// sessionStream is the key of a session's event streams.
+func sessionStream(sid string) string { return "session:" + sid }
+
+// streamLive reports whether the session of a stream's key is still open (a bearer token's
+// stream lives as long as its connection).
+func (s *Server) streamLive(key string) bool {
+	sid, ok := strings.CutPrefix(key, "session:")
+	if !ok {
+		return true
+	}
+	_, live := s.auth.session(sid)
+	return live
+}
+
+// streamKeyOf is the key of r's event streams: its bearer token's SHA-256, or its session.
+func streamKeyOf(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		sum := sha256.Sum256([]byte(strings.TrimSpace(strings.TrimPrefix(h, "Bearer "))))
+		return "bearer:" + hex.EncodeToString(sum[:])
+	}
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		return sessionStream(c.Value)
+	}
+	return ""
 }
 
 func (b *broker) publish(c Change) {
@@ -151,12 +214,32 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "streaming is not supported by this connection")
 		return
 	}
-	sub := s.broker.subscribe()
+	key := streamKeyOf(r)
+	sub, ok := s.broker.subscribe(key, s.opts.MaxStreamsPerSession)
+	if !ok {
+		w.Header().Set("Retry-After", "10")
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("this session has %d event streams open already: close one", s.opts.MaxStreamsPerSession))
+		return
+	}
 	defer s.broker.unsubscribe(sub)
+	if !s.streamLive(key) {
+		writeError(w, http.StatusUnauthorized, "the session has ended: log in again")
+		return
+	}
+	// The stream outlives the server's read and write timeouts: it is read nothing more, and
+	// each write gets WriteTimeout of its own, so a client that stops reading is still dropped.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	extend := func() {
+		if s.opts.WriteTimeout > 0 {
+			_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+		}
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	extend()
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprint(w, "retry: 3000\n: connected\n\n")
 	flusher.Flush()
@@ -166,13 +249,20 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-sub.done:
+			return // logged out
 		case <-tick.C:
+			if !s.streamLive(key) {
+				return // the session expired
+			}
+			extend()
 			fmt.Fprint(w, ": heartbeat\n\n")
 		case <-sub.kick:
 			if sub.overflow.Swap(false) {
 				for len(sub.ch) > 0 {
 					<-sub.ch
 				}
+				extend()
 				fmt.Fprint(w, "event: resync\ndata: {}\n\n")
 			}
 		case c := <-sub.ch:
@@ -186,6 +276,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				continue
 			}
+			extend()
 			fmt.Fprintf(w, "event: change\ndata: %s\n\n", data)
 		}
 		flusher.Flush()

@@ -25,6 +25,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -82,6 +83,40 @@ type Options struct {
 	// BundledRegistry is the host:port of the bundled registry, reached over plain HTTP to
 	// read deployment records; empty means controller.DefaultConfig's.
 	BundledRegistry string
+
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout bound how long a connection
+	// may take to send a request's headers, to send the whole request, to be answered (an
+	// event stream gets WriteTimeout again for each event) and to wait idle for its next
+	// request; zero means the Default… constant of each, a negative value no limit.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// AllowedHosts are the names, besides the listen address's host, localhost, IP addresses
+	// and the in-cluster names of the Service kokumi-server, that the server answers in a
+	// request's Host header; "*.example.com" allows its subdomains, "*" any name. Other
+	// names are refused with 421, as a page that rebinds its own name to the server's address
+	// (DNS rebinding) sends.
+	AllowedHosts []string
+	// MaxStreamsPerSession caps the event streams a session (or a bearer token) keeps open;
+	// zero means DefaultMaxStreamsPerSession.
+	MaxStreamsPerSession int
+	// FailedLoginBurst and FailedLoginInterval throttle failed sign-ins per client address: a
+	// client may fail FailedLoginBurst times at once, then once per FailedLoginInterval, and
+	// is answered 429 in between; zero means the Default… constants.
+	FailedLoginBurst    int
+	FailedLoginInterval time.Duration
+	// Log is where the server logs failed sign-ins and refused requests; the zero Logger means
+	// controller-runtime's.
+	Log logr.Logger
+}
+
+// timeout is d, or def when d is zero, or no limit (zero) when d is negative.
+func timeout(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
 }
 
 // Server serves the API and the UI.
@@ -105,6 +140,11 @@ type Server struct {
 	records  *ttlCache[string, recordEntry]
 	// argo reads Argo CD's Applications; nil reads them through client.
 	argo *controller.ArgoCD
+	// limiter throttles failed sign-ins per client address; hosts decides which Host headers
+	// are served.
+	limiter *limiter
+	hosts   *hostMatcher
+	log     logr.Logger
 }
 
 // New returns a server that reads through c, checks tokens and asks RBAC with c, reads the
@@ -128,6 +168,19 @@ func New(cfg *rest.Config, c client.Client, reader client.Reader, informers cach
 	if o.BundledRegistry == "" {
 		o.BundledRegistry = d.BundledRegistry
 	}
+	o.ReadHeaderTimeout = timeout(o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	o.ReadTimeout = timeout(o.ReadTimeout, DefaultReadTimeout)
+	o.WriteTimeout = timeout(o.WriteTimeout, DefaultWriteTimeout)
+	o.IdleTimeout = timeout(o.IdleTimeout, DefaultIdleTimeout)
+	if o.MaxStreamsPerSession <= 0 {
+		o.MaxStreamsPerSession = DefaultMaxStreamsPerSession
+	}
+	if o.FailedLoginBurst <= 0 {
+		o.FailedLoginBurst = DefaultFailedLoginBurst
+	}
+	if o.FailedLoginInterval <= 0 {
+		o.FailedLoginInterval = DefaultFailedLoginInterval
+	}
 	kokumi := controller.Config{Namespace: o.Namespace, ArgoCDNamespace: o.ArgoCDNamespace, BundledRegistry: o.BundledRegistry}
 	p := controller.NewPipeline(c, reader, kokumi)
 	// The keys are read without the cache, which would list and watch every ConfigMap of the
@@ -139,13 +192,15 @@ func New(cfg *rest.Config, c client.Client, reader client.Reader, informers cach
 		opts: o, config: cfg, client: c, reader: reader, informers: informers,
 		auth: newAuth(o.AdminToken, c, o.SessionTTL), authz: newAuthorizer(c), broker: newBroker(),
 		secureCookies: o.secureCookies(), pipeline: p, records: newTTLCache[string, recordEntry](maxCachedArtifacts),
+		limiter: newLimiter(o.FailedLoginBurst, o.FailedLoginInterval, maxThrottledClients),
+		hosts:   newHostMatcher(o.AllowedHosts, o.Addr, o.Namespace), log: loggerOf(o.Log),
 	}, nil
 }
 
-// Handler returns the server's routes.
+// Handler returns the server's routes, behind the protections every request gets (hardened).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	req := s.auth.require
+	req := s.require
 	mux.HandleFunc("POST /api/v1/login", s.login)
 	mux.HandleFunc("POST /api/v1/logout", s.logout)
 	mux.HandleFunc("GET /api/v1/me", s.me)
@@ -167,7 +222,7 @@ func (s *Server) Handler() http.Handler {
 	if err != nil {
 		panic(err) // the embedded directory is part of the binary
 	}
-	files := withSecurityHeaders(http.FileServerFS(ui))
+	files := http.FileServerFS(ui)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -176,17 +231,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		files.ServeHTTP(w, r)
 	})
-	return mux
-}
-
-func withSecurityHeaders(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
-		next.ServeHTTP(w, r)
-	})
+	return s.hardened(mux)
 }
 
 // AddToManager runs a server in mgr, reading through the manager's client, reading the public
@@ -230,7 +275,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	srv := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 	done := make(chan struct{})

@@ -71,7 +71,7 @@ func TestServingRowsAreCapped(t *testing.T) {
 
 func TestSlowSubscriberIsToldToResync(t *testing.T) {
 	b := newBroker()
-	s := b.subscribe()
+	s, _ := b.subscribe("session:a", 0)
 	for i := 0; i < subscriberBuffer+3; i++ {
 		b.publish(Change{Kind: "Serving", Name: fmt.Sprint(i)})
 	}

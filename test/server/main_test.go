@@ -53,6 +53,9 @@ var (
 	env *harness.Env
 	// base is the server with the opt-in admin token; k8sBase the one without.
 	base, k8sBase string
+	// hardBase is a server with the admin token and short timeouts, which the attacker tests
+	// hold connections to (attackers_test.go).
+	hardBase string
 	// serverConfig reaches the API server as serverUser.
 	serverConfig *rest.Config
 )
@@ -93,9 +96,18 @@ func (r runWithServer) Run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	hardened, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	base, k8sBase = "http://"+withAdmin.Addr().String(), "http://"+withoutAdmin.Addr().String()
+	hardBase = "http://" + hardened.Addr().String()
 	setup := func(mgr ctrl.Manager, c controller.Config) error {
 		o := server.Options{AdminToken: token, ArgoCDNamespace: c.ArgoCDNamespace, ArgoCDURL: argoURL, Namespace: c.Namespace}
+		if err := server.AddToManager(mgr, withShortTimeouts(o), hardened); err != nil {
+			return err
+		}
 		if err := server.AddToManager(mgr, o, withAdmin); err != nil {
 			return err
 		}
@@ -212,6 +224,8 @@ type call struct {
 	bearer       string
 	cookie       *http.Cookie
 	contentType  string
+	// header is sent as well, as a browser's Origin and Sec-Fetch-Site.
+	header http.Header
 }
 
 func do(t testing.TB, c call, out any) *http.Response {
@@ -239,6 +253,9 @@ func do(t testing.TB, c call, out any) *http.Response {
 	}
 	if c.cookie != nil {
 		req.AddCookie(c.cookie)
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
 	}
 	if c.contentType != "" {
 		req.Header.Set("Content-Type", c.contentType)
