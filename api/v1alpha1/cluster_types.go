@@ -32,7 +32,8 @@ type ClusterStatus struct {
 	// +optional
 	Version string `json:"version,omitempty"`
 
-	// LastProbeTime is when the server was last probed.
+	// LastProbeTime is when a probe last changed the status (Ready, its reason, or the
+	// version); a probe that finds what the status says writes nothing.
 	// +optional
 	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
 

@@ -234,15 +234,21 @@ func (r *ClusterReconciler) probe(ctx context.Context, c *v1.Cluster, creds clus
 			"reason", res.Reason, "message", res.Message, "failuresInARow", failures)
 		return ctrl.Result{RequeueAfter: cluster.RetryDelay(period)}, nil
 	}
-	now := metav1.Now()
-	c.Status.LastProbeTime = &now
-	if res.Version != "" {
-		c.Status.Version = cluster.Truncate(res.Version, clusterMaxVersion)
-	}
 	status := metav1.ConditionFalse
 	if res.Connected() {
 		status = metav1.ConditionTrue
 	}
+	version := c.Status.Version
+	if res.Version != "" {
+		version = cluster.Truncate(res.Version, clusterMaxVersion)
+	}
+	if !probeChanged(c, status, res.Reason, version) {
+		// A quiet fleet writes nothing: the probe found what the status already says.
+		return ctrl.Result{RequeueAfter: cluster.Jitter(period, rand.Float64())}, nil
+	}
+	now := metav1.Now()
+	c.Status.LastProbeTime = &now
+	c.Status.Version = version
 	setClusterReady(c, status, res.Reason, res.Message)
 	if err := r.writeStatus(ctx, c, before); err != nil {
 		return ctrl.Result{}, err
@@ -446,6 +452,15 @@ func (r *ClusterReconciler) startWaiting(name string) bool {
 	first := !r.waiting[name]
 	r.waiting[name] = true
 	return first
+}
+
+// probeChanged says whether a probe's result changes what the Cluster's status says: its Ready
+// status or reason, its version, or a status never written for this generation. A new
+// message alone (another error text of the same failure) is not written.
+func probeChanged(c *v1.Cluster, status metav1.ConditionStatus, reason, version string) bool {
+	cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady)
+	return cond == nil || cond.Status != status || cond.Reason != reason || c.Status.Version != version ||
+		c.Status.LastProbeTime == nil || c.Status.ObservedGeneration != c.Generation
 }
 
 // unreachableFor says since when the Cluster's server has been Unreachable, and whether that

@@ -217,6 +217,24 @@ func TestAClusterWithATokenIsReadyAndDeclaredToArgoCD(t *testing.T) {
 	assertNoCredential(t, "member", token)
 }
 
+func TestAQuietClusterCostsNoWrites(t *testing.T) {
+	putCredentials(t, "member-quiet", tokenCredentials(member.token(t)))
+	createCluster(t, "member-quiet", member.Server, "member-quiet", nil)
+	ready := waitReady(t, "member-quiet", metav1.ConditionTrue, v1.ReasonConnected)
+	waitArgoCDSecret(t, "member-quiet")
+	// Probes run every config.ProbePeriod; each finds what the status says, and writes nothing.
+	start := getCluster(t, "member-quiet").ResourceVersion
+	time.Sleep(4 * config.ProbePeriod)
+	if now := getCluster(t, "member-quiet"); now.ResourceVersion != start {
+		t.Errorf("a quiet Cluster was written (resourceVersion %s → %s; lastProbeTime %v → %v)",
+			start, now.ResourceVersion, ready.Status.LastProbeTime, now.Status.LastProbeTime)
+	}
+	// A change is still written: the member's API server stops.
+	must(t, member.stopAPIServer())
+	defer func() { must(t, member.startAPIServer()) }()
+	waitReady(t, "member-quiet", metav1.ConditionFalse, v1.ReasonUnreachable)
+}
+
 func TestAWrongTokenIsUnauthorized(t *testing.T) {
 	wrong := "wrong-token-" + strings.Repeat("x", 40)
 	putCredentials(t, "member-wrong-token", tokenCredentials(wrong))
