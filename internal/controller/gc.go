@@ -114,13 +114,16 @@ func (r *PreparationCollector) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Client.List(ctx, &list, client.InNamespace(order.Namespace), client.MatchingLabels{LabelOrder: order.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list Preparations of Order %s/%s: %w", order.Namespace, order.Name, err)
 	}
-	var preps []*v1.Preparation
-	for i := range list.Items {
-		p := &list.Items[i]
-		if metav1.IsControlledBy(p, &order) && p.DeletionTimestamp.IsZero() {
-			preps = append(preps, p)
-		}
+	preps := ownPreparations(&list, &order)
+	if len(preps) <= r.Config.PreparationHistory {
+		return ctrl.Result{}, nil
 	}
+	// Over the history: what goes is decided on what the API server holds, not on the cache.
+	list = v1.PreparationList{}
+	if err := r.Reader.List(ctx, &list, client.InNamespace(order.Namespace), client.MatchingLabels{LabelOrder: order.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list Preparations of Order %s/%s: %w", order.Namespace, order.Name, err)
+	}
+	preps = ownPreparations(&list, &order)
 	if len(preps) <= r.Config.PreparationHistory {
 		return ctrl.Result{}, nil
 	}
@@ -153,6 +156,17 @@ func (r *PreparationCollector) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	r.announce(&order, deleted)
 	return ctrl.Result{}, nil
+}
+
+// ownPreparations are the Preparations of list that order controls and that are not being deleted.
+func ownPreparations(list *v1.PreparationList, order *v1.Order) []*v1.Preparation {
+	var preps []*v1.Preparation
+	for i := range list.Items {
+		if p := &list.Items[i]; metav1.IsControlledBy(p, order) && p.DeletionTimestamp.IsZero() {
+			preps = append(preps, p)
+		}
+	}
+	return preps
 }
 
 // serving reads the Serving of an Order; nil when it does not exist.

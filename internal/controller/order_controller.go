@@ -160,6 +160,11 @@ func (r *OrderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		}
 		// An Order deleted meanwhile has no status left to write.
 		perr := r.Status().Patch(ctx, &order, statusPatch(base))
+		if apierrors.IsConflict(perr) {
+			// Read from a cache that had not seen the last write: what this reconcile found
+			// holds as long as the spec did not change, so it is written over the live status.
+			perr = r.patchLiveStatus(ctx, &order)
+		}
 		if apierrors.IsConflict(perr) && err == nil {
 			// The Order changed since it was read: look again at what is there, quietly.
 			result = ctrl.Result{RequeueAfter: conflictRetry}
@@ -222,6 +227,24 @@ func (r *OrderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		after = verdict.RecheckAfter + time.Second
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// patchLiveStatus writes order's status over the status of the Order as the API server holds
+// it, when its spec is the one order was read with; otherwise it answers a conflict.
+func (r *OrderReconciler) patchLiveStatus(ctx context.Context, order *deliveryv1alpha1.Order) error {
+	if r.APIReader == nil {
+		return apierrors.NewConflict(deliveryv1alpha1.GroupVersion.WithResource("orders").GroupResource(), order.Name, errors.New("no API reader"))
+	}
+	live := &deliveryv1alpha1.Order{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(order), live); err != nil {
+		return fmt.Errorf("read order %s: %w", order.Name, err)
+	}
+	if live.Generation != order.Generation {
+		return apierrors.NewConflict(deliveryv1alpha1.GroupVersion.WithResource("orders").GroupResource(), order.Name, errors.New("the spec changed"))
+	}
+	base := live.DeepCopy()
+	live.Status = order.Status
+	return r.Status().Patch(ctx, live, statusPatch(base))
 }
 
 // failure is a failed render: the Order's Ready reason and message.
