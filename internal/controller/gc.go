@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -118,6 +119,10 @@ func (r *PreparationCollector) Reconcile(ctx context.Context, req ctrl.Request) 
 	if len(preps) <= r.Config.PreparationHistory {
 		return ctrl.Result{}, nil
 	}
+	// Renders still landing (a Preparation made in the last gcQuiet) are let settle first.
+	if wait := gcQuiet - time.Since(newest(preps)); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	// Over the history: what goes is decided on what the API server holds, not on the cache.
 	list = v1.PreparationList{}
 	if err := r.Reader.List(ctx, &list, client.InNamespace(order.Namespace), client.MatchingLabels{LabelOrder: order.Name}); err != nil {
@@ -156,6 +161,20 @@ func (r *PreparationCollector) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	r.announce(&order, deleted)
 	return ctrl.Result{}, nil
+}
+
+// gcQuiet is how long after an Order's newest Preparation appeared its history is collected.
+const gcQuiet = 10 * time.Second
+
+// newest is when the newest of preps was made.
+func newest(preps []*v1.Preparation) time.Time {
+	var t time.Time
+	for _, p := range preps {
+		if p.CreationTimestamp.After(t) {
+			t = p.CreationTimestamp.Time
+		}
+	}
+	return t
 }
 
 // ownPreparations are the Preparations of list that order controls and that are not being deleted.

@@ -158,18 +158,10 @@ func (r *OrderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		if equality.Semantic.DeepEqual(before, &order.Status) {
 			return
 		}
-		// An Order deleted meanwhile has no status left to write.
-		perr := r.Status().Patch(ctx, &order, statusPatch(base))
-		if apierrors.IsConflict(perr) {
-			// Read from a cache that had not seen the last write: what this reconcile found
-			// holds as long as the spec did not change, so it is written over the live status.
-			perr = r.patchLiveStatus(ctx, &order)
-		}
-		if apierrors.IsConflict(perr) && err == nil {
-			// The Order changed since it was read: look again at what is there, quietly.
-			result = ctrl.Result{RequeueAfter: conflictRetry}
-			return
-		}
+		// A merge patch of what this reconcile changed: fields it left as it read them keep what
+		// the API server holds, also after a read the cache had not caught up with. An Order
+		// deleted meanwhile has no status left to write.
+		perr := r.Status().Patch(ctx, &order, client.MergeFrom(base))
 		if client.IgnoreNotFound(perr) != nil {
 			err = errors.Join(err, fmt.Errorf("update status of order %s: %w", req.NamespacedName, perr))
 		}
@@ -227,24 +219,6 @@ func (r *OrderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		after = verdict.RecheckAfter + time.Second
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
-}
-
-// patchLiveStatus writes order's status over the status of the Order as the API server holds
-// it, when its spec is the one order was read with; otherwise it answers a conflict.
-func (r *OrderReconciler) patchLiveStatus(ctx context.Context, order *deliveryv1alpha1.Order) error {
-	if r.APIReader == nil {
-		return apierrors.NewConflict(deliveryv1alpha1.GroupVersion.WithResource("orders").GroupResource(), order.Name, errors.New("no API reader"))
-	}
-	live := &deliveryv1alpha1.Order{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(order), live); err != nil {
-		return fmt.Errorf("read order %s: %w", order.Name, err)
-	}
-	if live.Generation != order.Generation {
-		return apierrors.NewConflict(deliveryv1alpha1.GroupVersion.WithResource("orders").GroupResource(), order.Name, errors.New("the spec changed"))
-	}
-	base := live.DeepCopy()
-	live.Status = order.Status
-	return r.Status().Patch(ctx, live, statusPatch(base))
 }
 
 // failure is a failed render: the Order's Ready reason and message.
