@@ -32,6 +32,16 @@ ENVTEST_DIR := $(BIN)/envtest
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)/controller-gen
 GOLANGCI_LINT  := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
 
+CHART_DIR := $(ROOT)/charts/kokumi
+
+# VERSION is the build's version: a tagged commit's tag, else 0.0.0-<commit> (SemVer, as Helm
+# requires of a chart). The image, the chart and `kokumi version` carry it.
+VERSION ?= $(shell git describe --tags --exact-match 2>/dev/null || echo 0.0.0-$$(git rev-parse --short=12 HEAD 2>/dev/null || echo dev))
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+VERSION_LDFLAGS := -X github.com/kokumi-dev/kokumi/internal/version.Version=$(VERSION) -X github.com/kokumi-dev/kokumi/internal/version.Commit=$(COMMIT)
+# CHART_REPO, when set, is the OCI repository `make chart` pushes to, such as oci://registry.example.com/charts.
+CHART_REPO ?=
+
 GO_BUILD_TOOL := go build -buildvcs=false -trimpath -ldflags "-s -w"
 
 .PHONY: all
@@ -40,12 +50,22 @@ all: build
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/kokumi.
-	go build -buildvcs=false -o $(BIN)/kokumi ./cmd/kokumi
+build: kubectl-kokumi ## Build bin/kokumi and the kubectl plugin bin/kubectl-kokumi.
+	go build -buildvcs=false -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/kokumi ./cmd/kokumi
+
+.PHONY: kubectl-kokumi
+kubectl-kokumi: ## Build bin/kubectl-kokumi, the kubectl plugin (docs/cli.md).
+	go build -buildvcs=false -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(BIN)/kubectl-kokumi ./cmd/kubectl-kokumi
 
 .PHONY: demo
 demo: build test-assets fleet-assets ## Run a local fleet: a hub, three member clusters, Argo CD and Kokumi (see docs/quickstart.md).
 	$(BIN)/kokumi dev
+
+##@ Release
+
+.PHONY: chart
+chart: ## Package the Helm chart into bin/chart/ (VERSION); with CHART_REPO=oci://…, push it there too.
+	go run ./hack/chart --chart $(CHART_DIR) --version $(VERSION) --app-version $(VERSION) --output $(BIN)/chart $(if $(CHART_REPO),--push $(CHART_REPO))
 
 ##@ Development
 
@@ -58,6 +78,11 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC (the controller's role an
 	$(CONTROLLER_GEN) crd rbac:roleName=kokumi-controller paths=./api/... paths=./internal/controller/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=kokumi-server paths=./internal/server/... output:rbac:artifacts:config=config/server
+	# The Helm chart installs the same CRDs and RBAC (charts/kokumi/templates read files/).
+	rm -rf $(CHART_DIR)/files && mkdir -p $(CHART_DIR)/files/crds $(CHART_DIR)/files/rbac $(CHART_DIR)/files/server
+	cp config/crd/bases/*.yaml $(CHART_DIR)/files/crds/
+	cp $(filter-out config/rbac/kustomization.yaml,$(wildcard config/rbac/*.yaml)) $(CHART_DIR)/files/rbac/
+	cp config/server/role.yaml $(CHART_DIR)/files/server/
 
 .PHONY: fmt
 fmt: ## gofmt the tree.
@@ -75,7 +100,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 verify: generate manifests ## Regenerate and fail when the tree changes; gofmt and go vet.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: run make fmt"; exit 1; }
 	go vet ./...
-	@if [ -n "$$(git status --porcelain -- api config)" ]; then git status --porcelain -- api config; git diff -- api config | head -50; \
+	@if [ -n "$$(git status --porcelain -- api config charts)" ]; then git status --porcelain -- api config charts; git diff -- api config charts | head -50; \
 		echo "generated files are stale: run make generate manifests and commit"; exit 1; fi
 
 ##@ Tests

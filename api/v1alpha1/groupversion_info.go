@@ -33,3 +33,13 @@ func addKnownTypes(s *runtime.Scheme) error {
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
+
+// SchemaRevisionAnnotation is the annotation of each of Kokumi's CRDs that says which revision
+// of its schema it is (docs/install.md, "Upgrades and the CRDs").
+const SchemaRevisionAnnotation = "delivery.kokumi.dev/schema-revision"
+
+// SchemaRevision is the revision of the CRDs' schemas this build needs, at least. It goes up
+// with every change that adds or changes a field the controller writes or reads, together with
+// the +kubebuilder:metadata:annotations marker of every kind (a test keeps the two equal): an
+// older schema would prune the new fields silently.
+const SchemaRevision = 1

@@ -116,6 +116,7 @@ type ProductStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=prod,categories=kokumi
+// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=1"
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.source.url`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.source.version`
 // +kubebuilder:printcolumn:name="Target-Namespace",type=string,JSONPath=`.spec.targetNamespace`,priority=1

@@ -14,6 +14,7 @@ import (
 
 func bindControllerFlags(fs *flag.FlagSet, o *controller.Options) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", `address of the metrics endpoint ("0" turns it off)`)
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "serve the metrics over HTTPS to clients the API server authenticates and authorizes to get /metrics (false: plain HTTP to anyone)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader so that one replica reconciles at a time")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader lease (default: Kokumi's own)")
@@ -52,6 +53,9 @@ func runController(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	if err := controller.CheckCRDs(ctx, cfg); err != nil {
+		return err
 	}
 	mgr, err := controller.NewManager(cfg, opts)
 	if err != nil {

@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "public-key":
 		return runPublicKey(ctx, args[1:], stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, version.Version)
+		fmt.Fprintln(stdout, version.String())
 		return nil
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)

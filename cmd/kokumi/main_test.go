@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/kokumi-dev/kokumi/internal/version"
 )
 
 func TestHelpOfEveryCommandExitsZeroWithItsFlags(t *testing.T) {
@@ -37,5 +40,21 @@ func TestAnUnknownCommandFailsWithTheUsage(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "Usage:") {
 		t.Errorf("no usage on stderr: %q", stderr.String())
+	}
+}
+
+func TestVersionPrintsTheVersionAndCommitItWasBuiltWith(t *testing.T) {
+	oldVersion, oldCommit := version.Version, version.Commit
+	t.Cleanup(func() { version.Version, version.Commit = oldVersion, oldCommit })
+	version.Version, version.Commit = "v1.2.3", "0123456789ab"
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"version"}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	line := stdout.String()
+	for _, want := range []string{"kokumi v1.2.3", "commit 0123456789ab", runtime.Version(), runtime.GOOS + "/" + runtime.GOARCH} {
+		if !strings.Contains(line, want) {
+			t.Errorf("kokumi version printed %q, missing %q", line, want)
+		}
 	}
 }

@@ -30,6 +30,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
+	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 )
 
 func init() { setups = append(setups, SetupClusterController) }
@@ -177,6 +178,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Client.Get(ctx, req.NamespacedName, &c); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.Name)
+			kmetrics.ForgetCluster(req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get cluster %q: %w", req.Name, err)
@@ -226,7 +228,9 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // failures in a row, and the next probe comes after the period, with jitter.
 func (r *ClusterReconciler) probe(ctx context.Context, c *v1.Cluster, creds cluster.Credentials, before *v1.ClusterStatus) (ctrl.Result, error) {
 	period := r.Config.ProbePeriod
+	start := time.Now()
 	res := cluster.Probe(ctx, c.Spec.Server, creds, cluster.Timeout(period))
+	kmetrics.ObserveProbe(res.Connected(), time.Since(start))
 	if res.Connected() {
 		r.forgetFailures(c.Name)
 	} else if failures := r.failed(c.Name); !cluster.ReportFailure(cluster.IsReady(c), failures) {
@@ -244,6 +248,7 @@ func (r *ClusterReconciler) probe(ctx context.Context, c *v1.Cluster, creds clus
 	}
 	if !probeChanged(c, status, res.Reason, version) {
 		// A quiet fleet writes nothing: the probe found what the status already says.
+		kmetrics.SetClusterReady(c.Name, cluster.IsReady(c))
 		return ctrl.Result{RequeueAfter: cluster.Jitter(period, rand.Float64())}, nil
 	}
 	now := metav1.Now()
@@ -362,6 +367,7 @@ func (r *ClusterReconciler) clustersOnSameServer(ctx context.Context, o client.O
 func (r *ClusterReconciler) finalize(ctx context.Context, c *v1.Cluster) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(c, ClusterFinalizer) {
 		r.forget(c.Name)
+		kmetrics.ForgetCluster(c.Name)
 		return ctrl.Result{}, nil
 	}
 	remaining, err := r.remainingApplications(ctx, c.Name)
@@ -394,11 +400,12 @@ func (r *ClusterReconciler) finalize(ctx context.Context, c *v1.Cluster) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	controllerutil.RemoveFinalizer(c, ClusterFinalizer)
-	if err := r.Client.Update(ctx, c); err != nil {
+	if err := r.Client.Update(ctx, c); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer from cluster %q: %w", c.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("deleted the Argo CD cluster Secret; the Cluster goes", "secret", cluster.SecretName(c.Name))
 	r.forget(c.Name)
+	kmetrics.ForgetCluster(c.Name)
 	return ctrl.Result{}, nil
 }
 
@@ -422,6 +429,7 @@ func (r *ClusterReconciler) remainingApplications(ctx context.Context, name stri
 // changed.
 func (r *ClusterReconciler) writeStatus(ctx context.Context, c *v1.Cluster, before *v1.ClusterStatus) error {
 	c.Status.ObservedGeneration = c.Generation
+	kmetrics.SetClusterReady(c.Name, cluster.IsReady(c))
 	if equality.Semantic.DeepEqual(before, &c.Status) {
 		return nil
 	}

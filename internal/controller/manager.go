@@ -3,6 +3,7 @@
 package controller
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -26,6 +28,11 @@ import (
 type Options struct {
 	// MetricsAddr serves Prometheus metrics ("0" turns them off).
 	MetricsAddr string
+	// MetricsSecure serves the metrics over HTTPS (a self-signed certificate) to clients the
+	// API server authenticates (TokenReview) and authorizes to get the non-resource URL
+	// /metrics (SubjectAccessReview), such as those bound to the ClusterRole
+	// kokumi-metrics-reader. False serves plain HTTP to anyone who reaches the port.
+	MetricsSecure bool
 	// ProbeAddr serves /healthz and /readyz.
 	ProbeAddr string
 	// LeaderElection makes only one replica reconcile at a time.
@@ -115,6 +122,9 @@ var setups []func(ctrl.Manager, Config) error
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kokumi-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// The secure metrics endpoint asks the API server who a scraper is and whether it may read /metrics.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // NewScheme returns a scheme with the built-in kinds and Kokumi's.
 func NewScheme() (*runtime.Scheme, error) {
@@ -173,7 +183,7 @@ func newManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, er
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOptions(opts.Config),
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                 metricsOptions(opts),
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        "kokumi-controller.delivery.kokumi.dev",
@@ -200,6 +210,23 @@ func newManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, er
 		}
 	}
 	return mgr, nil
+}
+
+// metricsOptions serves the metrics at opts.MetricsAddr: over HTTPS behind the API server's
+// authentication and authorization when opts.MetricsSecure, else over plain HTTP.
+func metricsOptions(opts Options) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: opts.MetricsAddr}
+	if !opts.MetricsSecure {
+		return o
+	}
+	o.SecureServing = true
+	// No certificate in CertDir: controller-runtime makes a self-signed one at start. A
+	// ServiceMonitor then skips verification (config/prometheus), or mounts a certificate there.
+	o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	// HTTP/1.1 only: HTTP/2's stream handling has been the door of denial-of-service attacks
+	// (CVE-2023-44487, CVE-2023-39325), and a scrape gains nothing from it.
+	o.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+	return o
 }
 
 // statusPatch is a merge patch from base that applies only to the resourceVersion base was read

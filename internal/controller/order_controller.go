@@ -30,6 +30,7 @@ import (
 
 	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/images"
+	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
@@ -146,15 +147,21 @@ func (r *OrderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	var order deliveryv1alpha1.Order
 	if err := r.Get(ctx, req.NamespacedName, &order); err != nil {
 		r.retries.forget(req.NamespacedName)
+		if apierrors.IsNotFound(err) {
+			kmetrics.ForgetOrder(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !order.DeletionTimestamp.IsZero() {
 		r.retries.forget(req.NamespacedName)
+		kmetrics.ForgetOrder(order.Namespace, order.Name)
 		return ctrl.Result{}, nil
 	}
 	base := order.DeepCopy()
 	before := &base.Status
 	defer func() {
+		ready := meta.FindStatusCondition(order.Status.Conditions, deliveryv1alpha1.ConditionReady)
+		kmetrics.SetOrderWaiting(order.Namespace, order.Name, ready != nil && ready.Reason == deliveryv1alpha1.ReasonAwaitingStage)
 		if equality.Semantic.DeepEqual(before, &order.Status) {
 			return
 		}
@@ -243,7 +250,15 @@ func (r *OrderReconciler) product(ctx context.Context, order *deliveryv1alpha1.O
 // prepare renders the Order and returns its Preparation, new or existing, and records it in
 // the status; or returns why it failed. When nothing the render reads changed since the latest
 // Preparation, it renders nothing and returns that one.
-func (r *OrderReconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Product) (*deliveryv1alpha1.Preparation, *failure) {
+func (r *OrderReconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Product) (_ *deliveryv1alpha1.Preparation, failed *failure) {
+	// Skipped until a render runs (nothing the render reads changed); Failure whatever failed.
+	start, result := time.Now(), kmetrics.Skipped
+	defer func() {
+		if failed != nil {
+			result = kmetrics.Failure
+		}
+		kmetrics.ObserveRender(result, time.Since(start))
+	}()
 	creds, f := r.credentials(ctx, product)
 	if f != nil {
 		return nil, f
@@ -272,6 +287,7 @@ func (r *OrderReconciler) prepare(ctx context.Context, order *deliveryv1alpha1.O
 		r.setRendered(order, current, false, order.Status.InputsHash)
 		return current, nil
 	}
+	result = kmetrics.Success
 	built, err := b.Build(ctx, in)
 	if err != nil {
 		return nil, buildFailure(err)

@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
+	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/record"
 )
 
@@ -70,6 +71,7 @@ func (r *ServingReconciler) recordDeployment(ctx context.Context, s *v1.Serving,
 				"Deployment record of Preparation %s could not be attached to %s: %s", prep.Name, repository, fleet.Truncate(err.Error(), 512))
 			return fmt.Errorf("attach the deployment record of Preparation %s: %w", prep.Name, err)
 		}
+		kmetrics.RecordSigned()
 		entry = v1.DeploymentRecord{Environment: environment, Clusters: int32(len(healthy)), Time: metav1.NewTime(now), Digest: digest, KeyID: signer.KeyID()}
 	}
 	base := prep.DeepCopy()

@@ -32,6 +32,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
+	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/record"
 )
 
@@ -176,15 +177,20 @@ func (r *ServingReconciler) watchArgoCD(c controller.Controller) error {
 func (r *ServingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var s v1.Serving
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			kmetrics.ForgetServing(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !s.DeletionTimestamp.IsZero() {
+		kmetrics.ForgetServing(s.Namespace, s.Name)
 		if controllerutil.ContainsFinalizer(&s, ServingFinalizer) {
 			if err := r.removeApplications(ctx, &s, "ServingDeleted"); err != nil {
 				return ctrl.Result{}, err
 			}
 			controllerutil.RemoveFinalizer(&s, ServingFinalizer)
-			if err := r.Update(ctx, &s); err != nil {
+			// NotFound: an earlier reconcile removed it already, and the Serving is gone.
+			if err := r.Update(ctx, &s); client.IgnoreNotFound(err) != nil {
 				return ctrl.Result{}, fmt.Errorf("remove finalizer of Serving %s: %w", req, err)
 			}
 		}
@@ -203,6 +209,7 @@ func (r *ServingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		s.Status.ObservedGeneration = s.Generation
 	}
 	r.recordTransition(&s, before)
+	setServingMetrics(&s)
 	if !equality.Semantic.DeepEqual(before, &s.Status) {
 		// A merge patch of status alone, from the status read: if the cache had not seen the
 		// last write yet, the patch conflicts and the reconcile runs again on what is there.
@@ -514,7 +521,19 @@ func (r *ServingReconciler) apply(ctx context.Context, s *v1.Serving, decisions 
 	return errors.Join(errs...)
 }
 
-func (r *ServingReconciler) writeApplication(ctx context.Context, s *v1.Serving, d fleet.Decision, existing *unstructured.Unstructured) error {
+// setServingMetrics sets the Serving's series from the status it is about to write: its
+// cluster counts, Ready, and whether it waits for a promotion stage.
+func setServingMetrics(s *v1.Serving) {
+	c := s.Status.Clusters
+	ready := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
+	kmetrics.SetServing(s.Namespace, s.Name,
+		kmetrics.ClusterCounts{Selected: c.Selected, Healthy: c.Healthy, Progressing: c.Progressing, Degraded: c.Degraded, Held: c.Held},
+		ready != nil && ready.Status == metav1.ConditionTrue, ready != nil && ready.Reason == v1.ReasonAwaitingStage)
+}
+
+func (r *ServingReconciler) writeApplication(ctx context.Context, s *v1.Serving, d fleet.Decision, existing *unstructured.Unstructured) (err error) {
+	start := time.Now()
+	defer func() { kmetrics.ObserveApplicationWrite(err, time.Since(start)) }()
 	if existing == nil {
 		if err := r.Create(ctx, d.Spec.Build()); err != nil {
 			return fmt.Errorf("create Application %q for Cluster %s: %w", d.Application, d.Cluster, err)

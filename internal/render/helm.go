@@ -13,6 +13,7 @@ import (
 	"text/template"
 
 	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,6 +32,9 @@ type HelmOptions struct {
 	Values map[string]any
 	// IncludeCRDs renders the chart's crds/ directory too.
 	IncludeCRDs bool
+	// KubeVersion is the Kubernetes version the chart sees (.Capabilities.KubeVersion, and what
+	// its kubeVersion constraint is checked against); empty is the Helm SDK's default.
+	KubeVersion string
 	// Limits bound the archive's uncompressed bytes and the output's bytes (not its objects:
 	// Render counts those).
 	Limits Limits
@@ -66,6 +70,13 @@ func Helm(ctx context.Context, chartArchive []byte, o HelmOptions) ([]byte, erro
 	install.ReleaseName = o.ReleaseName
 	install.Namespace = o.Namespace
 	install.IncludeCRDs = o.IncludeCRDs
+	if o.KubeVersion != "" {
+		kv, err := common.ParseKubeVersion(o.KubeVersion)
+		if err != nil {
+			return nil, fmt.Errorf("render chart %s: %w", chrt.Name(), err)
+		}
+		install.KubeVersion = kv
+	}
 	values := o.Values
 	if values == nil {
 		values = map[string]any{}

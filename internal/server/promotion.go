@@ -2,15 +2,15 @@ package server
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"net/http"
 	"sort"
 	"time"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/promotion"
 )
 
 // The server promotes a Preparation by patching the Serving's spec.preparationName: as the
@@ -130,46 +130,10 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, "get the Serving's Order", err)
 		return
 	}
-	if order.Spec.Promotion.Mode == v1.PromotionAutomatic {
-		writeError(w, http.StatusConflict, fmt.Sprintf("Order %s promotes automatically and would undo this: set its spec.promotion.mode to Manual first", order.Name))
-		return
-	}
-	if req.Preparation == "" {
-		writeFieldError(w, FieldError{"preparation", "name one of the Order's Ready Preparations"})
-		return
-	}
-	var prep v1.Preparation
-	if err := s.client.Get(ctx, client.ObjectKey{Namespace: sv.Namespace, Name: req.Preparation}, &prep); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			writeFieldError(w, FieldError{"preparation", fmt.Sprintf("no Preparation %q in %s", req.Preparation, sv.Namespace)})
-			return
-		}
-		writeAPIError(w, "get Preparation "+req.Preparation, err)
-		return
-	}
-	if prep.Spec.OrderRef.Name != order.Name {
-		writeFieldError(w, FieldError{"preparation", fmt.Sprintf("%s belongs to Order %s, not %s", prep.Name, prep.Spec.OrderRef.Name, order.Name)})
-		return
-	}
-	if c := apimeta.FindStatusCondition(prep.Status.Conditions, v1.ConditionReady); c == nil || c.Status != "True" {
-		why := "it has not been checked yet"
-		if c != nil {
-			why = c.Reason + ": " + c.Message
-		}
-		writeFieldError(w, FieldError{"preparation", fmt.Sprintf("%s is not Ready (%s)", prep.Name, why)})
-		return
-	}
-	// The Serving would refuse it too (AwaitingStage); saying so now spares a silent wait.
-	environment := order.Spec.EnvironmentRef.Name
-	checkCtx, cancel := context.WithTimeout(ctx, registryTimeout)
-	verdict, err := s.pipeline.Check(checkCtx, sv.Namespace, environment, &prep)
-	cancel()
+	rule := promotion.Manual{Client: s.client, Stages: s.pipeline, StagesTimeout: registryTimeout}
+	prep, err := rule.Check(ctx, &order, req.Preparation)
 	if err != nil {
-		writeAPIError(w, fmt.Sprintf("check the stages of Environment %s", environment), err)
-		return
-	}
-	if !verdict.Allowed {
-		writeFieldError(w, FieldError{"preparation", fmt.Sprintf("Preparation %s has not passed the stages of Environment %s: %s", prep.Name, environment, verdict.Message)})
+		writePromotionError(w, err)
 		return
 	}
 	patch := client.MergeFrom(sv.DeepCopy())
@@ -179,6 +143,23 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"serving": sv.Name, "preparation": prep.Name})
+}
+
+// writePromotionError answers a promotion the rule refused (409 for an Automatic Order, 422
+// naming the field preparation otherwise), or a read that failed while checking it.
+func writePromotionError(w http.ResponseWriter, err error) {
+	var refusal *promotion.Refusal
+	var lookup *promotion.LookupError
+	switch {
+	case errors.As(err, &refusal) && refusal.Automatic:
+		writeError(w, http.StatusConflict, refusal.Message)
+	case errors.As(err, &refusal):
+		writeFieldError(w, FieldError{"preparation", refusal.Message})
+	case errors.As(err, &lookup):
+		writeAPIError(w, lookup.What, lookup.Err)
+	default:
+		writeError(w, http.StatusInternalServerError, err.Error())
+	}
 }
 
 // writeFieldError answers 422, naming the field and how to fix it.

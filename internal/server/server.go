@@ -369,8 +369,7 @@ func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, "list the Serving's Applications", err)
 		return
 	}
-	d := ServingDetail{ServingSummary: summarizeServing(&sv)}
-	d.Rows, d.RowsOmitted = servingRows(&sv, apps, s.opts.ArgoCDURL)
+	d := ServingDetailOf(&sv, apps, s.opts.ArgoCDURL)
 	readsOrder, err := s.may(r.Context(),
 		access{verb: "get", group: deliveryGroup, resource: "orders", namespace: sv.Namespace, name: sv.Spec.OrderRef.Name},
 		access{verb: "list", group: deliveryGroup, resource: "preparations", namespace: sv.Namespace})

@@ -196,6 +196,16 @@ func appLink(base, namespace, name string) string {
 	return fmt.Sprintf("%s/applications/%s/%s", base, url.PathEscape(namespace), url.PathEscape(name))
 }
 
+// ServingDetailOf is what the Serving page shows of a Serving without its Order: its summary
+// and its table of clusters, built from the Argo CD Applications Kokumi keeps for it (those
+// labelled with the Serving) and its status. Other clients, such as the kubectl plugin, show
+// the same table with it. argoBase, when set, links each row to Argo CD's UI.
+func ServingDetailOf(s *v1.Serving, apps []unstructured.Unstructured, argoBase string) ServingDetail {
+	d := ServingDetail{ServingSummary: summarizeServing(s)}
+	d.Rows, d.RowsOmitted = servingRows(s, apps, argoBase)
+	return d
+}
+
 // servingRows builds the Serving page's table: one row per Application the Serving owns, and
 // one per cluster its status lists without one (held). Troubled clusters come first (held,
 // degraded, then any other not healthy), then by name; past MaxRows they are counted.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -262,6 +264,41 @@ func TestTheControllerHoldsNoMoreThanItUses(t *testing.T) {
 	forbidden(t, "change an Order's spec", c.Update(ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: "o", Namespace: tenantNS}}))
 	forbidden(t, "create RBAC", c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "escalate"},
 		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"}}))
+
+	// The secure metrics endpoint asks the API server who a scraper is and whether it may
+	// read /metrics: those two reviews, and nothing near them.
+	allowed(t, "create a TokenReview (authenticate a scraper)", c.Create(ctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: "not-a-token"}}))
+	allowed(t, "create a SubjectAccessReview (authorize a scraper)", c.Create(ctx, &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{User: "someone", NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}}))
+	forbidden(t, "create a LocalSubjectAccessReview", c.Create(ctx, &authorizationv1.LocalSubjectAccessReview{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS},
+		Spec:       authorizationv1.SubjectAccessReviewSpec{User: "someone", ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: tenantNS, Verb: "get", Resource: "secrets"}}}))
+	forbidden(t, "issue a ServiceAccount token", c.SubResource("token").Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: tenantNS}}, &authenticationv1.TokenRequest{}))
+	// At start it reads its own CRDs, by name, to refuse older ones; no other CRD, no list, no write.
+	crd := func(name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+		u.SetName(name)
+		return u
+	}
+	allowed(t, "get Kokumi's own CRD", c.Get(ctx, client.ObjectKey{Name: "servings.delivery.kokumi.dev"}, crd("")))
+	forbidden(t, "get another CRD", c.Get(ctx, client.ObjectKey{Name: "applications.argoproj.io"}, crd("")))
+	crds := &unstructured.UnstructuredList{}
+	crds.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinitionList"})
+	forbidden(t, "list CRDs", c.List(ctx, crds))
+	forbidden(t, "delete Kokumi's CRD", c.Delete(ctx, crd("servings.delivery.kokumi.dev")))
+
+	// Nor does it read its own metrics: scraping takes kokumi-metrics-reader, bound to Prometheus.
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:                  "system:serviceaccount:kokumi-system:kokumi-controller",
+		Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:kokumi-system", "system:authenticated"},
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}}
+	must(t, env.Client.Create(ctx, sar))
+	if sar.Status.Allowed {
+		t.Errorf("the controller may get /metrics: %s", sar.Status.Reason)
+	}
 }
 
 func listOf(gvk schema.GroupVersionKind) *unstructured.UnstructuredList {

@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/server"
+)
+
+// Status is what `status` prints with -o json or -o yaml: the Serving page's summary and
+// cluster table.
+type Status struct {
+	server.ServingSummary
+	// Rows are the clusters, as the UI's table lists them.
+	Rows []server.ClusterRow `json:"rows"`
+	// RowsOmitted counts the clusters past the table's cap.
+	RowsOmitted int `json:"rowsOmitted,omitempty"`
+	// TargetsOmitted counts the clusters not healthy that the Serving's status left out.
+	TargetsOmitted int32 `json:"targetsOmitted,omitempty"`
+	// ApplicationsError says why Argo CD's Applications could not be read: the table then
+	// lists only the clusters the Serving's status names.
+	ApplicationsError string `json:"applicationsError,omitempty"`
+}
+
+func newStatusCommand(o *options) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status SERVING",
+		Short: "Show a Serving: its Preparation, cluster counts and the clusters that need a look",
+		Long: `Show a Serving as the UI's Serving page does: the Preparation it deploys, the
+revision, how many clusters are selected, healthy, progressing, degraded and held,
+its Ready condition, and a table of its clusters (held first, then degraded, then
+progressing, then healthy) with the reason and message of each.
+
+The table is built from Argo CD's Applications of the Serving (in --argocd-namespace)
+and the Serving's status. If you may not read the Applications, it lists only the
+clusters the Serving's status names, and says so. The exit code is 0 whatever the
+Serving's state.`,
+		Example: `  # The Serving web of namespace shop
+  kubectl kokumi status web -n shop
+
+  # With each cluster's Argo CD Application, revision and since when
+  kubectl kokumi status web -n shop -o wide
+
+  # For scripts
+  kubectl kokumi status web -n shop -o json`,
+		Args: exactArgs("serving"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outputFormat(output, "", "wide", "json", "yaml"); err != nil {
+				return err
+			}
+			c, ns, err := o.client()
+			if err != nil {
+				return err
+			}
+			st, err := o.status(cmd.Context(), c, ns, args[0])
+			if err != nil {
+				return err
+			}
+			return printStatus(o.streams.Out, st, output, time.Now())
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
+	return cmd
+}
+
+// status reads the Serving and its Applications.
+func (o *options) status(ctx context.Context, c client.Client, ns, name string) (*Status, error) {
+	sv, err := getServing(ctx, c, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	apps, appsErr := o.applications(ctx, c, sv)
+	d := server.ServingDetailOf(sv, apps, "")
+	st := &Status{ServingSummary: d.ServingSummary, Rows: d.Rows, RowsOmitted: d.RowsOmitted, TargetsOmitted: sv.Status.TargetsOmitted}
+	if appsErr != nil {
+		st.ApplicationsError = appsErr.Error()
+	}
+	return st, nil
+}
+
+// applications lists the Argo CD Applications Kokumi keeps for the Serving; an error says why
+// they could not be read, and the table goes on without them.
+func (o *options) applications(ctx context.Context, c client.Client, sv *v1.Serving) ([]unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(argocd.ApplicationListGVK)
+	err := c.List(ctx, list, client.InNamespace(o.argoCDNamespace), client.MatchingLabels{
+		argocd.LabelServing: sv.Name, argocd.LabelServingNamespace: sv.Namespace,
+	})
+	switch {
+	case err == nil:
+		return list.Items, nil
+	case apimeta.IsNoMatchError(err):
+		return nil, fmt.Errorf("argo CD's Application kind is not installed on this cluster")
+	case apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("you may not list Argo CD's Applications in namespace %s (%s)", o.argoCDNamespace, apiMessage(err))
+	}
+	return nil, fmt.Errorf("list Argo CD's Applications in namespace %s: %w", o.argoCDNamespace, err)
+}
+
+func printStatus(out io.Writer, st *Status, output string, now time.Time) error {
+	switch output {
+	case "json":
+		data, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			return fmt.Errorf("write JSON: %w", err)
+		}
+		_, err = fmt.Fprintln(out, string(data))
+		return err
+	case "yaml":
+		data, err := yaml.Marshal(st)
+		if err != nil {
+			return fmt.Errorf("write YAML: %w", err)
+		}
+		_, err = out.Write(data)
+		return err
+	}
+	w := &errWriter{w: out}
+	prep := st.Preparation
+	if prep == "" {
+		prep = "<none>: nothing is promoted yet"
+	}
+	w.printf("Serving:      %s/%s\n", st.Namespace, st.Name)
+	w.printf("Order:        %s\n", st.Order)
+	w.printf("Preparation:  %s\n", prep)
+	w.printf("Revision:     %s\n", orNone(st.Revision))
+	ready := st.Ready.Status
+	if st.Ready.Reason != "" {
+		ready += " (" + st.Ready.Reason + ")"
+	}
+	if st.Ready.Message != "" {
+		ready += ": " + oneLine(st.Ready.Message)
+	}
+	w.printf("Ready:        %s\n", ready)
+	cc := st.Clusters
+	w.printf("Clusters:     Selected %d, Healthy %d, Progressing %d, Degraded %d, Held %d\n", cc.Selected, cc.Healthy, cc.Progressing, cc.Degraded, cc.Held)
+	if st.ApplicationsError != "" {
+		w.printf("Note:         %s: the table lists only the clusters the Serving's status names\n", st.ApplicationsError)
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if _, err := fmt.Fprintln(out); err != nil {
+		return err
+	}
+	if len(st.Rows) == 0 {
+		_, err := fmt.Fprintln(out, "No clusters to show.")
+		return err
+	}
+	tw := printers.GetNewTabWriter(out)
+	wide := output == "wide"
+	header := "CLUSTER\tSTATE\tREASON\tMESSAGE"
+	if wide {
+		header = "CLUSTER\tSTATE\tREASON\tAPPLICATION\tREVISION\tSINCE\tMESSAGE"
+	}
+	tw2 := &errWriter{w: tw}
+	tw2.printf("%s\n", header)
+	for _, r := range st.Rows {
+		if wide {
+			since := "-"
+			if r.Since != nil {
+				since = duration.HumanDuration(now.Sub(*r.Since))
+			}
+			tw2.printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Cluster, r.State, orDash(r.Reason), orDash(r.Application), orDash(shortDigest(r.Revision)), since, orDash(oneLine(r.Message)))
+			continue
+		}
+		tw2.printf("%s\t%s\t%s\t%s\n", r.Cluster, r.State, orDash(r.Reason), orDash(oneLine(r.Message)))
+	}
+	if tw2.err != nil {
+		return tw2.err
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	w = &errWriter{w: out}
+	if st.RowsOmitted > 0 {
+		w.printf("… and %d more clusters\n", st.RowsOmitted)
+	}
+	if st.TargetsOmitted > 0 && st.ApplicationsError != "" {
+		w.printf("… and %d more clusters not healthy the Serving's status leaves out\n", st.TargetsOmitted)
+	}
+	return w.err
+}
+
+// shortDigest is the first 12 hex digits of a sha256 digest; anything else is returned as it is.
+func shortDigest(d string) string {
+	hex, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(hex) <= 12 {
+		return d
+	}
+	return hex[:12]
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}

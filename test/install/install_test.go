@@ -1,0 +1,382 @@
+// Package install tests what docs/install.md installs: the Helm chart (charts/kokumi) and the
+// kustomization (config/default), rendered and applied with server-side dry run to a real API
+// server whose Pod Security admission enforces the restricted standard on Kokumi's namespace.
+package install
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kokumi-dev/kokumi/test/harness"
+)
+
+var env *harness.Env
+
+func TestMain(m *testing.M) { harness.Main(m, &env) }
+
+// restricted labels a namespace for the restricted Pod Security Standard in every mode.
+var restricted = map[string]string{
+	"pod-security.kubernetes.io/enforce": "restricted",
+	"pod-security.kubernetes.io/warn":    "restricted",
+	"pod-security.kubernetes.io/audit":   "restricted",
+}
+
+// warnings collects what the API server warns of, per request.
+type warnings struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.seen
+	w.seen = nil
+	return out
+}
+
+// dryRunner applies objects with server-side apply and dry run, as
+// `kubectl apply --server-side --dry-run=server` does, recording the API server's warnings.
+type dryRunner struct {
+	c    client.Client
+	warn *warnings
+}
+
+func newDryRunner(t *testing.T) *dryRunner {
+	t.Helper()
+	ctx := context.Background()
+	for _, ns := range []string{"kokumi-system", "argocd"} {
+		if err := env.CreateNamespace(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ns corev1.Namespace
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "kokumi-system"}, &ns); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(ns.DeepCopy())
+	if ns.Labels == nil {
+		ns.Labels = map[string]string{}
+	}
+	for k, v := range restricted {
+		ns.Labels[k] = v
+	}
+	if err := env.Client.Patch(ctx, &ns, patch); err != nil {
+		t.Fatal(err)
+	}
+	w := &warnings{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = w
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &dryRunner{c: c, warn: w}
+}
+
+// apply applies obj with server-side apply in dry run and returns the warnings it raised.
+func (d *dryRunner) apply(ctx context.Context, obj *unstructured.Unstructured) ([]string, error) {
+	obj = obj.DeepCopy()
+	obj.SetManagedFields(nil)
+	d.warn.take()
+	//nolint:staticcheck // client.Apply with an unstructured object is server-side apply.
+	err := d.c.Patch(ctx, obj, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner("kokumi-install"))
+	return d.warn.take(), err
+}
+
+// createPodOf creates, in dry run, the Pod a workload's template makes, as its controller would:
+// Pod Security admission enforces on Pods.
+func (d *dryRunner) createPodOf(ctx context.Context, workload *unstructured.Unstructured) error {
+	tmpl, found, err := unstructured.NestedMap(workload.Object, "spec", "template")
+	if err != nil || !found {
+		return fmt.Errorf("%s has no spec.template: %v", key(workload), err)
+	}
+	raw, err := json.Marshal(tmpl)
+	if err != nil {
+		return err
+	}
+	var pt corev1.PodTemplateSpec
+	if err := json.Unmarshal(raw, &pt); err != nil {
+		return fmt.Errorf("%s: spec.template: %w", key(workload), err)
+	}
+	pod := &corev1.Pod{ObjectMeta: pt.ObjectMeta, Spec: pt.Spec}
+	pod.Namespace = workload.GetNamespace()
+	pod.Name = workload.GetName() + "-dry-run"
+	return d.c.Create(ctx, pod, client.DryRunAll)
+}
+
+// installDryRun applies every object in dry run, Namespaces for real first (namespaced objects
+// need theirs), and fails the test on any error or Pod Security warning; every workload's Pod
+// is created in dry run too.
+func installDryRun(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d := newDryRunner(t)
+	workloads := 0
+	for _, o := range objs {
+		warns, err := d.apply(ctx, o)
+		if err != nil {
+			t.Errorf("server-side dry run of %s: %v", key(o), err)
+			continue
+		}
+		for _, w := range warns {
+			t.Errorf("%s: the API server warns: %s", key(o), w)
+		}
+		switch o.GetKind() {
+		case "Deployment", "StatefulSet", "DaemonSet":
+			workloads++
+			if err := d.createPodOf(ctx, o); err != nil {
+				t.Errorf("the Pod of %s is refused under the restricted Pod Security Standard: %v", key(o), err)
+			}
+		}
+	}
+	if workloads != 3 {
+		t.Errorf("%d workloads, want 3 (controller, registry, server)", workloads)
+	}
+}
+
+// kustomization renders config/default as `kubectl kustomize` does.
+func kustomization(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := env.Kubectl(context.Background(), "kustomize", filepath.Join(repoRoot(t), "config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := decode([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func TestChartInstallsWithServerSideDryRunUnderRestricted(t *testing.T) {
+	objs, err := renderChart(t, packageChart(t, "1.2.3", "v1.2.3"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	installDryRun(t, objs)
+}
+
+func TestKustomizationInstallsWithServerSideDryRunUnderRestricted(t *testing.T) {
+	var objs []*unstructured.Unstructured
+	for _, o := range kustomization(t) {
+		if o.GetKind() != "Namespace" { // created for real by the dry runner, labels checked below
+			objs = append(objs, o)
+		}
+	}
+	installDryRun(t, objs)
+	ns := find(kustomization(t), "Namespace", "", "kokumi-system")
+	if ns == nil || ns.GetLabels()["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Errorf("config/default's Namespace kokumi-system does not enforce the restricted Pod Security Standard: %v", ns)
+	}
+}
+
+// The check above fails for a Pod that breaks the restricted standard: Pod Security admission
+// runs on this API server.
+func TestPodSecurityAdmissionRefusesAPodThatIsNotRestricted(t *testing.T) {
+	objs, err := renderChart(t, packageChart(t, "1.2.3", "v1.2.3"), map[string]any{
+		"securityContext": map[string]any{"allowPrivilegeEscalation": true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDryRunner(t)
+	ctx := context.Background()
+	deploy := find(objs, "Deployment", "kokumi-system", "kokumi-controller")
+	warns, err := d.apply(ctx, deploy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(warns, func(w string) bool { return strings.Contains(w, "PodSecurity") }) {
+		t.Errorf("no Pod Security warning for a Deployment allowing privilege escalation: %q", warns)
+	}
+	err = d.createPodOf(ctx, deploy)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `violates PodSecurity "restricted`) {
+		t.Fatalf("a Pod allowing privilege escalation was not refused by Pod Security admission: %v", err)
+	}
+}
+
+func TestChartDefaultsRunTwoLeaderElectedControllersWithADisruptionBudget(t *testing.T) {
+	objs, err := renderChart(t, packageChart(t, "1.2.3", "v1.2.3"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy := find(objs, "Deployment", "kokumi-system", "kokumi-controller")
+	if deploy == nil {
+		t.Fatalf("no controller Deployment in %v", keys(objs))
+	}
+	if r, _, _ := unstructured.NestedFieldNoCopy(deploy.Object, "spec", "replicas"); fmt.Sprint(r) != "2" {
+		t.Errorf("controller replicas = %v, want 2", r)
+	}
+	c := container(t, deploy)
+	if !slices.Contains(c.Args, "--leader-elect") {
+		t.Errorf("controller args %q lack --leader-elect", c.Args)
+	}
+	if c.Image != "ghcr.io/kokumi-dev/kokumi:v1.2.3" {
+		t.Errorf("image = %s, want the chart's appVersion as its tag", c.Image)
+	}
+	pdb := find(objs, "PodDisruptionBudget", "kokumi-system", "kokumi-controller")
+	if pdb == nil {
+		t.Fatal("no PodDisruptionBudget for the controller")
+	}
+	if m, _, _ := unstructured.NestedFieldNoCopy(pdb.Object, "spec", "minAvailable"); fmt.Sprint(m) != "1" {
+		t.Errorf("PodDisruptionBudget minAvailable = %v, want 1", m)
+	}
+}
+
+func TestChartValuesChangeWhatTheySay(t *testing.T) {
+	archive := packageChart(t, "1.2.3", "v1.2.3")
+	objs, err := renderChart(t, archive, map[string]any{
+		"image":      map[string]any{"repository": "registry.example.com/kokumi", "digest": "sha256:" + strings.Repeat("a", 64)},
+		"argocd":     map[string]any{"namespace": "gitops"},
+		"controller": map[string]any{"replicas": 1, "localProject": "hub", "extraArgs": []any{"--application-writers=32"}},
+		"registry":   map[string]any{"enabled": false},
+		"server":     map[string]any{"enabled": false},
+		"crds":       map[string]any{"install": false},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := container(t, find(objs, "Deployment", "kokumi-system", "kokumi-controller"))
+	if want := "registry.example.com/kokumi@sha256:" + strings.Repeat("a", 64); c.Image != want {
+		t.Errorf("image = %s, want %s (the digest wins over the tag)", c.Image, want)
+	}
+	for _, want := range []string{"--argocd-namespace=gitops", "--local-project=hub", "--application-writers=32"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("controller args %q lack %s", c.Args, want)
+		}
+	}
+	for _, arg := range c.Args {
+		if strings.HasPrefix(arg, "--bundled-registry") {
+			t.Errorf("controller has %s with the registry off", arg)
+		}
+	}
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "CustomResourceDefinition":
+			t.Errorf("crds.install=false still renders %s", key(o))
+		case o.GetNamespace() == "argocd":
+			t.Errorf("%s stays in argocd with argocd.namespace=gitops", key(o))
+		case strings.Contains(o.GetName(), "registry"), strings.Contains(o.GetName(), "server"):
+			t.Errorf("%s is rendered though its component is off", key(o))
+		case o.GetKind() == "PodDisruptionBudget":
+			t.Errorf("a PodDisruptionBudget for one replica blocks node drains: %s", key(o))
+		}
+	}
+	if find(objs, "Role", "gitops", "kokumi-controller") == nil || find(objs, "RoleBinding", "gitops", "kokumi-controller") == nil {
+		t.Errorf("the controller's Role and RoleBinding are not in gitops: %v", keys(objs))
+	}
+
+	_, err = renderChart(t, archive, map[string]any{"controller": map[string]any{"leaderElection": false}})
+	if err == nil || !strings.Contains(err.Error(), "controller.leaderElection") {
+		t.Errorf("two replicas without leader election rendered, or the error does not name the value: %v", err)
+	}
+
+	objs, err = renderChart(t, archive, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := find(objs, "CustomResourceDefinition", "", "orders.delivery.kokumi.dev")
+	if crd == nil || crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("the CRDs are not kept when the release is uninstalled: %v", crd)
+	}
+	np := find(objs, "NetworkPolicy", "kokumi-system", "kokumi-registry")
+	if np == nil {
+		t.Fatal("no NetworkPolicy for the bundled registry")
+	}
+}
+
+// The chart and the kustomization install the same objects with the same rights and the same
+// containers, so that neither drifts from the other.
+func TestChartAndKustomizationInstallTheSame(t *testing.T) {
+	chartObjs, err := renderChart(t, packageChart(t, "1.2.3", "latest"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustObjs := kustomization(t)
+	var chartKeys, kustKeys []string
+	for _, o := range chartObjs {
+		chartKeys = append(chartKeys, key(o))
+	}
+	for _, o := range kustObjs {
+		if o.GetKind() != "Namespace" { // Helm installs into a namespace it is given
+			kustKeys = append(kustKeys, key(o))
+		}
+	}
+	sort.Strings(chartKeys)
+	sort.Strings(kustKeys)
+	if !slices.Equal(chartKeys, kustKeys) {
+		t.Errorf("the chart installs\n%s\nand config/default\n%s", strings.Join(chartKeys, "\n"), strings.Join(kustKeys, "\n"))
+	}
+	for _, k := range kustObjs {
+		c := find(chartObjs, k.GetKind(), k.GetNamespace(), k.GetName())
+		if c == nil {
+			continue
+		}
+		for _, field := range [][]string{{"rules"}, {"roleRef"}, {"subjects"}, {"spec", "versions"}, {"spec", "ingress"}, {"spec", "ports"}} {
+			a, _, _ := unstructured.NestedFieldNoCopy(k.Object, field...)
+			b, _, _ := unstructured.NestedFieldNoCopy(c.Object, field...)
+			if !jsonEqual(a, b) {
+				t.Errorf("%s: %s differs: config/default has %v, the chart %v", key(k), strings.Join(field, "."), a, b)
+			}
+		}
+		if k.GetKind() == "Deployment" {
+			kc, cc := container(t, k), container(t, c)
+			if !slices.Equal(kc.Args, cc.Args) || kc.Image != cc.Image || !jsonEqual(kc.SecurityContext, cc.SecurityContext) || !jsonEqual(kc.Resources, cc.Resources) || !jsonEqual(kc.Env, cc.Env) {
+				t.Errorf("%s: the containers differ:\nconfig/default %+v\nthe chart      %+v", key(k), kc, cc)
+			}
+			for _, field := range [][]string{{"spec", "replicas"}, {"spec", "template", "spec", "securityContext"}, {"spec", "template", "spec", "volumes"}} {
+				a, _, _ := unstructured.NestedFieldNoCopy(k.Object, field...)
+				b, _, _ := unstructured.NestedFieldNoCopy(c.Object, field...)
+				if !jsonEqual(a, b) {
+					t.Errorf("%s: %s differs: config/default has %v, the chart %v", key(k), strings.Join(field, "."), a, b)
+				}
+			}
+		}
+	}
+}
+
+func jsonEqual(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
+}
+
+// container is the first container of a workload's Pod template.
+func container(t *testing.T, workload *unstructured.Unstructured) corev1.Container {
+	t.Helper()
+	if workload == nil {
+		t.Fatal("no such workload")
+	}
+	var pt corev1.PodTemplateSpec
+	tmpl, _, _ := unstructured.NestedMap(workload.Object, "spec", "template")
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, &pt); err != nil {
+		t.Fatalf("%s: %v", key(workload), err)
+	}
+	if len(pt.Spec.Containers) == 0 {
+		t.Fatalf("%s has no container", key(workload))
+	}
+	return pt.Spec.Containers[0]
+}
