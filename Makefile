@@ -63,6 +63,16 @@ demo: build test-assets fleet-assets ## Run a local fleet: a hub, three member c
 
 ##@ Release
 
+# IMAGE, when set, is where `make image` pushes, such as registry.example.com/kokumi; without a
+# tag it is tagged VERSION, the tag the chart's appVersion names.
+IMAGE ?=
+IMAGE_REF = $(IMAGE)$(if $(findstring :,$(lastword $(subst /, ,$(IMAGE)))),,:$(VERSION))
+PLATFORMS ?= linux/amd64,linux/arm64
+
+.PHONY: image
+image: ## Build the container image without Docker (docs/image.md): an OCI layout in bin/image/kokumi, or pushed with IMAGE=registry/repo[:tag] (IMAGE_FLAGS=--insecure for a plain-HTTP registry).
+	go run ./hack/image --platforms $(PLATFORMS) --version $(VERSION) --commit $(COMMIT) $(if $(IMAGE),--push $(IMAGE_REF),--output $(BIN)/image/kokumi) $(IMAGE_FLAGS)
+
 .PHONY: chart
 chart: ## Package the Helm chart into bin/chart/ (VERSION); with CHART_REPO=oci://…, push it there too.
 	go run ./hack/chart --chart $(CHART_DIR) --version $(VERSION) --app-version $(VERSION) --output $(BIN)/chart $(if $(CHART_REPO),--push $(CHART_REPO))
