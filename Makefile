@@ -77,6 +77,10 @@ image: ## Build the container image without Docker (docs/image.md): an OCI layou
 chart: ## Package the Helm chart into bin/chart/ (VERSION); with CHART_REPO=oci://…, push it there too.
 	go run ./hack/chart --chart $(CHART_DIR) --version $(VERSION) --app-version $(VERSION) --output $(BIN)/chart $(if $(CHART_REPO),--push $(CHART_REPO))
 
+.PHONY: chart-dry-run
+chart-dry-run: ## Install the chart with server-side dry run on the cluster of $$KUBECONFIG (such as make demo's hub) and report refusals and Pod Security warnings.
+	go run ./hack/chart --chart $(CHART_DIR) --version $(VERSION) --app-version $(VERSION) --output $(BIN)/chart --dry-run-install --namespace $(or $(CHART_NAMESPACE),kokumi-system) $(if $(CHART_VALUES),--values $(CHART_VALUES))
+
 ##@ Development
 
 .PHONY: generate

@@ -3,12 +3,16 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kokumi-dev/kokumi/internal/chart"
 )
@@ -27,6 +31,9 @@ func run() error {
 	output := flag.String("output", "bin/chart", "directory the chart archive is written to")
 	push := flag.String("push", "", "push the chart to this OCI repository, such as oci://registry.example.com/charts")
 	plainHTTP := flag.Bool("plain-http", false, "talk HTTP to the registry (a registry on loopback)")
+	dryRun := flag.Bool("dry-run-install", false, "install the chart with server-side dry run on the cluster of $KUBECONFIG (or --kubeconfig) and report what the API server refuses or warns of, Pod Security among it")
+	namespace := flag.String("namespace", "kokumi-system", "the release's namespace, for --dry-run-install")
+	valuesFile := flag.String("values", "", "a values file, for --dry-run-install")
 	flag.Parse()
 	if *appVersion == "" {
 		*appVersion = *version
@@ -43,6 +50,11 @@ func run() error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	fmt.Println(path)
+	if *dryRun {
+		if err := dryRunInstall(archive, *namespace, *valuesFile); err != nil {
+			return err
+		}
+	}
 	if *push == "" {
 		return nil
 	}
@@ -55,5 +67,43 @@ func run() error {
 		return err
 	}
 	fmt.Printf("pushed %s@%s\n", ref, digest)
+	return nil
+}
+
+// dryRunInstall installs the chart archive in dry run on the cluster of the kubeconfig and
+// prints what the API server said.
+func dryRunInstall(archive []byte, namespace, valuesFile string) error {
+	values := map[string]any{}
+	if valuesFile != "" {
+		data, err := os.ReadFile(valuesFile)
+		if err != nil {
+			return fmt.Errorf("read values: %w", err)
+		}
+		if err := yaml.Unmarshal(data, &values); err != nil {
+			return fmt.Errorf("values file %s: %w", valuesFile, err)
+		}
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	report, err := chart.DryRunInstall(ctx, cfg, archive, "kokumi", namespace, values)
+	if err != nil {
+		return err
+	}
+	for _, f := range report.Findings {
+		if f.Err != nil {
+			fmt.Printf("refused  %s: %v\n", f.Object, f.Err)
+		}
+		for _, w := range f.Warnings {
+			fmt.Printf("warning  %s: %s\n", f.Object, w)
+		}
+	}
+	fmt.Printf("server-side dry run on %s: %d objects, %d workload Pods, %d findings\n", cfg.Host, report.Objects, report.Pods, len(report.Findings))
+	if !report.OK() {
+		return fmt.Errorf("the API server refused or warned of %d objects", len(report.Findings))
+	}
 	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,9 +18,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kokumi-dev/kokumi/internal/chart"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -36,34 +35,8 @@ var restricted = map[string]string{
 	"pod-security.kubernetes.io/audit":   "restricted",
 }
 
-// warnings collects what the API server warns of, per request.
-type warnings struct {
-	mu   sync.Mutex
-	seen []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.seen = append(w.seen, text)
-}
-
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.seen
-	w.seen = nil
-	return out
-}
-
-// dryRunner applies objects with server-side apply and dry run, as
-// `kubectl apply --server-side --dry-run=server` does, recording the API server's warnings.
-type dryRunner struct {
-	c    client.Client
-	warn *warnings
-}
-
-func newDryRunner(t *testing.T) *dryRunner {
+// newDryRunner makes kokumi-system (labelled restricted) and argocd, and a dry runner as admin.
+func newDryRunner(t *testing.T) *chart.DryRunner {
 	t.Helper()
 	ctx := context.Background()
 	for _, ns := range []string{"kokumi-system", "argocd"} {
@@ -85,45 +58,11 @@ func newDryRunner(t *testing.T) *dryRunner {
 	if err := env.Client.Patch(ctx, &ns, patch); err != nil {
 		t.Fatal(err)
 	}
-	w := &warnings{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = w
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	d, err := chart.NewDryRunner(env.Config, env.Scheme)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &dryRunner{c: c, warn: w}
-}
-
-// apply applies obj with server-side apply in dry run and returns the warnings it raised.
-func (d *dryRunner) apply(ctx context.Context, obj *unstructured.Unstructured) ([]string, error) {
-	obj = obj.DeepCopy()
-	obj.SetManagedFields(nil)
-	d.warn.take()
-	//nolint:staticcheck // client.Apply with an unstructured object is server-side apply.
-	err := d.c.Patch(ctx, obj, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner("kokumi-install"))
-	return d.warn.take(), err
-}
-
-// createPodOf creates, in dry run, the Pod a workload's template makes, as its controller would:
-// Pod Security admission enforces on Pods.
-func (d *dryRunner) createPodOf(ctx context.Context, workload *unstructured.Unstructured) error {
-	tmpl, found, err := unstructured.NestedMap(workload.Object, "spec", "template")
-	if err != nil || !found {
-		return fmt.Errorf("%s has no spec.template: %v", key(workload), err)
-	}
-	raw, err := json.Marshal(tmpl)
-	if err != nil {
-		return err
-	}
-	var pt corev1.PodTemplateSpec
-	if err := json.Unmarshal(raw, &pt); err != nil {
-		return fmt.Errorf("%s: spec.template: %w", key(workload), err)
-	}
-	pod := &corev1.Pod{ObjectMeta: pt.ObjectMeta, Spec: pt.Spec}
-	pod.Namespace = workload.GetNamespace()
-	pod.Name = workload.GetName() + "-dry-run"
-	return d.c.Create(ctx, pod, client.DryRunAll)
+	return d
 }
 
 // installDryRun applies every object in dry run, Namespaces for real first (namespaced objects
@@ -133,27 +72,12 @@ func installDryRun(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	d := newDryRunner(t)
-	workloads := 0
-	for _, o := range objs {
-		warns, err := d.apply(ctx, o)
-		if err != nil {
-			t.Errorf("server-side dry run of %s: %v", key(o), err)
-			continue
-		}
-		for _, w := range warns {
-			t.Errorf("%s: the API server warns: %s", key(o), w)
-		}
-		switch o.GetKind() {
-		case "Deployment", "StatefulSet", "DaemonSet":
-			workloads++
-			if err := d.createPodOf(ctx, o); err != nil {
-				t.Errorf("the Pod of %s is refused under the restricted Pod Security Standard: %v", key(o), err)
-			}
-		}
+	report := newDryRunner(t).Install(ctx, objs)
+	for _, f := range report.Findings {
+		t.Errorf("%s: refused: %v; warnings: %q", f.Object, f.Err, f.Warnings)
 	}
-	if workloads != 3 {
-		t.Errorf("%d workloads, want 3 (controller, registry, server)", workloads)
+	if report.Pods != 3 {
+		t.Errorf("%d workloads, want 3 (controller, registry, server)", report.Pods)
 	}
 }
 
@@ -164,7 +88,7 @@ func kustomization(t *testing.T) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := decode([]byte(out))
+	objs, err := chart.Decode([]byte(out))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,11 +96,31 @@ func kustomization(t *testing.T) []*unstructured.Unstructured {
 }
 
 func TestChartInstallsWithServerSideDryRunUnderRestricted(t *testing.T) {
-	objs, err := renderChart(t, packageChart(t, "1.2.3", "v1.2.3"), nil)
+	newDryRunner(t) // the namespaces, kokumi-system labelled restricted
+	ctx := context.Background()
+	// What `make chart-dry-run` runs.
+	report, err := chart.DryRunInstall(ctx, env.Config, packageChart(t, "1.2.3", "v1.2.3"), "kokumi", "kokumi-system", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	installDryRun(t, objs)
+	for _, f := range report.Findings {
+		t.Errorf("%s: refused: %v; warnings: %q", f.Object, f.Err, f.Warnings)
+	}
+	if report.Pods != 3 || report.Objects < 30 {
+		t.Errorf("%d objects and %d workload Pods installed in dry run, want 30+ and 3", report.Objects, report.Pods)
+	}
+
+	// A namespace that does not enforce restricted is a finding, naming the fix.
+	if err := env.CreateNamespace(ctx, "kokumi-lax"); err != nil {
+		t.Fatal(err)
+	}
+	report, err = chart.DryRunInstall(ctx, env.Config, packageChart(t, "1.2.3", "v1.2.3"), "kokumi", "kokumi-lax", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.OK() || !strings.Contains(fmt.Sprint(report.Findings), "kubectl label namespace kokumi-lax pod-security.kubernetes.io/enforce=restricted") {
+		t.Errorf("an install into a namespace that does not enforce restricted passed: %+v", report.Findings)
+	}
 }
 
 func TestKustomizationInstallsWithServerSideDryRunUnderRestricted(t *testing.T) {
@@ -205,14 +149,14 @@ func TestPodSecurityAdmissionRefusesAPodThatIsNotRestricted(t *testing.T) {
 	d := newDryRunner(t)
 	ctx := context.Background()
 	deploy := find(objs, "Deployment", "kokumi-system", "kokumi-controller")
-	warns, err := d.apply(ctx, deploy)
+	warns, err := d.Apply(ctx, deploy)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.ContainsFunc(warns, func(w string) bool { return strings.Contains(w, "PodSecurity") }) {
 		t.Errorf("no Pod Security warning for a Deployment allowing privilege escalation: %q", warns)
 	}
-	err = d.createPodOf(ctx, deploy)
+	err = d.CreatePodOf(ctx, deploy)
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `violates PodSecurity "restricted`) {
 		t.Fatalf("a Pod allowing privilege escalation was not refused by Pod Security admission: %v", err)
 	}
