@@ -55,21 +55,8 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// eventually polls check until it passes, for up to within.
-func eventually(t *testing.T, what string, within time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+// eventually is harness.Eventually.
+var eventually = harness.Eventually
 
 func readyReason(obj client.Object, conditions func() []metav1.Condition, want string) func() error {
 	return func() error {

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,20 +45,8 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func eventually(t *testing.T, what string, within time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+// eventually is harness.Eventually.
+var eventually = harness.Eventually
 
 // uninstallCommands are the commands of the block docs/install.md marks as tested here.
 func uninstallCommands(t *testing.T) [][]string {
@@ -203,7 +192,7 @@ func TestTheDocumentedUninstallRemovesEverythingWithoutHanging(t *testing.T) {
 	// Nothing of Kokumi's kinds is left, nor of Kokumi's in Argo CD's namespace.
 	for _, list := range []client.ObjectList{&v1.OrderList{}, &v1.ServingList{}, &v1.PreparationList{}, &v1.ClusterList{}, &v1.EnvironmentList{}, &v1.ProductList{}} {
 		must(t, env.Client.List(ctx, list))
-		if n := len(mustItems(t, list)); n != 0 {
+		if n := apimeta.LenList(list); n != 0 {
 			t.Errorf("%T still has %d items after the uninstall steps", list, n)
 		}
 	}
@@ -213,36 +202,4 @@ func TestTheDocumentedUninstallRemovesEverythingWithoutHanging(t *testing.T) {
 	if names, err := kokumisSecrets(); err != nil || len(names) != 0 {
 		t.Errorf("Kokumi's cluster Secrets are left in Argo CD's namespace: %v %v", names, err)
 	}
-}
-
-func mustItems(t *testing.T, list client.ObjectList) []client.Object {
-	t.Helper()
-	var out []client.Object
-	switch l := list.(type) {
-	case *v1.OrderList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *v1.ServingList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *v1.PreparationList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *v1.ClusterList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *v1.EnvironmentList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *v1.ProductList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	}
-	return out
 }
