@@ -111,7 +111,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
-verify: generate manifests ## Regenerate and fail when the tree changes; gofmt and go vet.
+verify: generate manifests typecheck-ui ## Regenerate and fail when the tree changes; gofmt and go vet.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: run make fmt"; exit 1; }
 	go vet ./...
 	@if [ -n "$$(git status --porcelain -- api config charts)" ]; then git status --porcelain -- api config charts; git diff -- api config charts | head -50; \
@@ -119,8 +119,17 @@ verify: generate manifests ## Regenerate and fail when the tree changes; gofmt a
 
 ##@ Tests
 
+.PHONY: browser-deps
+browser-deps: ## Install what the UI's type check and browser tests need: playwright-core and typescript (npm), Debian's chromium.
+	npm ci --prefix test/browser --no-audit --no-fund
+	@test -x /usr/bin/chromium || { echo "install Chromium: apt-get install -y chromium" >&2; exit 1; }
+
+.PHONY: typecheck-ui
+typecheck-ui: browser-deps ## Type-check the UI (internal/server/ui/app.js) with tsc.
+	npm run --prefix test/browser typecheck
+
 .PHONY: test
-test: test-assets ## Build the control-plane binaries (cached in bin/) and run every test, then the Serving's again under API faults.
+test: test-assets browser-deps ## Build the control-plane binaries (cached in bin/) and run every test, then the Serving's again under API faults.
 	go test ./... -count=1 -timeout 30m
 	# Every Serving scenario again, with a tenth of the controller's API requests failing.
 	KOKUMI_TEST_API_FAULTS=0.1 go test ./test/serving -count=1 -timeout 30m

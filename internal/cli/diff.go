@@ -2,15 +2,13 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"sort"
 	"strings"
 
-	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/changes"
 )
 
 func newDiffCommand(o *options) *cobra.Command {
@@ -75,89 +73,28 @@ func printSpecDiff(out io.Writer, a, b *v1.Preparation) error {
 		}
 		w.printf("  %-18s %s → %s\n", label+":", orNone(x), orNone(y))
 	}
-	field("source URL", a.Spec.Source.URL, b.Spec.Source.URL)
-	field("source version", a.Spec.Source.Version, b.Spec.Source.Version)
-	field("source digest", a.Spec.Source.Digest, b.Spec.Source.Digest)
-	field("target namespace", a.Spec.TargetNamespace, b.Spec.TargetNamespace)
-	field("config hash", a.Spec.ConfigHash, b.Spec.ConfigHash)
+	for _, f := range changes.Fields(a, b) {
+		field(f.Label, f.From, f.To)
+	}
 	field("artifact", a.Spec.Artifact.Digest, b.Spec.Artifact.Digest)
 
-	changes, unchanged := diffImages(a.Spec.Images, b.Spec.Images)
-	counts := map[byte]int{}
-	for _, c := range changes {
-		counts[c.op]++
+	images, unchanged := changes.Images(a.Spec.Images, b.Spec.Images)
+	counts := map[changes.Change]int{}
+	for _, c := range images {
+		counts[c.Change]++
 	}
-	w.printf("Images: %d changed, %d added, %d removed, %d unchanged\n", counts['~'], counts['+'], counts['-'], unchanged)
-	for _, c := range changes {
-		switch c.op {
-		case '~':
-			w.printf("  ~ %s\n      - %s → %s\n      + %s → %s\n", c.repository, c.a.Original, pinnedDigest(c.a.Pinned), c.b.Original, pinnedDigest(c.b.Pinned))
-		case '+':
-			w.printf("  + %s → %s\n", c.b.Original, pinnedDigest(c.b.Pinned))
-		case '-':
-			w.printf("  - %s → %s\n", c.a.Original, pinnedDigest(c.a.Pinned))
+	w.printf("Images: %d changed, %d added, %d removed, %d unchanged\n", counts[changes.Changed], counts[changes.Added], counts[changes.Removed], unchanged)
+	for _, c := range images {
+		switch c.Change {
+		case changes.Changed:
+			w.printf("  ~ %s\n      - %s → %s\n      + %s → %s\n", c.Repository, c.From.Original, changes.PinnedDigest(c.From.Pinned), c.To.Original, changes.PinnedDigest(c.To.Pinned))
+		case changes.Added:
+			w.printf("  + %s → %s\n", c.To.Original, changes.PinnedDigest(c.To.Pinned))
+		case changes.Removed:
+			w.printf("  - %s → %s\n", c.From.Original, changes.PinnedDigest(c.From.Pinned))
 		}
 	}
 	return w.err
-}
-
-// imageChange is one image that differs: ~ changed, + added, - removed.
-type imageChange struct {
-	op         byte
-	repository string
-	a, b       v1.ImagePin
-}
-
-// diffImages matches the images of a and b by repository and returns the differences,
-// sorted by repository, and how many are the same.
-func diffImages(a, b []v1.ImagePin) ([]imageChange, int) {
-	index := func(pins []v1.ImagePin) map[string]v1.ImagePin {
-		m := make(map[string]v1.ImagePin, len(pins))
-		for _, p := range pins {
-			m[imageRepository(p.Original)] = p
-		}
-		return m
-	}
-	ia, ib := index(a), index(b)
-	var out []imageChange
-	unchanged := 0
-	for repo, pa := range ia {
-		pb, ok := ib[repo]
-		switch {
-		case !ok:
-			out = append(out, imageChange{op: '-', repository: repo, a: pa})
-		case pa.Original != pb.Original || pa.Pinned != pb.Pinned:
-			out = append(out, imageChange{op: '~', repository: repo, a: pa, b: pb})
-		default:
-			unchanged++
-		}
-	}
-	for repo, pb := range ib {
-		if _, ok := ia[repo]; !ok {
-			out = append(out, imageChange{op: '+', repository: repo, b: pb})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].repository < out[j].repository })
-	return out, unchanged
-}
-
-// imageRepository is an image reference without its tag and digest.
-func imageRepository(ref string) string {
-	if i := strings.Index(ref, "@"); i >= 0 {
-		ref = ref[:i]
-	}
-	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
-		ref = ref[:i]
-	}
-	return ref
-}
-
-// pinnedDigest is the digest of a pinned reference (repo@sha256:…), or the reference.
-func pinnedDigest(ref string) string {
-	if i := strings.LastIndex(ref, "@"); i >= 0 {
-		return ref[i+1:]
-	}
-	return ref
 }
 
 // printManifestsDiff pulls both artifacts and prints a unified diff of each object that
@@ -174,61 +111,26 @@ func (o *options) printManifestsDiff(ctx context.Context, out io.Writer, a, b *v
 	if err != nil {
 		return err
 	}
-	oa, err := objectsOf(a.Name, ma)
+	oa, err := changes.Objects(a.Name, ma)
 	if err != nil {
 		return err
 	}
-	ob, err := objectsOf(b.Name, mb)
+	ob, err := changes.Objects(b.Name, mb)
 	if err != nil {
 		return err
 	}
-	keys := make([]string, 0, len(oa)+len(ob))
-	for k := range oa {
-		keys = append(keys, k)
+	objects, unchanged, err := changes.DiffObjects(a.Name, b.Name, oa, ob)
+	if err != nil {
+		return err
 	}
-	for k := range ob {
-		if _, ok := oa[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	var changed, added, removed int
+	counts := map[changes.Change]int{}
 	var body strings.Builder
-	for _, k := range keys {
-		x, inA := oa[k]
-		y, inB := ob[k]
-		if x == y {
-			continue
-		}
-		from, to := a.Name+"/"+k, b.Name+"/"+k
-		switch {
-		case !inA:
-			added++
-			from = "/dev/null"
-		case !inB:
-			removed++
-			to = "/dev/null"
-		default:
-			changed++
-		}
-		text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-			A: lines(x), B: lines(y), FromFile: from, ToFile: to, Context: 3,
-		})
-		if err != nil {
-			return fmt.Errorf("diff %s: %w", k, err)
-		}
-		body.WriteString(text)
+	for _, c := range objects {
+		counts[c.Change]++
+		body.WriteString(c.Diff)
 	}
 	w := &errWriter{w: out}
-	w.printf("Manifests (objects): %d changed, %d added, %d removed, %d unchanged\n", changed, added, removed, len(keys)-changed-added-removed)
+	w.printf("Manifests (objects): %d changed, %d added, %d removed, %d unchanged\n", counts[changes.Changed], counts[changes.Added], counts[changes.Removed], unchanged)
 	w.printf("%s", body.String())
 	return w.err
-}
-
-// lines splits text into lines, each with its newline; none for no text.
-func lines(text string) []string {
-	if text == "" {
-		return nil
-	}
-	return difflib.SplitLines(strings.TrimSuffix(text, "\n"))
 }

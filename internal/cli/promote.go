@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -187,45 +186,22 @@ func (o *options) pipeline(ctx context.Context, c client.Client, ns string) *con
 	}
 }
 
-// preparationsOf lists the Preparations of an Order, newest first (by creation, then name),
-// as the UI lists them.
+// preparationsOf lists the Preparations of an Order, newest first, as the UI lists them
+// (promotion.OrderPreparations).
 func preparationsOf(ctx context.Context, c client.Client, ns, order string) ([]v1.Preparation, error) {
 	var list v1.PreparationList
 	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return nil, explain(kindPreparation, "list", ns, "*", err)
 	}
-	var out []v1.Preparation
-	for _, p := range list.Items {
-		if p.Spec.OrderRef.Name == order {
-			out = append(out, p)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].CreationTimestamp.Time, out[j].CreationTimestamp.Time
-		if !a.Equal(b) {
-			return a.After(b)
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out, nil
+	return promotion.OrderPreparations(list.Items, order), nil
 }
 
-// previous picks the Preparation to roll back to from preps (newest first): the newest one
-// older than current that has a deployment record.
+// previous picks the Preparation to roll back to from preps (newest first), as the API server
+// does (promotion.RollbackTarget), saying to name one with --to when there is none.
 func previous(preps []v1.Preparation, current string) (*v1.Preparation, error) {
-	at := -1
-	for i := range preps {
-		if preps[i].Name == current {
-			at = i
-		}
+	prep, err := promotion.RollbackTarget(preps, current)
+	if err != nil {
+		return nil, fmt.Errorf("%w: name one with --to", err)
 	}
-	if at < 0 {
-		return nil, fmt.Errorf("its Preparation %s no longer exists, so what ran before it is unknown: name one with --to", current)
-	}
-	for i := at + 1; i < len(preps); i++ {
-		if len(preps[i].Status.DeploymentRecords) > 0 {
-			return &preps[i], nil
-		}
-	}
-	return nil, fmt.Errorf("no Preparation older than %s has a deployment record (none ran healthily before it): name one with --to", current)
+	return prep, nil
 }

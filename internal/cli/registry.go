@@ -8,12 +8,10 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/changes"
 	"github.com/kokumi-dev/kokumi/internal/oci"
-	"github.com/kokumi-dev/kokumi/internal/preparation"
-	"github.com/kokumi-dev/kokumi/internal/render"
 )
 
 // maxManifests bounds the uncompressed manifests read of one artifact.
@@ -85,55 +83,13 @@ func registryHost(repository string) string {
 	return host
 }
 
-// pullManifests pulls a Preparation's artifact and returns its rendered manifests
-// (manifests.yaml of its one gzipped tar layer).
+// pullManifests pulls a Preparation's artifact and returns its rendered manifests, saying to
+// add --registry-insecure when the registry turns out to speak plain HTTP.
 func pullManifests(ctx context.Context, c *oci.Client, prep *v1.Preparation) ([]byte, error) {
 	repository, digest := artifactOf(prep)
-	if repository == "" || digest == "" {
-		return nil, fmt.Errorf("preparation %s names no artifact (spec.artifact)", prep.Name)
+	m, err := changes.PullManifests(ctx, c, prep.Name, repository, digest, maxManifests)
+	if err != nil && !c.UsesPlainHTTP(registryHost(repository)) && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+		return nil, fmt.Errorf("%w (the registry speaks plain HTTP: add --registry-insecure)", err)
 	}
-	pulled, err := c.PullWithin(ctx, repository, digest, oci.PullLimits{Bytes: maxManifests})
-	if err != nil {
-		hint := ""
-		if !c.UsesPlainHTTP(registryHost(repository)) && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
-			hint = " (the registry speaks plain HTTP: add --registry-insecure)"
-		}
-		return nil, fmt.Errorf("pull the artifact of Preparation %s from %s@%s: %w%s", prep.Name, repository, digest, err, hint)
-	}
-	for _, l := range pulled.Layers {
-		if l.MediaType != oci.MediaTypeLayerTarGzip && l.MediaType != oci.MediaTypeLayerTar {
-			continue
-		}
-		files, _, err := oci.UntarGzWithin(l.Data, l.MediaType == oci.MediaTypeLayerTarGzip, 0, maxManifests)
-		if err != nil {
-			return nil, fmt.Errorf("read the layer of Preparation %s's artifact: %w", prep.Name, err)
-		}
-		if m, ok := files[preparation.ManifestsFile]; ok {
-			return m, nil
-		}
-	}
-	return nil, fmt.Errorf("the artifact of Preparation %s (%s@%s) holds no %s: is it a Kokumi Preparation?", prep.Name, repository, digest, preparation.ManifestsFile)
-}
-
-// objectsOf splits rendered manifests into one YAML document per object, keyed by
-// apiVersion, kind, namespace and name.
-func objectsOf(prep string, manifests []byte) (map[string]string, error) {
-	objs, err := render.Parse(manifests)
-	if err != nil {
-		return nil, fmt.Errorf("parse the manifests of Preparation %s: %w", prep, err)
-	}
-	out := make(map[string]string, len(objs))
-	for _, obj := range objs {
-		data, err := render.Marshal([]*unstructured.Unstructured{obj})
-		if err != nil {
-			return nil, fmt.Errorf("write %s %s of Preparation %s: %w", obj.GetKind(), obj.GetName(), prep, err)
-		}
-		key := obj.GetAPIVersion() + "/" + obj.GetKind() + "/"
-		if ns := obj.GetNamespace(); ns != "" {
-			key += ns + "/"
-		}
-		key += obj.GetName()
-		out[key] = string(data)
-	}
-	return out, nil
+	return m, err
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"time"
@@ -28,6 +29,20 @@ type Promotion struct {
 	Preparations []PreparationSummary `json:"preparations"`
 	// PreparationsOmitted counts the older Preparations past MaxPreparations.
 	PreparationsOmitted int `json:"preparationsOmitted,omitempty"`
+	// RollbackTo is the Preparation a rollback without "to" deploys (promotion.RollbackTarget):
+	// the newest one older than the deployed one with a deployment record; empty when none.
+	RollbackTo string `json:"rollbackTo"`
+}
+
+// MaxDeployments caps the deployments a Preparation's summary lists, newest first.
+const MaxDeployments = 10
+
+// DeploymentSummary is one deployment record a Preparation's status lists: where it ran
+// healthily, on how many clusters, when.
+type DeploymentSummary struct {
+	Environment string    `json:"environment"`
+	Clusters    int32     `json:"clusters"`
+	Time        time.Time `json:"time"`
 }
 
 // PreparationSummary is one Preparation of an Order.
@@ -39,6 +54,16 @@ type PreparationSummary struct {
 	Ready           Condition `json:"ready"`
 	// Promoted is true for the Preparation the Serving deploys.
 	Promoted bool `json:"promoted,omitempty"`
+	// Deployments are the deployment records of its status, newest first, at most
+	// MaxDeployments: the history of where it was deployed, and when.
+	Deployments []DeploymentSummary `json:"deployments"`
+}
+
+// RollbackRequest is the body of POST /api/v1/namespaces/{ns}/servings/{name}/rollback: To
+// names the Preparation to go back to; empty picks the one that ran before (Promotion's
+// RollbackTo).
+type RollbackRequest struct {
+	To string `json:"to"`
 }
 
 // PromoteRequest is the body of POST /api/v1/namespaces/{ns}/servings/{name}/promotion.
@@ -61,24 +86,11 @@ func (s *Server) preparationsOf(ctx context.Context, sv *v1.Serving) ([]v1.Prepa
 	if err := s.client.List(ctx, &list, client.InNamespace(sv.Namespace)); err != nil {
 		return nil, err
 	}
-	var out []v1.Preparation
-	for _, prep := range list.Items {
-		if prep.Spec.OrderRef.Name == sv.Spec.OrderRef.Name {
-			out = append(out, prep)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].CreationTimestamp.Time, out[j].CreationTimestamp.Time
-		if !a.Equal(b) {
-			return a.After(b)
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out, nil
+	return promotion.OrderPreparations(list.Items, sv.Spec.OrderRef.Name), nil
 }
 
-// promotionOf shows the Order's mode (empty when the Order is gone) and its Preparations,
-// newest first (preps are).
+// promotionOf shows the Order's mode (empty when the Order is gone), its Preparations, newest
+// first (preps are), and what a rollback would deploy.
 func promotionOf(sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *Promotion {
 	p := &Promotion{Preparations: []PreparationSummary{}}
 	if order != nil {
@@ -95,10 +107,27 @@ func promotionOf(sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *Promo
 		p.Preparations = append(p.Preparations, PreparationSummary{
 			Name: prep.Name, Created: prep.CreationTimestamp.Time, Digest: prep.Spec.Artifact.Digest,
 			TargetNamespace: prep.Spec.TargetNamespace, Ready: readyOf(prep.Status.Conditions),
-			Promoted: prep.Name == sv.Spec.PreparationName,
+			Promoted: prep.Name == sv.Spec.PreparationName, Deployments: deploymentsOf(&prep),
 		})
 	}
+	if prev, err := promotion.RollbackTarget(preps, sv.Spec.PreparationName); err == nil {
+		p.RollbackTo = prev.Name
+	}
 	return p
+}
+
+// deploymentsOf lists the deployment records of prep's status, newest first, at most
+// MaxDeployments.
+func deploymentsOf(prep *v1.Preparation) []DeploymentSummary {
+	out := make([]DeploymentSummary, 0, min(len(prep.Status.DeploymentRecords), MaxDeployments))
+	for _, r := range prep.Status.DeploymentRecords {
+		out = append(out, DeploymentSummary{Environment: r.Environment, Clusters: r.Clusters, Time: r.Time.Time})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
+	if len(out) > MaxDeployments {
+		out = out[:MaxDeployments]
+	}
+	return out
 }
 
 // promote points a Serving of a Manual Order at one of the Order's Ready Preparations that has
@@ -110,6 +139,44 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
+	s.promoteTo(w, r, "preparation", func(*v1.Serving, *v1.Order) (string, error) { return req.Preparation, nil })
+}
+
+// rollback promotes, with promote's checks, the Preparation named "to", or, when it is empty,
+// the one that ran before the deployed one (promotion.RollbackTarget), as `kubectl kokumi
+// rollback` does.
+func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
+	var req RollbackRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	s.promoteTo(w, r, "to", func(sv *v1.Serving, order *v1.Order) (string, error) {
+		current := sv.Spec.PreparationName
+		target := req.To
+		if target == "" {
+			preps, err := s.preparationsOf(r.Context(), sv)
+			if err != nil {
+				return "", &promotion.LookupError{What: "list the Order's Preparations", Err: err}
+			}
+			prev, err := promotion.RollbackTarget(preps, current)
+			if err != nil {
+				return "", &promotion.Refusal{Message: "nothing to roll back to: " + err.Error() + `: name one with "to"`}
+			}
+			target = prev.Name
+		}
+		if target == current {
+			return "", &promotion.Refusal{Message: fmt.Sprintf("Serving %s already deploys %s: name another of the Order's Preparations", sv.Name, current)}
+		}
+		return target, nil
+	})
+}
+
+// promoteTo points the Serving of the request at the Preparation pick names, once promotion's
+// rule allows it, as the person who asks (who must be allowed to patch the Serving before
+// anything of it is read), and answers the Serving, the Preparation and the one it replaced. A
+// refusal names field; one of an Automatic Order, which would undo the promotion, is 409 and
+// comes before pick is asked.
+func (s *Server) promoteTo(w http.ResponseWriter, r *http.Request, field string, pick func(*v1.Serving, *v1.Order) (string, error)) {
 	ctx := r.Context()
 	var sv v1.Serving
 	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
@@ -130,31 +197,41 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, "get the Serving's Order", err)
 		return
 	}
-	rule := promotion.Manual{Client: s.client, Stages: s.pipeline, StagesTimeout: registryTimeout}
-	prep, err := rule.Check(ctx, &order, req.Preparation)
-	if err != nil {
-		writePromotionError(w, err)
+	if err := promotion.CheckMode(&order); err != nil {
+		writePromotionError(w, field, err)
 		return
 	}
+	name, err := pick(&sv, &order)
+	if err != nil {
+		writePromotionError(w, field, err)
+		return
+	}
+	rule := promotion.Manual{Client: s.client, Stages: s.pipeline, StagesTimeout: registryTimeout}
+	prep, err := rule.Check(ctx, &order, name)
+	if err != nil {
+		writePromotionError(w, field, err)
+		return
+	}
+	from := sv.Spec.PreparationName
 	patch := client.MergeFrom(sv.DeepCopy())
 	sv.Spec.PreparationName = prep.Name
 	if err := as.Patch(ctx, &sv, patch); err != nil {
 		writeAPIError(w, "promote "+prep.Name, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"serving": sv.Name, "preparation": prep.Name})
+	writeJSON(w, http.StatusOK, map[string]string{"serving": sv.Name, "preparation": prep.Name, "from": from})
 }
 
 // writePromotionError answers a promotion the rule refused (409 for an Automatic Order, 422
-// naming the field preparation otherwise), or a read that failed while checking it.
-func writePromotionError(w http.ResponseWriter, err error) {
+// naming field otherwise), or a read that failed while checking it.
+func writePromotionError(w http.ResponseWriter, field string, err error) {
 	var refusal *promotion.Refusal
 	var lookup *promotion.LookupError
 	switch {
 	case errors.As(err, &refusal) && refusal.Automatic:
 		writeError(w, http.StatusConflict, refusal.Message)
 	case errors.As(err, &refusal):
-		writeFieldError(w, FieldError{"preparation", refusal.Message})
+		writeFieldError(w, FieldError{field, refusal.Message})
 	case errors.As(err, &lookup):
 		writeAPIError(w, lookup.What, lookup.Err)
 	default:

@@ -22,7 +22,9 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -39,6 +41,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/record"
 )
 
@@ -138,6 +141,8 @@ type Server struct {
 	// the deployment records the Serving page shows.
 	pipeline *controller.Pipeline
 	records  *ttlCache[string, recordEntry]
+	// puller reads the artifacts of Preparations, as the bundled registry's puller.
+	puller *oci.Client
 	// argo reads Argo CD's Applications; nil reads them through client.
 	argo *controller.ArgoCD
 	// limiter throttles failed sign-ins per client address; hosts decides which Host headers
@@ -186,12 +191,14 @@ func New(cfg *rest.Config, c client.Client, reader client.Reader, informers cach
 	// The keys are read without the cache, which would list and watch every ConfigMap of the
 	// cluster: the server may only get the one in Kokumi's namespace.
 	p.Keys = &trustedKeys{source: &record.Keys{Client: uncached{Client: c, reader: reader}, Namespace: o.Namespace}}
-	// Records are read as the bundled registry's puller, Argo CD's read-only identity.
-	p.Records = &record.Store{Client: controller.PullerClient(reader, kokumi)}
+	// Records and artifacts are read as the bundled registry's puller, Argo CD's read-only
+	// identity.
+	puller := controller.PullerClient(reader, kokumi)
+	p.Records = &record.Store{Client: puller}
 	return &Server{
 		opts: o, config: cfg, client: c, reader: reader, informers: informers,
 		auth: newAuth(o.AdminToken, c, o.SessionTTL), authz: newAuthorizer(c), broker: newBroker(),
-		secureCookies: o.secureCookies(), pipeline: p, records: newTTLCache[string, recordEntry](maxCachedArtifacts),
+		secureCookies: o.secureCookies(), pipeline: p, puller: puller, records: newTTLCache[string, recordEntry](maxCachedArtifacts),
 		limiter: newLimiter(o.FailedLoginBurst, o.FailedLoginInterval, maxThrottledClients),
 		hosts:   newHostMatcher(o.AllowedHosts, o.Addr, o.Namespace), log: loggerOf(o.Log),
 	}, nil
@@ -207,6 +214,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/servings", req(s.listServings))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/servings/{name}", req(s.getServing))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/servings/{name}/promotion", req(s.promote))
+	mux.HandleFunc("POST /api/v1/namespaces/{ns}/servings/{name}/rollback", req(s.rollback))
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/preparations/{name}/manifests", req(s.preparationManifests))
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/preparations/{name}/diff", req(s.preparationDiff))
 	mux.HandleFunc("GET /api/v1/clusters", req(s.listClusters))
 	mux.HandleFunc("GET /api/v1/clusters/{name}", req(s.getCluster))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/environments", req(s.listEnvironments))
@@ -349,13 +359,19 @@ func (s *Server) listServings(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// getServing answers the Serving page to a person who may get the Serving; its Order's
-// promotion, pipeline and deployment records only when they may also get Orders and list
-// Preparations there.
+// getServing answers the Serving page to a person who may get the Serving, with the rows of
+// its table that ?q=, ?state=, ?offset= and ?limit= ask for (RowQuery); its Order's promotion,
+// pipeline and deployment records only when they may also get Orders and list Preparations
+// there.
 func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
 	var sv v1.Serving
 	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
 	if !s.authorize(w, r, access{verb: "get", group: deliveryGroup, resource: "servings", namespace: key.Namespace, name: key.Name}) {
+		return
+	}
+	q, err := rowQueryOf(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if err := s.client.Get(r.Context(), key, &sv); err != nil {
@@ -369,7 +385,7 @@ func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, "list the Serving's Applications", err)
 		return
 	}
-	d := ServingDetailOf(&sv, apps, s.opts.ArgoCDURL)
+	d := servingDetail(&sv, apps, s.opts.ArgoCDURL, q)
 	readsOrder, err := s.may(r.Context(),
 		access{verb: "get", group: deliveryGroup, resource: "orders", namespace: sv.Namespace, name: sv.Spec.OrderRef.Name},
 		access{verb: "list", group: deliveryGroup, resource: "preparations", namespace: sv.Namespace})
@@ -440,8 +456,18 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
+	// The rows show what the Servings' status says of the cluster, as their pages do.
+	var servings v1.ServingList
+	if err := s.client.List(r.Context(), &servings, client.UnsafeDisableDeepCopy); err != nil {
+		writeAPIError(w, "list Servings", err)
+		return
+	}
+	byName := make(map[string]*v1.Serving, len(servings.Items))
+	for i := range servings.Items {
+		byName[servings.Items[i].Namespace+"/"+servings.Items[i].Name] = &servings.Items[i]
+	}
 	d := ClusterDetail{ClusterSummary: summarizeCluster(&c)}
-	d.Deployments, d.DeploymentsOmitted = clusterDeployments(apps, s.opts.ArgoCDURL)
+	d.Deployments, d.DeploymentsOmitted = clusterDeployments(&c, apps, byName, s.opts.ArgoCDURL)
 	writeJSON(w, http.StatusOK, d)
 }
 
@@ -457,7 +483,10 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]EnvironmentSummary, 0, len(list.Items))
 	for _, e := range list.Items {
-		out = append(out, EnvironmentSummary{Name: e.Name, Clusters: e.Status.Clusters, Ready: readyOf(e.Status.Conditions), Requires: requirementsOf(&e)})
+		out = append(out, EnvironmentSummary{
+			Name: e.Name, Clusters: e.Status.Clusters, ReadyClusters: e.Status.ReadyClusters,
+			Ready: readyOf(e.Status.Conditions), Requires: requirementsOf(&e),
+		})
 	}
 	writeTable(w, out, func(a, b EnvironmentSummary) bool { return a.Name < b.Name })
 }
@@ -505,30 +534,41 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
+// maxNamesOffered caps the names a refusal of an Order offers to pick from.
+const maxNamesOffered = 5
+
 // createOrder creates an Order as the person who asks (the API server's RBAC decides), picking
-// the namespace's only Environment when none is named.
+// the namespace's only Environment when none is named, and refusing one that names an
+// Environment or a Product the namespace lacks, with every wrong field at once.
 func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
-	ns := r.PathValue("ns")
+	ctx, ns := r.Context(), r.PathValue("ns")
 	var req OrderRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
-	c, err := s.clientFor(r.Context())
+	c, err := s.clientFor(ctx)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	if req.Environment == "" {
-		var envs v1.EnvironmentList
-		if err := c.List(r.Context(), &envs, client.InNamespace(ns)); err != nil {
-			writeAPIError(w, "list Environments", err)
-			return
-		}
-		if len(envs.Items) == 1 {
-			req.Environment = envs.Items[0].Name
-		}
+	// What the namespace offers is read as the person: one who may not list it learns nothing
+	// of it, and the API server decides the Order then.
+	var envs v1.EnvironmentList
+	environments, err := namesIn(ctx, c, ns, &envs, func() []string { return namesOf(envs.Items, func(e *v1.Environment) string { return e.Name }) })
+	if err != nil {
+		writeAPIError(w, "list Environments of "+ns, err)
+		return
 	}
-	if errs := validateOrder(req); len(errs) > 0 {
+	var prods v1.ProductList
+	products, err := namesIn(ctx, c, ns, &prods, func() []string { return namesOf(prods.Items, func(p *v1.Product) string { return p.Name }) })
+	if err != nil {
+		writeAPIError(w, "list Products of "+ns, err)
+		return
+	}
+	if req.Environment == "" && len(environments) == 1 {
+		req.Environment = environments[0]
+	}
+	if errs := validateOrder(req, ns, environments, products); len(errs) > 0 {
 		writeFieldError(w, errs...)
 		return
 	}
@@ -541,31 +581,83 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 			Promotion:       v1.Promotion{Mode: v1.PromotionMode(req.Promotion)},
 		},
 	}
-	if err := c.Create(r.Context(), o); err != nil {
+	if err := c.Create(ctx, o); err != nil {
 		writeAPIError(w, "create Order "+ns+"/"+req.Name, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]string{"namespace": o.Namespace, "name": o.Name})
 }
 
-// validateOrder checks what the API server would refuse with a less helpful message.
-func validateOrder(req OrderRequest) []FieldError {
+// namesIn lists list in ns with c and returns the names names reads of it, sorted; nil (not
+// known) when c may not list them.
+func namesIn(ctx context.Context, c client.Client, ns string, list client.ObjectList, names func() []string) ([]string, error) {
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		if apierrors.IsForbidden(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	out := names()
+	sort.Strings(out)
+	if out == nil {
+		out = []string{} // known: none
+	}
+	return out, nil
+}
+
+// namesOf returns the name of each item.
+func namesOf[T any](items []T, name func(*T) string) []string {
+	out := make([]string, 0, len(items))
+	for i := range items {
+		out = append(out, name(&items[i]))
+	}
+	return out
+}
+
+// validateOrder checks what the API server would refuse with a less helpful message, and that
+// the Environment and the Product named are among those of the namespace ns (environments and
+// products, sorted; nil when the person may not list them, and they are not checked).
+func validateOrder(req OrderRequest, ns string, environments, products []string) []FieldError {
 	var errs []FieldError
-	dns := func(field, value, what string) {
+	dns := func(field, value, what string) bool {
 		if value == "" {
 			errs = append(errs, FieldError{field, what + " is required"})
-			return
+			return false
 		}
 		if msgs := validation.IsDNS1123Subdomain(value); len(msgs) > 0 {
 			errs = append(errs, FieldError{field, fmt.Sprintf("%q is not a valid name: %s", value, msgs[0])})
+			return false
 		}
+		return true
+	}
+	exists := func(field, kind, value string, names []string, none string) {
+		if names == nil || slices.Contains(names, value) {
+			return
+		}
+		msg := fmt.Sprintf("no %s %q in %s: ", kind, value, ns)
+		switch {
+		case len(names) == 0:
+			msg += none
+		case len(names) > maxNamesOffered:
+			msg += fmt.Sprintf("pick one of %s (and %d more)", strings.Join(names[:maxNamesOffered], ", "), len(names)-maxNamesOffered)
+		default:
+			msg += "pick one of " + strings.Join(names, ", ")
+		}
+		errs = append(errs, FieldError{field, msg})
 	}
 	dns("name", req.Name, "the Order's name")
-	dns("product", req.Product, "a Product of this namespace")
-	if req.Environment == "" {
+	if dns("product", req.Product, "a Product of this namespace") {
+		exists("product", "Product", req.Product, products, "it has none: create a Product first")
+	}
+	switch {
+	case req.Environment == "" && len(environments) == 0 && environments != nil:
+		errs = append(errs, FieldError{"environment", fmt.Sprintf("%s has no Environment: an admin sets one up for it", ns)})
+	case req.Environment == "":
 		errs = append(errs, FieldError{"environment", "pick one of the namespace's Environments (it has none, or more than one)"})
-	} else {
-		dns("environment", req.Environment, "an Environment")
+	default:
+		if dns("environment", req.Environment, "an Environment") {
+			exists("environment", "Environment", req.Environment, environments, "it has none: an admin sets one up for it")
+		}
 	}
 	if req.TargetNamespace != "" {
 		if msgs := validation.IsDNS1123Label(req.TargetNamespace); len(msgs) > 0 {

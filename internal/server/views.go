@@ -3,7 +3,10 @@ package server
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -57,11 +60,16 @@ type ClusterRow struct {
 	Message string `json:"message,omitempty"`
 }
 
-// ServingDetail is the Serving page: its counts and a table of its clusters.
+// ServingDetail is the Serving page: its counts and a table of its clusters, or of the page of
+// them a RowQuery asks for.
 type ServingDetail struct {
 	ServingSummary
 	Rows []ClusterRow `json:"rows"`
-	// RowsOmitted counts the clusters past MaxRows.
+	// RowsTotal counts the rows that match the query's filter, before paging; the counts of
+	// ServingSummary.Clusters stay those of the whole Serving.
+	RowsTotal int `json:"rowsTotal"`
+	// RowsOmitted counts the matching rows past the page: RowsTotal - offset - len(Rows), when
+	// that is positive.
 	RowsOmitted int `json:"rowsOmitted,omitempty"`
 	// Promotion is the Order's mode and its Preparations.
 	Promotion *Promotion `json:"promotion,omitempty"`
@@ -82,16 +90,12 @@ type ClusterSummary struct {
 }
 
 // Deployment is one Serving that targets a cluster, as the Cluster page's Deployments tab
-// lists it.
+// lists it: the Serving, and the row its Serving page shows for the cluster (held, with the
+// reason ClusterNotReady, while the Cluster is not Ready).
 type Deployment struct {
-	Namespace   string     `json:"namespace"`
-	Serving     string     `json:"serving"`
-	Application string     `json:"application"`
-	Link        string     `json:"link,omitempty"`
-	Health      string     `json:"health,omitempty"`
-	Sync        string     `json:"sync,omitempty"`
-	Revision    string     `json:"revision,omitempty"`
-	Since       *time.Time `json:"since,omitempty"`
+	Namespace string `json:"namespace"`
+	Serving   string `json:"serving"`
+	ClusterRow
 }
 
 // ClusterDetail is the Cluster page.
@@ -104,9 +108,12 @@ type ClusterDetail struct {
 
 // EnvironmentSummary is one Environment of a namespace, as the Order form offers it.
 type EnvironmentSummary struct {
-	Name     string    `json:"name"`
-	Clusters int32     `json:"clusters"`
-	Ready    Condition `json:"ready"`
+	Name string `json:"name"`
+	// Clusters counts the Clusters the Environment selects; ReadyClusters those of them that
+	// are Ready.
+	Clusters      int32     `json:"clusters"`
+	ReadyClusters int32     `json:"readyClusters"`
+	Ready         Condition `json:"ready"`
 	// Requires are the stages a release must pass before it deploys here.
 	Requires []Requirement `json:"requires,omitempty"`
 }
@@ -198,18 +205,88 @@ func appLink(base, namespace, name string) string {
 
 // ServingDetailOf is what the Serving page shows of a Serving without its Order: its summary
 // and its table of clusters, built from the Argo CD Applications Kokumi keeps for it (those
-// labelled with the Serving) and its status. Other clients, such as the kubectl plugin, show
-// the same table with it. argoBase, when set, links each row to Argo CD's UI.
+// labelled with the Serving) and its status, capped at MaxRows. Other clients, such as the
+// kubectl plugin, show the same table with it. argoBase, when set, links each row to Argo CD's
+// UI.
 func ServingDetailOf(s *v1.Serving, apps []unstructured.Unstructured, argoBase string) ServingDetail {
+	return servingDetail(s, apps, argoBase, RowQuery{})
+}
+
+// servingDetail is ServingDetailOf with the rows q asks for.
+func servingDetail(s *v1.Serving, apps []unstructured.Unstructured, argoBase string, q RowQuery) ServingDetail {
 	d := ServingDetail{ServingSummary: summarizeServing(s)}
-	d.Rows, d.RowsOmitted = servingRows(s, apps, argoBase)
+	d.Rows, d.RowsTotal, d.RowsOmitted = q.page(servingRows(s, apps, argoBase))
 	return d
+}
+
+// RowQuery filters and pages the Serving page's table of clusters.
+type RowQuery struct {
+	// Q keeps the clusters whose name contains it, whatever the case.
+	Q string
+	// State keeps the rows in that state: Held, Degraded, Progressing or Healthy.
+	State string
+	// Offset skips that many matching rows; Limit keeps at most that many after them (zero
+	// means MaxRows, and no more than MaxRows are kept).
+	Offset, Limit int
+}
+
+// rowStates are the states a row may be in, as the page shows them.
+var rowStates = []fleet.State{fleet.Held, fleet.Degraded, fleet.Progressing, fleet.Healthy}
+
+// rowQueryOf reads q, state, offset and limit of a request's query; an error says which is wrong.
+func rowQueryOf(v url.Values) (RowQuery, error) {
+	q := RowQuery{Q: v.Get("q"), State: v.Get("state")}
+	if q.State != "" && !slices.ContainsFunc(rowStates, func(st fleet.State) bool { return st.String() == q.State }) {
+		return q, fmt.Errorf("state %q is not a state of a row: use Held, Degraded, Progressing or Healthy", q.State)
+	}
+	number := func(name string, least int) (int, error) {
+		s := v.Get(name)
+		if s == "" {
+			return 0, nil
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < least {
+			return 0, fmt.Errorf("%s %q is not a whole number of at least %d", name, s, least)
+		}
+		return n, nil
+	}
+	var err error
+	if q.Offset, err = number("offset", 0); err != nil {
+		return q, err
+	}
+	if q.Limit, err = number("limit", 1); err != nil {
+		return q, err
+	}
+	return q, nil
+}
+
+// page keeps the rows that match q's filter, and of them the page q asks for; it returns how
+// many match and how many of those are past the page.
+func (q RowQuery) page(rows []ClusterRow) (kept []ClusterRow, total, omitted int) {
+	if q.Q != "" || q.State != "" {
+		needle := strings.ToLower(q.Q)
+		matching := rows[:0:0]
+		for _, r := range rows {
+			if (q.State == "" || r.State == q.State) && strings.Contains(strings.ToLower(r.Cluster), needle) {
+				matching = append(matching, r)
+			}
+		}
+		rows = matching
+	}
+	total = len(rows)
+	limit := q.Limit
+	if limit <= 0 || limit > MaxRows {
+		limit = MaxRows
+	}
+	start := min(max(q.Offset, 0), total)
+	end := min(start+limit, total)
+	return rows[start:end], total, total - end
 }
 
 // servingRows builds the Serving page's table: one row per Application the Serving owns, and
 // one per cluster its status lists without one (held). Troubled clusters come first (held,
-// degraded, then any other not healthy), then by name; past MaxRows they are counted.
-func servingRows(s *v1.Serving, apps []unstructured.Unstructured, argoBase string) ([]ClusterRow, int) {
+// degraded, then any other not healthy), then by name.
+func servingRows(s *v1.Serving, apps []unstructured.Unstructured, argoBase string) []ClusterRow {
 	byCluster := map[string]*ClusterRow{}
 	for i := range apps {
 		app := &apps[i]
@@ -217,11 +294,8 @@ func servingRows(s *v1.Serving, apps []unstructured.Unstructured, argoBase strin
 		if cluster == "" {
 			continue
 		}
-		v := readApp(app)
-		byCluster[cluster] = &ClusterRow{
-			Cluster: cluster, Application: v.name, Link: appLink(argoBase, app.GetNamespace(), v.name),
-			Health: v.health, Sync: v.sync, Revision: v.revision, Since: v.since, Message: v.message,
-		}
+		row := appRow(app, cluster, argoBase)
+		byCluster[cluster] = &row
 	}
 	for _, t := range s.Status.Targets {
 		row, ok := byCluster[t.Cluster]
@@ -229,19 +303,11 @@ func servingRows(s *v1.Serving, apps []unstructured.Unstructured, argoBase strin
 			row = &ClusterRow{Cluster: t.Cluster, Application: t.Application, Revision: t.Revision}
 			byCluster[t.Cluster] = row
 		}
-		if len(t.Conditions) > 0 {
-			row.State, row.Reason, row.Message = t.Conditions[0].Type, t.Conditions[0].Reason, t.Conditions[0].Message
-		}
-		if !t.Since.IsZero() && (row.Since == nil || row.Reason != "") {
-			since := t.Since.Time
-			row.Since = &since
-		}
+		applyTarget(row, t)
 	}
 	rows := make([]ClusterRow, 0, len(byCluster))
 	for _, r := range byCluster {
-		if r.State == "" {
-			r.State = stateOf(r.Health, r.Sync)
-		}
+		settle(r)
 		rows = append(rows, *r)
 	}
 	sort.Slice(rows, func(i, j int) bool {
@@ -250,7 +316,51 @@ func servingRows(s *v1.Serving, apps []unstructured.Unstructured, argoBase strin
 		}
 		return rows[i].Cluster < rows[j].Cluster
 	})
-	return capRows(rows)
+	return rows
+}
+
+// appRow is the row of a cluster as its Application reports it.
+func appRow(app *unstructured.Unstructured, cluster, argoBase string) ClusterRow {
+	v := readApp(app)
+	return ClusterRow{
+		Cluster: cluster, Application: v.name, Link: appLink(argoBase, app.GetNamespace(), v.name),
+		Health: v.health, Sync: v.sync, Revision: v.revision, Since: v.since, Message: v.message,
+	}
+}
+
+// applyTarget sets what the Serving's status says of the row's cluster: its state, why, and
+// since when.
+func applyTarget(row *ClusterRow, t v1.Target) {
+	if len(t.Conditions) > 0 {
+		row.State, row.Reason, row.Message = t.Conditions[0].Type, t.Conditions[0].Reason, t.Conditions[0].Message
+	}
+	if !t.Since.IsZero() && (row.Since == nil || row.Reason != "") {
+		since := t.Since.Time
+		row.Since = &since
+	}
+}
+
+// holdNotReady holds the row of a cluster whose Cluster is not Ready, as the Serving
+// reconciler does (fleet.Decide): Argo CD's last health and sync stay beside the reason.
+func holdNotReady(row *ClusterRow, c *v1.Cluster) {
+	row.State, row.Reason, row.Message = fleet.Held.String(), v1.ReasonClusterNotReady, "Cluster "+c.Name+" is not Ready"
+	cond := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady)
+	if cond == nil {
+		row.Message += ": not probed yet"
+		return
+	}
+	if cond.Reason != "" {
+		row.Message += ": " + cond.Reason
+	}
+	since := cond.LastTransitionTime.Time
+	row.Since = &since
+}
+
+// settle gives a row the Serving's status says nothing of the state Argo CD reports.
+func settle(row *ClusterRow) {
+	if row.State == "" {
+		row.State = stateOf(row.Health, row.Sync)
+	}
 }
 
 // stateOf is the state of a cluster the Serving's status does not list: what Argo CD reports.
@@ -277,18 +387,28 @@ func rowRank(r ClusterRow) int {
 }
 
 // clusterDeployments builds the Cluster page's Deployments tab from the Applications Kokumi
-// keeps for that cluster, ordered by Serving.
-func clusterDeployments(apps []unstructured.Unstructured, argoBase string) ([]Deployment, int) {
+// keeps for the Cluster c, ordered by Serving: each row as the Serving page shows the cluster,
+// from the Application and what the Serving's status (of servings, by namespace/name) says of
+// it, and held while c is not Ready.
+func clusterDeployments(c *v1.Cluster, apps []unstructured.Unstructured, servings map[string]*v1.Serving, argoBase string) ([]Deployment, int) {
+	ready := apimeta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionReady)
 	out := make([]Deployment, 0, len(apps))
 	for i := range apps {
 		app := &apps[i]
 		l := app.GetLabels()
-		v := readApp(app)
-		out = append(out, Deployment{
-			Namespace: l[argocd.LabelServingNamespace], Serving: l[argocd.LabelServing],
-			Application: v.name, Link: appLink(argoBase, app.GetNamespace(), v.name),
-			Health: v.health, Sync: v.sync, Revision: v.revision, Since: v.since,
-		})
+		d := Deployment{Namespace: l[argocd.LabelServingNamespace], Serving: l[argocd.LabelServing], ClusterRow: appRow(app, c.Name, argoBase)}
+		if sv := servings[d.Namespace+"/"+d.Serving]; sv != nil {
+			for _, t := range sv.Status.Targets {
+				if t.Cluster == c.Name {
+					applyTarget(&d.ClusterRow, t)
+				}
+			}
+		}
+		if !ready {
+			holdNotReady(&d.ClusterRow, c)
+		}
+		settle(&d.ClusterRow)
+		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Namespace != out[j].Namespace {

@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"net/url"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -35,14 +37,14 @@ func TestServingRowsPutTroubleFirst(t *testing.T) {
 		testApp("y-outofsync", "Healthy", "OutOfSync"),
 		testApp("x-stopped", "Healthy", "Synced"),
 	}
-	rows, omitted := servingRows(s, apps, "")
+	rows := servingRows(s, apps, "")
 	var got []string
 	for _, r := range rows {
 		got = append(got, r.Cluster)
 	}
 	want := []string{"c-held", "x-stopped", "z-degraded", "b-progressing", "y-outofsync", "a-healthy"}
-	if fmt.Sprint(got) != fmt.Sprint(want) || omitted != 0 {
-		t.Fatalf("rows %v (omitted %d), want %v", got, omitted, want)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("rows %v, want %v", got, want)
 	}
 	if rows[0].Reason != v1.ReasonClusterNotReady || rows[0].Link != "" || rows[0].State != "Held" {
 		t.Errorf("held row %+v", rows[0])
@@ -60,12 +62,64 @@ func TestServingRowsAreCapped(t *testing.T) {
 	for i := range apps {
 		apps[i] = testApp(fmt.Sprintf("c-%05d", i), "Healthy", "Synced")
 	}
-	rows, omitted := servingRows(&v1.Serving{}, apps, "https://argocd.example")
-	if len(rows) != MaxRows || omitted != 7 {
-		t.Fatalf("%d rows, %d omitted; want %d and 7", len(rows), omitted, MaxRows)
+	d := ServingDetailOf(&v1.Serving{}, apps, "https://argocd.example")
+	rows := d.Rows
+	if len(rows) != MaxRows || d.RowsOmitted != 7 || d.RowsTotal != MaxRows+7 {
+		t.Fatalf("%d rows, %d omitted of %d; want %d and 7 of %d", len(rows), d.RowsOmitted, d.RowsTotal, MaxRows, MaxRows+7)
 	}
 	if rows[0].Link != "https://argocd.example/applications/argocd/app-c-00000" {
 		t.Errorf("link %q", rows[0].Link)
+	}
+}
+
+func TestRowQueryFiltersThenPages(t *testing.T) {
+	var rows []ClusterRow
+	for i := range 10 {
+		state := "Healthy"
+		if i%3 == 0 {
+			state = "Degraded"
+		}
+		rows = append(rows, ClusterRow{Cluster: fmt.Sprintf("Edge-%02d", i), State: state})
+	}
+	for _, c := range []struct {
+		query          url.Values
+		want           string
+		total, omitted int
+	}{
+		{url.Values{}, "[Edge-00 Edge-01 Edge-02 Edge-03 Edge-04 Edge-05 Edge-06 Edge-07 Edge-08 Edge-09]", 10, 0},
+		{url.Values{"q": {"eDGe-0"}, "state": {"Degraded"}}, "[Edge-00 Edge-03 Edge-06 Edge-09]", 4, 0},
+		{url.Values{"state": {"Healthy"}, "offset": {"2"}, "limit": {"3"}}, "[Edge-04 Edge-05 Edge-07]", 6, 1},
+		{url.Values{"offset": {"20"}}, "[]", 10, 0},
+		{url.Values{"limit": {"5000"}}, "[Edge-00 Edge-01 Edge-02 Edge-03 Edge-04 Edge-05 Edge-06 Edge-07 Edge-08 Edge-09]", 10, 0},
+	} {
+		q, err := rowQueryOf(c.query)
+		if err != nil {
+			t.Fatalf("%v: %v", c.query, err)
+		}
+		page, total, omitted := q.page(append([]ClusterRow(nil), rows...))
+		var got []string
+		for _, r := range page {
+			got = append(got, r.Cluster)
+		}
+		if fmt.Sprint(got) != c.want || total != c.total || omitted != c.omitted {
+			t.Errorf("%v: %v (total %d, omitted %d), want %s (total %d, omitted %d)", c.query, got, total, omitted, c.want, c.total, c.omitted)
+		}
+	}
+	for _, bad := range []url.Values{{"state": {"Sad"}}, {"offset": {"-1"}}, {"limit": {"0"}}, {"limit": {"many"}}} {
+		if _, err := rowQueryOf(bad); err == nil {
+			t.Errorf("%v: accepted", bad)
+		}
+	}
+}
+
+func TestTruncateTextCutsAtALineAndSaysSo(t *testing.T) {
+	text := strings.Repeat("0123456789\n", 10000)
+	got := truncateText(text, "the object's YAML")
+	if len(got) > MaxObjectText || !strings.HasSuffix(got, fmt.Sprintf("the object's YAML is %d bytes, only the first %d are shown\n", len(text), len(got)-len(got[strings.LastIndex(got[:len(got)-1], "\n")+1:]))) {
+		t.Errorf("%d bytes ending %q", len(got), got[len(got)-120:])
+	}
+	if truncateText("short\n", "x") != "short\n" {
+		t.Error("a short text was changed")
 	}
 }
 
@@ -100,7 +154,7 @@ func BenchmarkServingRows(b *testing.B) {
 		s := &v1.Serving{Status: v1.ServingStatus{Targets: []v1.Target{{Cluster: "c-00001", Conditions: []v1.TargetCondition{{Type: "Held", Reason: v1.ReasonClusterNotReady}}}}}}
 		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				rows, _ := servingRows(s, apps, "https://argocd.example")
+				rows := servingRows(s, apps, "https://argocd.example")
 				if rows[0].Cluster != "c-00001" {
 					b.Fatal("the held cluster is not first")
 				}

@@ -313,8 +313,10 @@ func TestOrderNeedsAnEnvironmentWhenTheNamespaceHasNone(t *testing.T) {
 		Fields []server.FieldError `json:"fields"`
 	}
 	res := do(t, call{method: http.MethodPost, path: "/api/v1/namespaces/team-empty/orders", bearer: token, body: server.OrderRequest{Name: "a", Product: "b"}}, &out)
-	if res.StatusCode != http.StatusUnprocessableEntity || len(out.Fields) != 1 || out.Fields[0].Field != "environment" {
-		t.Errorf("status %d, %+v; want 422 naming environment", res.StatusCode, out)
+	// The Product is missing too: every wrong field is named at once.
+	if res.StatusCode != http.StatusUnprocessableEntity || len(out.Fields) != 2 || out.Fields[0].Field != "product" ||
+		out.Fields[1].Field != "environment" || out.Fields[1].Message != "team-empty has no Environment: an admin sets one up for it" {
+		t.Errorf("status %d, %+v; want 422 naming the product and the environment", res.StatusCode, out)
 	}
 }
 

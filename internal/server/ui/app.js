@@ -1,42 +1,262 @@
-// Kokumi's UI: plain JavaScript, no build step. Hash routes, JSON from /api/v1, and
-// server-sent events that say what changed so the page it shows is fetched again.
+// @ts-check
+// Kokumi's UI: plain JavaScript, no build step (type-checked by tsc --noEmit from JSDoc, see
+// test/browser). Hash routes, JSON from /api/v1, and server-sent events that say what changed:
+// the page it shows is fetched again and patched in place (morph), so focus, selection, an open
+// confirmation and what is typed survive. A banner says when the stream is down or the session
+// ended.
 "use strict";
 
-const view = document.getElementById("view");
-const logoutButton = document.getElementById("logout");
-const whoami = document.getElementById("whoami");
-let events = null;
-let refreshTimer = null;
+/** @typedef {{status: string, reason?: string, message?: string}} Condition */
+/** @typedef {{selected?: number, healthy?: number, progressing?: number, degraded?: number, held?: number}} Counts */
+/** @typedef {{namespace: string, name: string, order: string, preparation?: string, revision?: string, clusters: Counts, ready: Condition}} ServingSummary */
+/** @typedef {{cluster: string, application?: string, state: string, link?: string, health?: string, sync?: string, revision?: string, since?: string, reason?: string, message?: string}} ClusterRow */
+/** @typedef {{environment: string, clusters: number, time: string}} Deployed */
+/** @typedef {{name: string, created: string, digest: string, targetNamespace: string, ready: Condition, promoted?: boolean, deployments?: Deployed[]}} PreparationSummary */
+/** @typedef {{mode: string, preparations: PreparationSummary[], preparationsOmitted?: number, rollbackTo?: string}} Promotion */
+/** @typedef {{environment: string, state: string, message?: string, soak?: string, left?: string, order?: string, serving?: string}} Stage */
+/** @typedef {{environment: string, preparation?: string, allowed?: boolean, message?: string, stages: Stage[], error?: string}} Pipeline */
+/** @typedef {{digest: string, environment?: string, clusters: number, time?: string, keyID?: string, verified?: boolean, problem?: string}} RecordItem */
+/** @typedef {{preparation: string, artifact?: string, verify: string, items: RecordItem[], itemsOmitted?: number, error?: string}} Records */
+/** @typedef {ServingSummary & {rows: ClusterRow[], rowsTotal?: number, rowsOmitted?: number, promotion?: Promotion, pipeline?: Pipeline, records?: Records}} ServingDetail */
+/** @typedef {{name: string, server: string, version?: string, labels?: Record<string, string>, ready: Condition}} ClusterSummary */
+/** @typedef {{namespace: string, serving: string, application?: string, link?: string, state?: string, reason?: string, message?: string, health?: string, sync?: string, revision?: string, since?: string}} Deployment */
+/** @typedef {ClusterSummary & {deployments: Deployment[], deploymentsOmitted?: number}} ClusterDetail */
+/** @typedef {{name: string, clusters: number, readyClusters?: number, ready: Condition, requires?: {environment: string, soak?: string}[]}} EnvironmentSummary */
+/** @typedef {{name: string, source: string, targetNamespace?: string, ready: Condition}} ProductSummary */
+/** @typedef {{kind: string, namespace?: string, name: string, yaml: string}} ManifestObject */
+/** @typedef {{preparation: string, digest: string, images?: {original: string, pinned: string}[], objects?: ManifestObject[], objectsOmitted?: number}} Manifests */
+/** @typedef {{field: string, from: string, to: string}} FieldChange */
+/** @typedef {{image: string, from: string, to: string, change: string}} ImageChange */
+/** @typedef {{kind: string, namespace?: string, name: string, change: string, diff: string}} ObjectChange */
+/** @typedef {{from: string, to: string, fields?: FieldChange[], images?: ImageChange[], objects?: ObjectChange[], objectsOmitted?: number}} Diff */
+/** @typedef {{current?: string, currentID?: string, keys: {id: string, pem: string}[], verify: string}} PublicKeys */
+/** @typedef {{authenticated: boolean, user?: string, admin?: boolean}} Me */
+/** @typedef {{field: string, message: string}} FieldError */
+/** @typedef {Node | string | number | boolean | null | undefined | ChildList} Child */
+/** @typedef {Child[]} ChildList */
+/** @typedef {Record<string, any>} Attrs */
 
+/**
+ * @template T
+ * @typedef {{items: T[], omitted?: number}} List
+ */
+
+/**
+ * A page: load fetches what it shows (again on every event), view builds its DOM from that,
+ * title names it. A static page (a form) is mounted once and never refreshed by events.
+ * @typedef {object} Page
+ * @property {(args: string[], ui: any) => Promise<any>} [load]
+ * @property {(data: any, args: string[], ui: any) => Child} [view]
+ * @property {(data: any, args: string[]) => string} title
+ * @property {(args: string[]) => Promise<void> | void} [mount]
+ * @property {() => any} [init]
+ * @property {boolean} [public]
+ */
+
+/** @param {string} id */
+function byId(id) {
+  const el = document.getElementById(id);
+  if (!el) throw new Error(`#${id} is missing from index.html`);
+  return el;
+}
+
+const view = byId("view");
+const banner = byId("banner");
+const logoutButton = /** @type {HTMLButtonElement} */ (byId("logout"));
+const whoami = byId("whoami");
+
+// ---------------------------------------------------------------------------------------------
+// DOM building and patching
+
+/**
+ * h builds an element: attributes (on* become event handler properties, which morph carries
+ * over; "value" and "checked" set the property too), then children.
+ * @param {string} tag
+ * @param {Attrs | null} [attrs]
+ * @param {...Child} children
+ * @returns {HTMLElement}
+ */
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else el.setAttribute(k, v === true ? "" : v);
+    if (k.startsWith("on")) /** @type {any} */ (el)[k] = v;
+    else el.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
-    if (c === undefined || c === null || c === false) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  append(el, children);
+  // A select's value picks one of its options: set it once they are there.
+  for (const k of ["value", "checked"]) {
+    if (attrs && attrs[k] !== undefined && attrs[k] !== null) /** @type {any} */ (el)[k] = attrs[k];
   }
   return el;
 }
 
+/**
+ * @param {Node} el
+ * @param {Child[]} children
+ */
+function append(el, children) {
+  for (const c of children) {
+    if (c === undefined || c === null || c === false || c === true || c === "") continue;
+    if (Array.isArray(c)) append(el, c);
+    else el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+}
+
+/** The event handler properties morph carries from a new element to the one it keeps. */
+const handlers = ["onclick", "oninput", "onchange", "onsubmit", "onkeydown", "ontoggle"];
+
+/** @param {Node} n */
+function keyOf(n) { return n instanceof Element ? n.getAttribute("data-key") : null; }
+
+/**
+ * @param {Node} a
+ * @param {Node} b
+ */
+function sameKind(a, b) { return a.nodeType === b.nodeType && a.nodeName === b.nodeName && keyOf(a) === keyOf(b); }
+
+/**
+ * morph makes the children of target look like the nodes given, keeping every node that
+ * matches (by data-key, else by position and tag) so focus, selection, open <details>, what is
+ * typed into inputs and scroll positions survive.
+ * @param {Element} target
+ * @param {Node[]} nodes
+ */
+function morphChildren(target, nodes) {
+  const old = Array.from(target.childNodes);
+  /** @type {Map<string, Node>} */
+  const keyed = new Map();
+  /** @type {Node[]} */
+  const unkeyed = [];
+  for (const n of old) {
+    const k = keyOf(n);
+    if (k !== null && !keyed.has(k)) keyed.set(k, n);
+    else unkeyed.push(n);
+  }
+  let u = 0;
+  /** @type {Node[]} */
+  const kept = [];
+  for (const n of nodes) {
+    const k = keyOf(n);
+    /** @type {Node | undefined} */
+    let match;
+    if (k !== null) {
+      match = keyed.get(k);
+      if (match && !sameKind(match, n)) match = undefined;
+      if (match) keyed.delete(k);
+    } else if (u < unkeyed.length && sameKind(unkeyed[u], n)) {
+      match = unkeyed[u++];
+    }
+    if (match) {
+      morphNode(match, n);
+      kept.push(match);
+    } else {
+      kept.push(n);
+    }
+  }
+  const keep = new Set(kept);
+  for (const n of old) if (!keep.has(n)) n.remove();
+  // Put the kept nodes in order, moving only what is out of place (a moved node loses focus).
+  let at = target.firstChild;
+  for (const n of kept) {
+    if (at === n) { at = n.nextSibling; continue; }
+    target.insertBefore(n, at);
+  }
+}
+
+/**
+ * @param {Node} cur
+ * @param {Node} next
+ */
+function morphNode(cur, next) {
+  if (cur.nodeType !== Node.ELEMENT_NODE) {
+    if (cur.nodeValue !== next.nodeValue) cur.nodeValue = next.nodeValue;
+    return;
+  }
+  const a = /** @type {HTMLElement} */ (cur), b = /** @type {HTMLElement} */ (next);
+  for (const attr of Array.from(a.attributes)) {
+    if (!b.hasAttribute(attr.name) && !(attr.name === "open" && a.tagName === "DETAILS")) a.removeAttribute(attr.name);
+  }
+  for (const attr of Array.from(b.attributes)) {
+    if (attr.name === "open" && a.tagName === "DETAILS") continue; // the person opens and closes them
+    if (a.getAttribute(attr.name) !== attr.value) a.setAttribute(attr.name, attr.value);
+  }
+  for (const k of handlers) {
+    const ax = /** @type {any} */ (a), bx = /** @type {any} */ (b);
+    if (ax[k] !== bx[k]) ax[k] = bx[k];
+  }
+  // What a person types stays; a field they are not in follows the page's state.
+  if (a instanceof HTMLInputElement || a instanceof HTMLSelectElement || a instanceof HTMLTextAreaElement) {
+    const bv = /** @type {HTMLInputElement} */ (b).value;
+    if (document.activeElement !== a && a.value !== bv && !(a instanceof HTMLSelectElement)) a.value = bv;
+  }
+  if (a instanceof HTMLSelectElement) {
+    morphChildren(a, Array.from(b.childNodes));
+    const bv = /** @type {HTMLSelectElement} */ (b).value;
+    if (a.value !== bv) a.value = bv;
+    return;
+  }
+  morphChildren(a, Array.from(b.childNodes));
+}
+
+/**
+ * paintInto patches el's content to be nodes.
+ * @param {Element} el
+ * @param {Child} nodes
+ */
+function paintInto(el, nodes) {
+  const frag = document.createDocumentFragment();
+  append(frag, [nodes]);
+  morphChildren(el, Array.from(frag.childNodes));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The API
+
+class APIError extends Error {
+  /**
+   * @param {string} message
+   * @param {number} status
+   * @param {FieldError[]} fields
+   */
+  constructor(message, status, fields) {
+    super(message);
+    this.status = status;
+    this.fields = fields;
+  }
+}
+
+/**
+ * @param {string} path
+ * @param {RequestInit} [options]
+ * @returns {Promise<any>}
+ */
 async function api(path, options) {
-  const res = await fetch("/api/v1" + path, Object.assign({ credentials: "same-origin" }, options));
-  if (res.status === 401) {
-    location.hash = "#/login";
-    throw new Error("log in first");
-  }
+  const res = await fetch("/api/v1" + path, Object.assign({ credentials: "same-origin", cache: "no-store" }, options));
   const body = await res.json().catch(() => ({}));
-  if (!res.ok) {
-    const err = new Error(body.error || res.statusText);
-    err.fields = body.fields || [];
-    throw err;
+  if (res.status === 401 && path !== "/login") {
+    signedOut();
+    throw new APIError(body.error || "sign in again", 401, []);
   }
+  if (!res.ok) throw new APIError(body.error || res.statusText, res.status, body.fields || []);
   return body;
 }
 
+/**
+ * @param {string} path
+ * @param {any} body
+ */
+function post(path, body) {
+  return api(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+}
+
+/** @param {string} s */
+const enc = s => encodeURIComponent(s);
+
+// ---------------------------------------------------------------------------------------------
+// Small pieces
+
+/** @param {string | undefined} t */
 function since(t) {
   if (!t) return "";
   const s = Math.max(0, Math.round((Date.now() - new Date(t).getTime()) / 1000));
@@ -46,241 +266,730 @@ function since(t) {
   return Math.round(s / 86400) + "d ago";
 }
 
-function status(text) { return h("span", { class: text || "Unknown" }, text || "—"); }
+/** Each state's glyph: its shape tells it apart without its colour, and the word is beside it. */
+/** @type {Record<string, [string, string]>} */
+const glyphs = {
+  Healthy: ["✓", "ok"], True: ["✓", "ok"], Passed: ["✓", "ok"], Synced: ["✓", "ok"], yes: ["✓", "ok"],
+  Progressing: ["◐", "warn"], Soaking: ["◷", "warn"], Waiting: ["…", "warn"], Unknown: ["?", "warn"],
+  OutOfSync: ["≠", "warn"], Suspended: ["‖", "warn"],
+  Degraded: ["✕", "bad"], False: ["✕", "bad"], no: ["✕", "bad"], Missing: ["∅", "bad"], Held: ["⊘", "bad"],
+};
+
+/** @param {string | undefined} text */
+function badge(text) {
+  const word = text || "Unknown";
+  const [glyph, tone] = glyphs[word] || ["•", "warn"];
+  return h("span", { class: `status ${tone} ${word}` }, h("span", { class: "glyph", "aria-hidden": "true" }, glyph), " ", text || "—");
+}
+
+/** @param {string | undefined} rev */
 function short(rev) { return rev ? h("code", { title: rev }, rev.replace(/^sha256:/, "").slice(0, 12)) : ""; }
+/**
+ * @param {number | undefined} n
+ * @param {string} what
+ */
 function omitted(n, what) { return n ? h("p", { class: "note" }, `${n} more ${what} not shown.`) : ""; }
+/**
+ * @param {string | undefined} href
+ * @param {string} text
+ */
 function link(href, text) { return href ? h("a", { href, target: "_blank", rel: "noopener" }, text) : text; }
+/** @param {string} title */
+function tab(title) { return h("h2", { class: "tabs" }, h("span", {}, title)); }
+/**
+ * @param {string} ns
+ * @param {string} name
+ */
+function servingLink(ns, name) { return h("a", { href: `#/servings/${enc(ns)}/${enc(name)}` }, name); }
 
-function render(...nodes) { view.replaceChildren(...nodes.flat()); }
+/**
+ * @template T
+ * @typedef {{label: string, cell: (row: T) => Child, class?: string, title?: (row: T) => string}} Column
+ */
 
-async function servingsPage() {
-  const list = await api("/servings");
-  render(
+/**
+ * table builds a table whose rows are keyed (so a patch keeps them) and whose cells carry their
+ * column's label, which a phone shows beside each value (the rows become cards).
+ * @template T
+ * @param {Column<T>[]} columns
+ * @param {T[]} rows
+ * @param {(row: T) => string} key
+ * @param {Attrs} [attrs]
+ */
+function table(columns, rows, key, attrs) {
+  return h("div", Object.assign({ class: "table-wrap" }, attrs || {}),
+    h("table", { class: "cards" },
+      h("thead", {}, h("tr", {}, columns.map(c => h("th", { scope: "col" }, c.label)))),
+      h("tbody", {}, rows.map(r => h("tr", { "data-key": key(r) },
+        columns.map(c => h("td", { "data-label": c.label, class: c.class, title: c.title ? c.title(r) : undefined }, c.cell(r))))))));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The banner and the event stream
+
+/**
+ * @param {string} text
+ * @param {"warn" | "bad"} tone
+ */
+function showBanner(text, tone) {
+  banner.className = "banner " + tone;
+  banner.textContent = text;
+}
+
+// clearBanner empties the banner; it stays in the page (empty, unseen) so that a screen reader
+// announces what it says next.
+function clearBanner() {
+  banner.textContent = "";
+  banner.className = "banner";
+}
+
+const stream = {
+  /** @type {EventSource | null} */ source: null,
+  /** @type {ReturnType<typeof setTimeout> | undefined} */ timer: undefined,
+  backoff: 1000,
+  down: false,
+};
+
+function startEvents() {
+  if (stream.source || stream.timer !== undefined) return;
+  openStream();
+}
+
+function openStream() {
+  const es = new EventSource("/api/v1/events");
+  stream.source = es;
+  es.addEventListener("open", () => {
+    stream.backoff = 1000;
+    if (stream.down) {
+      stream.down = false;
+      clearBanner();
+      refresh(); // what changed while the stream was down was not told
+    }
+  });
+  es.addEventListener("change", refreshSoon);
+  es.addEventListener("resync", refreshSoon);
+  es.addEventListener("error", () => {
+    es.close();
+    if (stream.source === es) stream.source = null;
+    disconnected();
+  });
+}
+
+// disconnected says so and tries again, 1 s after the first failure, doubling up to 30 s.
+function disconnected() {
+  stream.down = true;
+  showBanner("Disconnected — reconnecting…", "warn");
+  const delay = stream.backoff;
+  stream.backoff = Math.min(stream.backoff * 2, 30000);
+  clearTimeout(stream.timer);
+  stream.timer = setTimeout(reconnect, delay);
+}
+
+// reconnect asks whether the session still stands before it opens the stream again: an
+// EventSource does not say that its answer was 401.
+async function reconnect() {
+  stream.timer = undefined;
+  /** @type {Me} */
+  let me;
+  try {
+    const res = await fetch("/api/v1/me", { credentials: "same-origin", cache: "no-store" });
+    if (!res.ok) throw new Error(res.statusText);
+    me = await res.json();
+  } catch {
+    disconnected();
+    return;
+  }
+  if (!me.authenticated) {
+    signedOut();
+    return;
+  }
+  openStream();
+}
+
+function stopEvents() {
+  if (stream.source) stream.source.close();
+  stream.source = null;
+  clearTimeout(stream.timer);
+  stream.timer = undefined;
+  stream.down = false;
+  stream.backoff = 1000;
+}
+
+// signedOut is where a 401 leads: the session ended (logout elsewhere, expiry, a restart).
+function signedOut() {
+  stopEvents();
+  showBanner("Signed out — sign in again", "bad");
+  whoami.textContent = "";
+  if (location.hash !== "#/login") location.hash = "#/login";
+}
+
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let refreshTimer;
+// refreshSoon fetches the page again at most every 300 ms, however many events arrive.
+function refreshSoon() {
+  if (refreshTimer !== undefined) return;
+  refreshTimer = setTimeout(() => { refreshTimer = undefined; refresh(); }, 300);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pages
+
+/** @type {Page} */
+const servingsPage = {
+  title: () => "Servings · Kokumi",
+  load: () => api("/servings"),
+  /** @param {List<ServingSummary>} list */
+  view: list => [
     h("h1", {}, "Servings"),
     list.items.length === 0 ? h("p", { class: "note" }, "No Servings yet: create an Order.") :
-    h("table", {},
-      h("tr", {}, h("th", {}, "Namespace"), h("th", {}, "Name"), h("th", {}, "Clusters"), h("th", {}, "Ready"), h("th", {}, "Revision")),
-      list.items.map(s => h("tr", {},
-        h("td", {}, s.namespace),
-        h("td", {}, h("a", { href: `#/servings/${s.namespace}/${s.name}` }, s.name)),
-        h("td", {}, `${s.clusters.healthy || 0}/${s.clusters.selected || 0} healthy`),
-        h("td", { title: s.ready.message || "" }, status(s.ready.status), " ", s.ready.reason || ""),
-        h("td", {}, short(s.revision))))),
-    omitted(list.omitted, "Servings"));
-}
+      table([
+        { label: "Namespace", cell: s => s.namespace },
+        { label: "Name", cell: s => servingLink(s.namespace, s.name) },
+        { label: "Clusters", cell: s => `${s.clusters.healthy || 0}/${s.clusters.selected || 0} healthy` },
+        { label: "Ready", cell: s => [badge(s.ready.status), " ", s.ready.reason || ""], title: s => s.ready.message || "" },
+        { label: "Revision", cell: s => short(s.revision) },
+      ], list.items, s => `${s.namespace}/${s.name}`),
+    omitted(list.omitted, "Servings"),
+  ],
+};
 
-async function servingPage(ns, name) {
-  const s = await api(`/namespaces/${encodeURIComponent(ns)}/servings/${encodeURIComponent(name)}`);
-  const c = s.clusters || {};
-  render(
-    h("h1", {}, `Serving ${s.namespace}/${s.name}`),
-    h("div", { class: "counts" },
-      ["selected", "healthy", "progressing", "degraded", "held"].map(k =>
-        h("div", { class: "count" }, h("b", {}, c[k] || 0), k))),
-    h("p", { title: s.ready.message || "" }, "Ready: ", status(s.ready.status), " ", s.ready.reason || "", s.ready.message ? ` — ${s.ready.message}` : ""),
-    h("p", { class: "note" }, "Order ", s.order, s.preparation ? `, Preparation ${s.preparation}` : ""),
-    s.rows.length === 0 ? h("p", { class: "note" }, "No cluster runs this Serving yet.") :
-    h("table", {},
-      h("tr", {}, h("th", {}, "Cluster"), h("th", {}, "State"), h("th", {}, "Health"), h("th", {}, "Sync"), h("th", {}, "Revision"), h("th", {}, "Since"), h("th", {}, "Application"), h("th", {}, "Message")),
-      s.rows.map(r => h("tr", {},
-        h("td", {}, h("a", { href: `#/clusters/${r.cluster}` }, r.cluster)),
-        h("td", {}, status(r.state), r.reason && r.reason !== r.state ? ` (${r.reason})` : ""),
-        h("td", { title: "as Argo CD last reported it" }, r.health ? status(r.health) : ""),
-        h("td", {}, r.sync ? status(r.sync) : ""),
-        h("td", {}, short(r.revision)),
-        h("td", { title: r.since || "" }, since(r.since)),
-        h("td", {}, r.application ? link(r.link, r.application) : ""),
-        h("td", { class: "msg" }, r.message || "")))),
-    omitted(s.rowsOmitted, "clusters"),
-    pipelineSection(s),
-    promotionSection(s),
-    recordsSection(s));
-}
+/** The states the Serving page's filter offers, in the order the table lists them. */
+const states = ["Held", "Degraded", "Progressing", "Healthy"];
+const pageSize = 100;
 
-function tab(title) { return h("div", { class: "tabs" }, h("span", {}, title)); }
-function servingLink(ns, name) { return h("a", { href: `#/servings/${ns}/${name}` }, name); }
+/**
+ * The Serving page's own state: the table's search, filter and page, the open panel (a
+ * preview or a diff) and confirmation, and the last action's message. Events re-render the
+ * page from it, so none of it is lost.
+ * @typedef {object} ServingUI
+ * @property {string} q
+ * @property {string} state
+ * @property {number} offset
+ * @property {ReturnType<typeof setTimeout> | undefined} searchTimer
+ * @property {{kind: "preview" | "diff", name: string, against?: string, data?: any, error?: string} | null} panel
+ * @property {{kind: "promote" | "rollback", name: string, against?: string, diff?: Diff, error?: string, busy?: boolean} | null} confirm
+ * @property {{text: string, error?: boolean} | null} message
+ */
+
+/** @type {Page} */
+const servingPage = {
+  title: (s, [, name]) => `${s ? s.name : name} · Serving · Kokumi`,
+  /** @returns {ServingUI} */
+  init: () => ({ q: "", state: "", offset: 0, searchTimer: undefined, panel: null, confirm: null, message: null }),
+  /**
+   * @param {string[]} args
+   * @param {ServingUI} ui
+   */
+  load: ([ns, name], ui) => {
+    const q = new URLSearchParams();
+    if (ui.q) q.set("q", ui.q);
+    if (ui.state) q.set("state", ui.state);
+    if (ui.offset) q.set("offset", String(ui.offset));
+    q.set("limit", String(pageSize));
+    return api(`/namespaces/${enc(ns)}/servings/${enc(name)}?${q}`);
+  },
+  /**
+   * @param {ServingDetail} s
+   * @param {string[]} args
+   * @param {ServingUI} ui
+   */
+  view: (s, args, ui) => {
+    const c = s.clusters || {};
+    return [
+      h("h1", {}, `Serving ${s.namespace}/${s.name}`),
+      h("div", { class: "counts", "data-key": "counts" },
+        ["selected", "healthy", "progressing", "degraded", "held"].map(k =>
+          h("div", { class: "count", "data-key": k }, h("b", {}, /** @type {any} */ (c)[k] || 0), " ", k))),
+      h("p", { title: s.ready.message || "" }, "Ready: ", badge(s.ready.status), " ", s.ready.reason || "", s.ready.message ? ` — ${s.ready.message}` : ""),
+      h("p", { class: "note" }, "Order ", s.order, s.preparation ? `, Preparation ${s.preparation}` : ""),
+      clustersSection(s, ui),
+      pipelineSection(s),
+      promotionSection(s, ui),
+      recordsSection(s),
+    ];
+  },
+};
+
+/**
+ * clustersSection is the table of the Serving's clusters, searched, filtered and paged by the
+ * server (a fleet may have thousands).
+ * @param {ServingDetail} s
+ * @param {ServingUI} ui
+ */
+function clustersSection(s, ui) {
+  const total = s.rowsTotal ?? s.rows.length + (s.rowsOmitted || 0);
+  const first = s.rows.length ? ui.offset + 1 : 0;
+  const last = ui.offset + s.rows.length;
+  const filtered = ui.q || ui.state;
+  return h("section", { "data-key": "clusters", "aria-label": "Clusters" },
+    tab("Clusters"),
+    h("div", { class: "filters", role: "search" },
+      h("label", { class: "inline" }, "Search clusters",
+        h("input", {
+          type: "search", id: "cluster-search", name: "q", value: ui.q, placeholder: "cluster name", autocomplete: "off",
+          oninput: (/** @type {Event} */ e) => {
+            ui.q = /** @type {HTMLInputElement} */ (e.target).value;
+            ui.offset = 0;
+            clearTimeout(ui.searchTimer);
+            ui.searchTimer = setTimeout(refresh, 250);
+          },
+        })),
+      h("label", { class: "inline" }, "State",
+        h("select", {
+          id: "cluster-state", name: "state", value: ui.state,
+          onchange: (/** @type {Event} */ e) => {
+            ui.state = /** @type {HTMLSelectElement} */ (e.target).value;
+            ui.offset = 0;
+            refresh();
+          },
+        }, h("option", { value: "" }, "Any state"), states.map(st => h("option", { value: st }, st))))),
+    s.rows.length === 0 ? h("p", { class: "note" }, filtered ? "No cluster matches." : "No cluster runs this Serving yet.") :
+      table([
+        { label: "Cluster", cell: r => h("a", { href: `#/clusters/${enc(r.cluster)}` }, r.cluster) },
+        { label: "State", cell: r => [badge(r.state), r.reason && r.reason !== r.state ? ` (${r.reason})` : ""] },
+        { label: "Health", cell: r => r.health ? badge(r.health) : "", title: () => "as Argo CD last reported it" },
+        { label: "Sync", cell: r => r.sync ? badge(r.sync) : "" },
+        { label: "Revision", cell: r => short(r.revision) },
+        { label: "Since", cell: r => since(r.since), title: r => r.since || "" },
+        { label: "Application", cell: r => r.application ? link(r.link, r.application) : "" },
+        { label: "Message", cell: r => r.message || "", class: "msg" },
+      ], s.rows, r => r.cluster, { id: "cluster-rows" }),
+    h("nav", { class: "pager", "aria-label": "Cluster pages" },
+      h("span", { class: "note", id: "cluster-range" }, total ? `Clusters ${first}–${last} of ${total}${filtered ? " matching" : ""}` : ""),
+      h("button", {
+        type: "button", class: "secondary", disabled: ui.offset === 0,
+        onclick: () => { ui.offset = Math.max(0, ui.offset - pageSize); refresh(); },
+      }, "Previous"),
+      h("button", {
+        type: "button", class: "secondary", disabled: last >= total,
+        onclick: () => { ui.offset += pageSize; refresh(); },
+      }, "Next")));
+}
 
 // pipelineSection shows the stages the Order's Environment requires, for one Preparation:
 // Passed, Soaking (with the time left) or Waiting, and why.
+/** @param {ServingDetail} s */
 function pipelineSection(s) {
   const p = s.pipeline;
   if (!p) return "";
-  return [
+  return h("section", { "data-key": "pipeline", "aria-label": "Pipeline" },
     tab("Pipeline"),
     h("p", { class: "note" }, `Environment ${p.environment} deploys a release only after these stages`,
       p.preparation ? `; checked for Preparation ${p.preparation}` : "", p.allowed ? ": every stage passed." : "."),
     p.error ? h("p", { class: "error" }, p.error) : "",
     p.stages.length === 0 ? (p.message ? h("p", { class: "error" }, p.message) : "") :
-    h("table", {},
-      h("tr", {}, h("th", {}, "Stage"), h("th", {}, "State"), h("th", {}, "Soak"), h("th", {}, "Serving"), h("th", {}, "Message")),
-      p.stages.map(st => h("tr", {},
-        h("td", {}, st.environment),
-        h("td", {}, status(st.state), st.left ? ` (${st.left} left)` : ""),
-        h("td", {}, st.soak || ""),
-        h("td", {}, st.serving ? servingLink(s.namespace, st.serving) : st.order || ""),
-        h("td", { class: "msg" }, st.message || "")))),
-    p.stages.length > 0 && !p.preparation && p.message ? h("p", { class: "note" }, p.message) : "",
-  ];
+      table([
+        { label: "Stage", cell: st => st.environment },
+        { label: "State", cell: st => [badge(st.state), st.left ? ` (${st.left} left)` : ""] },
+        { label: "Soak", cell: st => st.soak || "" },
+        { label: "Serving", cell: st => st.serving ? servingLink(s.namespace, st.serving) : st.order || "" },
+        { label: "Message", cell: st => st.message || "", class: "msg" },
+      ], p.stages, st => st.environment),
+    p.stages.length > 0 && !p.preparation && p.message ? h("p", { class: "note" }, p.message) : "");
 }
 
 // recordsSection lists the signed deployment records of the deployed Preparation, and how to
 // verify them with cosign.
+/** @param {ServingDetail} s */
 function recordsSection(s) {
   const r = s.records;
   if (!r) return "";
-  return [
+  return h("section", { "data-key": "records", "aria-label": "Deployment records" },
     tab("Deployment records"),
     h("p", { class: "note" }, `Signed records attached to the artifact of Preparation ${r.preparation}, newest first.`),
     r.error ? h("p", { class: "error" }, "The records could not be read: ", r.error,
       r.items.length ? " (listed below from the Preparation's status, unverified)" : "") : "",
     r.items.length === 0 ? "" :
-    h("table", {},
-      h("tr", {}, h("th", {}, "Record"), h("th", {}, "Environment"), h("th", {}, "Clusters"), h("th", {}, "Time"), h("th", {}, "Key"), h("th", {}, "Verified")),
-      r.items.map(x => h("tr", {},
-        h("td", {}, short(x.digest)),
-        h("td", {}, x.environment || ""),
-        h("td", {}, String(x.clusters)),
-        h("td", { title: x.time || "" }, since(x.time)),
-        h("td", {}, x.keyID ? h("code", {}, x.keyID) : ""),
-        h("td", { class: "msg" }, r.error ? "—" : h("span", { class: x.verified ? "True" : "False" }, x.verified ? "yes" : "no"),
-          x.problem ? ` (${x.problem})` : "")))),
+      table([
+        { label: "Record", cell: x => short(x.digest) },
+        { label: "Environment", cell: x => x.environment || "" },
+        { label: "Clusters", cell: x => String(x.clusters) },
+        { label: "Time", cell: x => since(x.time), title: x => x.time || "" },
+        { label: "Key", cell: x => x.keyID ? h("code", {}, x.keyID) : "" },
+        { label: "Verified", cell: x => r.error ? "—" : [badge(x.verified ? "yes" : "no"), x.problem ? ` (${x.problem})` : ""], class: "msg" },
+      ], r.items, x => x.digest),
     omitted(r.itemsOmitted, "records"),
     h("p", { class: "note" }, "Verify them with stock cosign and Kokumi's ", h("a", { href: "#/public-key" }, "public key"), " saved as kokumi.pub:"),
-    h("pre", {}, r.verify),
+    h("pre", {}, r.verify));
+}
+
+/**
+ * deployedWhere says where and when a Preparation was deployed.
+ * @param {PreparationSummary} x
+ */
+function deployedWhere(x) {
+  const d = x.deployments || [];
+  return [
+    x.promoted ? h("strong", {}, "deployed now") : "",
+    d.length ? h("ul", { class: "history" }, d.map(e => h("li", { title: e.time },
+      `${e.environment}: ${e.clusters} cluster${e.clusters === 1 ? "" : "s"}, ${since(e.time)}`))) :
+      (x.promoted ? "" : h("span", { class: "note" }, "never deployed")),
   ];
 }
 
-// promotionSection lists the Order's Preparations; in Manual mode, each Ready one that is not
-// deployed has a Promote button.
-function promotionSection(s) {
+// promotionSection lists the Order's Preparations with their history; each has a Preview and a
+// Diff with what is deployed; in Manual mode, a Ready one that is not deployed a Promote button,
+// and the Serving a Roll back button when there is something to go back to. Promote and Roll
+// back ask first, showing the diff.
+/**
+ * @param {ServingDetail} s
+ * @param {ServingUI} ui
+ */
+function promotionSection(s, ui) {
   const p = s.promotion;
   if (!p) return "";
   const manual = p.mode !== "Automatic";
-  const message = h("p", { class: "note" });
-  async function promote(name) {
-    message.className = "note";
-    message.textContent = `Promoting ${name}…`;
+  const deployed = s.preparation || "";
+  const base = `/namespaces/${enc(s.namespace)}/preparations/`;
+
+  /**
+   * @param {"preview" | "diff"} kind
+   * @param {string} name
+   */
+  async function openPanel(kind, name) {
+    /** @type {NonNullable<ServingUI["panel"]>} */
+    const panel = { kind, name, against: kind === "diff" ? deployed : undefined };
+    ui.panel = panel;
+    paint();
     try {
-      await api(`/namespaces/${encodeURIComponent(s.namespace)}/servings/${encodeURIComponent(s.name)}/promotion`, {
-        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ preparation: name }),
-      });
-      message.textContent = `${name} promoted: the clusters roll it out.`;
-    } catch (e) { message.className = "error"; message.textContent = e.message; }
+      panel.data = await api(kind === "preview" ? `${base}${enc(name)}/manifests` : `${base}${enc(name)}/diff?against=${enc(deployed)}`);
+    } catch (e) { panel.error = errorText(e); }
+    if (ui.panel === panel) paint();
   }
-  return [
-    h("div", { class: "tabs" }, h("span", {}, "Preparations")),
+  /**
+   * @param {"promote" | "rollback"} kind
+   * @param {string} name
+   */
+  async function ask(kind, name) {
+    /** @type {NonNullable<ServingUI["confirm"]>} */
+    const c = { kind, name, against: deployed || undefined };
+    ui.confirm = c;
+    ui.message = null;
+    paint();
+    focusLater("#confirm-cancel");
+    if (!deployed) return;
+    try { c.diff = await api(`${base}${enc(name)}/diff?against=${enc(deployed)}`); } catch (e) { c.error = errorText(e); }
+    if (ui.confirm === c) paint();
+  }
+  async function confirm() {
+    const c = ui.confirm;
+    if (!c || c.busy) return;
+    c.busy = true;
+    paint();
+    const serving = `/namespaces/${enc(s.namespace)}/servings/${enc(s.name)}`;
+    try {
+      if (c.kind === "promote") {
+        await post(`${serving}/promotion`, { preparation: c.name });
+        ui.message = { text: `${c.name} promoted: the clusters roll it out.` };
+      } else {
+        const r = await post(`${serving}/rollback`, { to: c.name });
+        ui.message = { text: `Rolled back to ${r.preparation || c.name}${r.from ? ` from ${r.from}` : ""}: the clusters roll it out.` };
+      }
+      ui.confirm = null;
+    } catch (e) {
+      c.busy = false;
+      ui.message = { text: errorText(e), error: true };
+    }
+    paint();
+    refresh();
+  }
+
+  return h("section", { "data-key": "preparations", "aria-label": "Preparations" },
+    tab("Preparations"),
     h("p", { class: "note" }, manual ?
       "Promotion is Manual: promote a Ready Preparation to deploy it." :
       "Promotion is Automatic: the newest Ready Preparation is deployed as soon as it is made."),
+    manual && p.rollbackTo ? h("p", {},
+      h("button", { type: "button", id: "rollback", class: "secondary", onclick: () => ask("rollback", /** @type {string} */ (p.rollbackTo)) },
+        `Roll back to ${p.rollbackTo}`)) : "",
+    ui.confirm ? confirmation(ui.confirm, confirm, () => { ui.confirm = null; paint(); }) : "",
+    ui.message ? h("p", { class: ui.message.error ? "error" : "note", role: "status", "data-key": "message", id: "promotion-message" }, ui.message.text) : "",
     p.preparations.length === 0 ? h("p", { class: "note" }, "The Order has no Preparation yet.") :
-    h("table", {},
-      h("tr", {}, h("th", {}, "Preparation"), h("th", {}, "Created"), h("th", {}, "Digest"), h("th", {}, "Target namespace"), h("th", {}, "Ready"), h("th", {}, "")),
-      p.preparations.map(x => h("tr", {},
-        h("td", {}, x.name),
-        h("td", { title: x.created }, since(x.created)),
-        h("td", {}, short(x.digest)),
-        h("td", {}, x.targetNamespace),
-        h("td", { title: x.ready.message || "" }, status(x.ready.status), " ", x.ready.reason || ""),
-        h("td", {}, x.promoted ? "deployed" :
-          manual && x.ready.status === "True" ? h("button", { type: "button", onclick: () => promote(x.name) }, "Promote") : "")))),
+      table([
+        { label: "Preparation", cell: x => x.name },
+        { label: "Created", cell: x => since(x.created), title: x => x.created },
+        { label: "Digest", cell: x => short(x.digest) },
+        { label: "Target namespace", cell: x => x.targetNamespace },
+        { label: "Ready", cell: x => [badge(x.ready.status), " ", x.ready.reason || ""], title: x => x.ready.message || "" },
+        { label: "Deployed", cell: deployedWhere },
+        {
+          label: "Actions", class: "actions", cell: x => [
+            h("button", { type: "button", class: "secondary", "data-action": "preview", onclick: () => openPanel("preview", x.name) }, "Preview"),
+            deployed && !x.promoted ? h("button", { type: "button", class: "secondary", "data-action": "diff", onclick: () => openPanel("diff", x.name) }, "Diff with deployed") : "",
+            !x.promoted && manual && x.ready.status === "True" ?
+              h("button", { type: "button", "data-action": "promote", onclick: () => ask("promote", x.name) }, "Promote") : "",
+          ],
+        },
+      ], p.preparations, x => x.name, { id: "preparations" }),
     omitted(p.preparationsOmitted, "Preparations"),
-    message,
+    ui.panel ? panelView(ui.panel, () => { ui.panel = null; paint(); }) : "");
+}
+
+/**
+ * confirmation asks before a promotion or a rollback, showing what changes.
+ * @param {NonNullable<ServingUI["confirm"]>} c
+ * @param {() => void} yes
+ * @param {() => void} no
+ */
+function confirmation(c, yes, no) {
+  const verb = c.kind === "promote" ? `Promote ${c.name}` : `Roll back to ${c.name}`;
+  return h("div", { class: "confirm", role: "group", "aria-labelledby": "confirm-title", "data-key": `confirm-${c.kind}-${c.name}`, id: "confirm" },
+    h("h3", { id: "confirm-title" }, `${verb}?`),
+    !c.against ? h("p", { class: "note" }, "Nothing is deployed yet: every object is new.") :
+      c.error ? h("p", { class: "error" }, "The diff could not be read: ", c.error) :
+        c.diff ? diffView(c.diff) : h("p", { class: "note" }, `Comparing with ${c.against}…`),
+    h("div", { class: "buttons" },
+      h("button", { type: "button", id: "confirm-yes", disabled: !!c.busy, onclick: yes }, c.busy ? "Working…" : verb),
+      h("button", { type: "button", id: "confirm-cancel", class: "secondary", onclick: no }, "Cancel")));
+}
+
+/**
+ * panelView shows a Preparation's manifests, or its diff with the deployed one.
+ * @param {NonNullable<ServingUI["panel"]>} p
+ * @param {() => void} close
+ */
+function panelView(p, close) {
+  const title = p.kind === "preview" ? `Preview of ${p.name}` : `Diff of ${p.name} with deployed ${p.against}`;
+  return h("section", { class: "panel", id: "panel", "aria-labelledby": "panel-title", "data-key": `panel-${p.kind}-${p.name}` },
+    h("div", { class: "panel-head" }, h("h3", { id: "panel-title" }, title),
+      h("button", { type: "button", class: "secondary", onclick: close }, "Close")),
+    p.error ? h("p", { class: "error" }, p.error) :
+      !p.data ? h("p", { class: "note" }, "Loading…") :
+        p.kind === "preview" ? manifestsView(p.data) : diffView(p.data));
+}
+
+/** @param {Manifests} m */
+function manifestsView(m) {
+  const images = m.images || [], objects = m.objects || [];
+  return [
+    h("p", { class: "note" }, "Digest ", short(m.digest), `: ${objects.length + (m.objectsOmitted || 0)} objects.`),
+    images.length ? table([
+      { label: "Image", cell: i => h("code", {}, i.original) },
+      { label: "Pinned", cell: i => h("code", {}, i.pinned) },
+    ], images, i => i.original) : "",
+    objects.map(o => h("details", { class: "object", "data-key": objectKey(o) },
+      h("summary", {}, `${o.kind} ${o.namespace ? o.namespace + "/" : ""}${o.name}`),
+      h("pre", {}, o.yaml))),
+    omitted(m.objectsOmitted, "objects"),
   ];
 }
 
-async function clustersPage() {
-  const list = await api("/clusters");
-  render(
+/** @param {{kind: string, namespace?: string, name: string}} o */
+function objectKey(o) { return `${o.kind}/${o.namespace || ""}/${o.name}`; }
+
+/** @param {Diff} d */
+function diffView(d) {
+  const fields = d.fields || [], images = d.images || [], objects = d.objects || [];
+  if (!fields.length && !images.length && !objects.length) return h("p", { class: "note" }, `${d.to} renders the same as ${d.from}.`);
+  return h("div", { class: "diff" },
+    h("p", { class: "note" }, `From ${d.from} to ${d.to}:`),
+    fields.length ? table([
+      { label: "Field", cell: f => f.field },
+      { label: "From", cell: f => h("code", {}, f.from) },
+      { label: "To", cell: f => h("code", {}, f.to) },
+    ], fields, f => f.field) : "",
+    images.length ? table([
+      { label: "Image", cell: i => h("code", {}, i.image) },
+      { label: "Change", cell: i => i.change },
+      { label: "From", cell: i => h("code", {}, i.from) },
+      { label: "To", cell: i => h("code", {}, i.to) },
+    ], images, i => i.image) : "",
+    objects.map(o => h("details", { class: "object", open: true, "data-key": objectKey(o) },
+      h("summary", {}, h("span", { class: `change ${o.change}` }, o.change), ` ${o.kind} ${o.namespace ? o.namespace + "/" : ""}${o.name}`),
+      o.diff ? h("pre", { class: "diff-text" }, o.diff.split("\n").map(line =>
+        h("span", { class: line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "" }, line + "\n"))) : "")),
+    omitted(d.objectsOmitted, "objects"));
+}
+
+/** @type {Page} */
+const clustersPage = {
+  title: () => "Clusters · Kokumi",
+  load: () => api("/clusters"),
+  /** @param {List<ClusterSummary>} list */
+  view: list => [
     h("h1", {}, "Clusters"),
-    h("table", {},
-      h("tr", {}, h("th", {}, "Name"), h("th", {}, "Server"), h("th", {}, "Version"), h("th", {}, "Ready"), h("th", {}, "Labels")),
-      list.items.map(c => h("tr", {},
-        h("td", {}, h("a", { href: `#/clusters/${c.name}` }, c.name)),
-        h("td", {}, h("code", {}, c.server)),
-        h("td", {}, c.version || ""),
-        h("td", { title: c.ready.message || "" }, status(c.ready.status), " ", c.ready.reason || ""),
-        h("td", {}, Object.entries(c.labels || {}).map(([k, v]) => `${k}=${v}`).join(", "))))),
-    omitted(list.omitted, "Clusters"));
-}
+    table([
+      { label: "Name", cell: c => h("a", { href: `#/clusters/${enc(c.name)}` }, c.name) },
+      { label: "Server", cell: c => h("code", {}, c.server) },
+      { label: "Version", cell: c => c.version || "" },
+      { label: "Ready", cell: c => [badge(c.ready.status), " ", c.ready.reason || ""], title: c => c.ready.message || "" },
+      { label: "Labels", cell: c => Object.entries(c.labels || {}).map(([k, v]) => `${k}=${v}`).join(", "), class: "msg" },
+    ], list.items, c => c.name),
+    omitted(list.omitted, "Clusters"),
+  ],
+};
 
-async function clusterPage(name) {
-  const c = await api(`/clusters/${encodeURIComponent(name)}`);
-  render(
+/** @type {Page} */
+const clusterPage = {
+  title: (c, [name]) => `${c ? c.name : name} · Cluster · Kokumi`,
+  load: ([name]) => api(`/clusters/${enc(name)}`),
+  /** @param {ClusterDetail} c */
+  view: c => [
     h("h1", {}, `Cluster ${c.name}`),
-    h("p", {}, h("code", {}, c.server), c.version ? ` · ${c.version}` : "", " · Ready: ", status(c.ready.status), " ", c.ready.reason || ""),
+    h("p", {}, h("code", {}, c.server), c.version ? ` · ${c.version}` : "", " · Ready: ", badge(c.ready.status), " ", c.ready.reason || ""),
     c.ready.message ? h("p", { class: "note" }, c.ready.message) : "",
-    h("div", { class: "tabs" }, h("span", {}, "Deployments")),
+    tab("Deployments"),
     c.deployments.length === 0 ? h("p", { class: "note" }, "Nothing Kokumi deploys runs here.") :
-    h("table", {},
-      h("tr", {}, h("th", {}, "Serving"), h("th", {}, "Health"), h("th", {}, "Sync"), h("th", {}, "Revision"), h("th", {}, "Since"), h("th", {}, "Application")),
-      c.deployments.map(d => h("tr", {},
-        h("td", {}, h("a", { href: `#/servings/${d.namespace}/${d.serving}` }, `${d.namespace}/${d.serving}`)),
-        h("td", {}, status(d.health)),
-        h("td", {}, status(d.sync)),
-        h("td", {}, short(d.revision)),
-        h("td", { title: d.since || "" }, since(d.since)),
-        h("td", {}, link(d.link, d.application))))),
-    omitted(c.deploymentsOmitted, "Deployments"));
+      table([
+        { label: "Serving", cell: d => servingLink(d.namespace, d.serving), title: d => `${d.namespace}/${d.serving}` },
+        { label: "Namespace", cell: d => d.namespace },
+        { label: "State", cell: d => d.state ? [badge(d.state), d.reason && d.reason !== d.state ? ` (${d.reason})` : ""] : "" },
+        { label: "Health", cell: d => d.health ? badge(d.health) : "", title: () => "as Argo CD last reported it" },
+        { label: "Sync", cell: d => d.sync ? badge(d.sync) : "" },
+        { label: "Revision", cell: d => short(d.revision) },
+        { label: "Since", cell: d => since(d.since), title: d => d.since || "" },
+        { label: "Application", cell: d => d.application ? link(d.link, d.application) : "" },
+        { label: "Message", cell: d => d.message || "", class: "msg" },
+      ], c.deployments, d => `${d.namespace}/${d.serving}`, { id: "deployments" }),
+    omitted(c.deploymentsOmitted, "Deployments"),
+  ],
+};
+
+/**
+ * field is a labelled control with the place its error goes, tied to it with
+ * aria-describedby when there is one.
+ * @param {string} label
+ * @param {HTMLElement} control
+ * @param {...Child} extra
+ */
+function field(label, control, ...extra) {
+  const id = control.id;
+  return h("div", { class: "field" },
+    h("label", { for: id }, label), control, ...extra,
+    h("p", { class: "field-error", id: `${id}-error`, hidden: true }));
 }
 
-async function orderPage() {
-  const params = new URLSearchParams(location.hash.split("?")[1] || "");
-  const ns = h("input", { name: "namespace", required: true, value: params.get("namespace") || "platform" });
-  const name = h("input", { name: "name", required: true, placeholder: "podinfo-edge" });
-  const product = h("select", { name: "product" });
-  const environment = h("select", { name: "environment" });
-  const requires = h("span", { class: "note" });
-  let environments = [];
-  // showRequires names the stages the chosen Environment requires before it deploys a release.
-  function showRequires() {
-    const e = environments.find(x => x.name === environment.value);
-    requires.textContent = e && e.requires && e.requires.length ?
-      "requires " + e.requires.map(r => r.soak ? `${r.environment} (soak ${r.soak})` : r.environment).join(", ") : "";
-  }
-  environment.addEventListener("change", showRequires);
-  const target = h("input", { name: "targetNamespace", placeholder: "the Product's, or the Order's namespace" });
-  const promotion = h("select", { name: "promotion" }, h("option", {}, "Manual"), h("option", {}, "Automatic"));
-  const message = h("p", { class: "note" });
-  async function fill() {
-    message.textContent = "";
-    try {
-      const [envs, products] = await Promise.all([
-        api(`/namespaces/${encodeURIComponent(ns.value)}/environments`),
-        api(`/namespaces/${encodeURIComponent(ns.value)}/products`)]);
-      environments = envs.items;
-      environment.replaceChildren(...envs.items.map(e => h("option", { value: e.name }, `${e.name} (${e.clusters} clusters)`)));
-      if (envs.items.length === 1) environment.value = envs.items[0].name;
-      showRequires();
-      product.replaceChildren(...products.items.map(p => h("option", { value: p.name }, p.name)));
-      if (envs.items.length === 0) message.textContent = "This namespace has no Environment: an admin creates one.";
-    } catch (e) { message.textContent = e.message; }
-  }
-  ns.addEventListener("change", fill);
-  const form = h("form", {
-    onsubmit: async ev => {
-      ev.preventDefault();
-      message.className = "note";
-      message.textContent = "Creating…";
+/** @param {unknown} e */
+function errorText(e) { return clip(e instanceof Error ? e.message : String(e)); }
+
+/**
+ * clip shortens the overlong words of a message (an error quoting a 10,000-character value)
+ * so that it stays readable; the rest of the message is kept.
+ * @param {string} text
+ */
+function clip(text) {
+  return text.replace(/\S{81,}/g, w => `${w.slice(0, 60)}… (${w.length.toLocaleString("en")} characters)`);
+}
+
+/**
+ * focusLater focuses what selector names once the page is painted.
+ * @param {string} selector
+ */
+function focusLater(selector) {
+  requestAnimationFrame(() => {
+    const el = /** @type {HTMLElement | null} */ (document.querySelector(selector));
+    if (el) el.focus();
+  });
+}
+
+/** @type {Page} */
+const orderPage = {
+  title: () => "New Order · Kokumi",
+  mount: async () => {
+    const params = new URLSearchParams(location.hash.split("?")[1] || "");
+    const ns = /** @type {HTMLInputElement} */ (h("input", { id: "f-namespace", name: "namespace", required: true, value: params.get("namespace") || "platform" }));
+    const name = /** @type {HTMLInputElement} */ (h("input", { id: "f-name", name: "name", required: true, placeholder: "podinfo-edge" }));
+    const product = /** @type {HTMLSelectElement} */ (h("select", { id: "f-product", name: "product" }));
+    const environment = /** @type {HTMLSelectElement} */ (h("select", { id: "f-environment", name: "environment" }));
+    const requires = h("span", { class: "note", id: "f-environment-requires" });
+    /** @type {EnvironmentSummary[]} */
+    let environments = [];
+    // showRequires names the stages the chosen Environment requires before it deploys a release.
+    function showRequires() {
+      const e = environments.find(x => x.name === environment.value);
+      requires.textContent = e && e.requires && e.requires.length ?
+        "requires " + e.requires.map(r => r.soak ? `${r.environment} (soak ${r.soak})` : r.environment).join(", ") : "";
+    }
+    environment.addEventListener("change", showRequires);
+    const target = /** @type {HTMLInputElement} */ (h("input", { id: "f-targetNamespace", name: "targetNamespace", placeholder: "the Product's, or the Order's namespace" }));
+    const promotion = /** @type {HTMLSelectElement} */ (h("select", { id: "f-promotion", name: "promotion" }, h("option", {}, "Manual"), h("option", {}, "Automatic")));
+    const message = h("p", { class: "note", id: "order-message", role: "status" });
+    /** @type {Record<string, HTMLInputElement | HTMLSelectElement>} */
+    const controls = { namespace: ns, name, product, environment, targetNamespace: target, promotion };
+
+    function clearErrors() {
+      for (const c of Object.values(controls)) {
+        c.removeAttribute("aria-invalid");
+        c.removeAttribute("aria-describedby");
+        const err = byId(`${c.id}-error`);
+        err.hidden = true;
+        err.textContent = "";
+      }
+    }
+    /**
+     * showErrors puts each field's error beside it; those of no field go in the message.
+     * @param {FieldError[]} fields
+     * @returns {FieldError[]} the errors of no field on the form
+     */
+    function showErrors(fields) {
+      /** @type {FieldError[]} */
+      const rest = [];
+      for (const f of fields) {
+        const c = controls[f.field];
+        if (!c) { rest.push(f); continue; }
+        const err = byId(`${c.id}-error`);
+        const text = clip(f.message);
+        err.textContent = err.textContent ? `${err.textContent} ${text}` : text;
+        err.hidden = false;
+        c.setAttribute("aria-invalid", "true");
+        c.setAttribute("aria-describedby", err.id);
+      }
+      return rest;
+    }
+    async function fill() {
+      message.textContent = "";
       try {
-        const o = await api(`/namespaces/${encodeURIComponent(ns.value)}/orders`, {
-          method: "POST", headers: { "Content-Type": "application/json" },
-          body: JSON.stringify({ name: name.value, product: product.value, environment: environment.value, targetNamespace: target.value, promotion: promotion.value }),
-        });
-        message.textContent = `Order ${o.namespace}/${o.name} created; its Serving appears once it renders.`;
-      } catch (e) { message.className = "error"; message.textContent = e.message; }
+        const [envs, products] = await Promise.all([
+          api(`/namespaces/${enc(ns.value)}/environments`),
+          api(`/namespaces/${enc(ns.value)}/products`)]);
+        environments = envs.items;
+        environment.replaceChildren(...environments.map(e => h("option", { value: e.name },
+          e.readyClusters === undefined ? `${e.name} (${e.clusters} clusters)` :
+            `${e.name} (${e.readyClusters} of ${e.clusters} cluster${e.clusters === 1 ? "" : "s"} Ready)`)));
+        if (environments.length === 1) environment.value = environments[0].name;
+        showRequires();
+        product.replaceChildren(.../** @type {ProductSummary[]} */ (products.items).map(p => h("option", { value: p.name }, p.name)));
+        if (environments.length === 0) message.textContent = "This namespace has no Environment: an admin creates one.";
+      } catch (e) { message.className = "error"; message.textContent = errorText(e); }
+    }
+    ns.addEventListener("change", fill);
+    const form = h("form", {
+      id: "order-form", novalidate: true,
+      onsubmit: async (/** @type {Event} */ ev) => {
+        ev.preventDefault();
+        clearErrors();
+        message.className = "note";
+        message.textContent = "Creating…";
+        try {
+          const o = await post(`/namespaces/${enc(ns.value)}/orders`,
+            { name: name.value, product: product.value, environment: environment.value, targetNamespace: target.value, promotion: promotion.value });
+          message.textContent = `Order ${o.namespace}/${o.name} created; its Serving appears once it renders.`;
+        } catch (e) {
+          message.className = "error";
+          const fields = e instanceof APIError ? e.fields : [];
+          const rest = showErrors(fields);
+          message.textContent = fields.length > rest.length ?
+            `The Order was not created: fix the ${fields.length - rest.length === 1 ? "field" : "fields"} marked below.${rest.map(f => ` ${f.field}: ${f.message}`).join("")}` :
+            errorText(e);
+          const first = fields.map(f => controls[f.field]).find(Boolean);
+          if (first) first.focus();
+        }
+      },
     },
+    field("Namespace", ns), field("Name", name), field("Product", product),
+    field("Environment", environment, requires), field("Target namespace", target),
+    field("Promotion", promotion), h("button", { type: "submit" }, "Create Order"), message);
+    view.replaceChildren(h("h1", {}, "New Order"), form);
+    await fill();
   },
-    h("label", {}, "Namespace", ns), h("label", {}, "Name", name), h("label", {}, "Product", product),
-    h("label", {}, "Environment", environment, requires), h("label", {}, "Target namespace", target),
-    h("label", {}, "Promotion", promotion), h("button", { type: "submit" }, "Create Order"), message);
-  render(h("h1", {}, "New Order"), form);
-  await fill();
-}
+};
 
-// publicKeyPage shows the key that verifies deployment records, and the cosign command.
-async function publicKeyPage() {
-  const k = await api("/public-keys");
-  render(
+/** @type {Page} */
+const publicKeyPage = {
+  title: () => "Public key · Kokumi",
+  load: () => api("/public-keys"),
+  /** @param {PublicKeys} k */
+  view: k => [
     h("h1", {}, "Public key"),
     h("p", { class: "note" }, "Kokumi signs a deployment record each time a Serving deploys a Preparation, and attaches it to the Preparation's artifact. Anyone verifies them with stock cosign and this key."),
     k.current ? [h("p", {}, "Current key ", k.currentID ? h("code", {}, k.currentID) : ""), h("pre", {}, k.current)] :
@@ -291,87 +1000,137 @@ async function publicKeyPage() {
     k.keys.length > 1 ? [
       tab("Every trusted key"),
       h("p", { class: "note" }, "Records signed with a previous key stay trusted while it is listed: kokumi public-key --all prints them."),
-      h("table", {},
-        h("tr", {}, h("th", {}, "Key ID"), h("th", {}, ""), h("th", {}, "PEM")),
-        k.keys.map(x => h("tr", {},
-          h("td", {}, h("code", {}, x.id)),
-          h("td", {}, x.id === k.currentID ? "current" : ""),
-          h("td", {}, h("pre", {}, x.pem))))),
-    ] : "");
-}
+      table([
+        { label: "Key ID", cell: x => h("code", {}, x.id) },
+        { label: "", cell: x => x.id === k.currentID ? "current" : "" },
+        { label: "PEM", cell: x => h("pre", {}, x.pem) },
+      ], k.keys, x => x.id),
+    ] : "",
+  ],
+};
+
+/** @type {Page} */
+const loginPage = {
+  title: () => "Log in · Kokumi",
+  public: true,
+  mount: () => {
+    stopEvents();
+    logoutButton.hidden = true;
+    whoami.textContent = "";
+    const token = h("input", { id: "token", type: "password", autocomplete: "current-password", required: true });
+    const message = h("p", { class: "error", role: "alert" });
+    view.replaceChildren(h("h1", {}, "Log in"), h("form", {
+      onsubmit: async (/** @type {Event} */ ev) => {
+        ev.preventDefault();
+        try {
+          await post("/login", { token: /** @type {HTMLInputElement} */ (token).value });
+          clearBanner();
+          location.hash = "#/";
+        } catch (e) { message.textContent = errorText(e); }
+      },
+    }, field("Token", token), h("button", { type: "submit" }, "Log in"), message,
+    h("p", { class: "note" }, "Sign in with your Kubernetes token (kubectl create token <serviceaccount>, or your OIDC id-token): you see and order what RBAC lets you. kokumi dev prints an admin token too.")));
+  },
+};
 
 // showWho names the signed-in person beside Log out: what they see is what RBAC lets them.
 async function showWho() {
   if (whoami.textContent) return;
-  const me = await api("/me").catch(() => ({}));
-  whoami.textContent = !me.authenticated ? "" : me.admin ? "admin token" : me.user;
+  /** @type {Me} */
+  const me = await api("/me").catch(() => ({ authenticated: false }));
+  whoami.textContent = !me.authenticated ? "" : me.admin ? "admin token" : me.user || "";
 }
 
-function loginPage() {
-  stopEvents();
-  logoutButton.hidden = true;
-  whoami.textContent = "";
-  const token = h("input", { type: "password", autocomplete: "current-password", required: true });
-  const message = h("p", { class: "error" });
-  render(h("h1", {}, "Log in"), h("form", {
-    onsubmit: async ev => {
-      ev.preventDefault();
-      try {
-        await api("/login", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ token: token.value }) });
-        location.hash = "#/";
-      } catch (e) { message.textContent = e.message; }
-    },
-  }, h("label", {}, "Token", token), h("button", { type: "submit" }, "Log in"), message,
-    h("p", { class: "note" }, "Sign in with your Kubernetes token (kubectl create token <serviceaccount>, or your OIDC id-token): you see and order what RBAC lets you. kokumi dev prints an admin token too.")));
-}
-
+/** @type {[RegExp, Page][]} */
 const routes = [
   [/^#\/login$/, loginPage],
   [/^#\/?$/, servingsPage],
-  [/^#\/servings\/([^/]+)\/([^/]+)$/, servingPage],
+  [/^#\/servings\/([^/?]+)\/([^/?]+)$/, servingPage],
   [/^#\/clusters$/, clustersPage],
-  [/^#\/clusters\/([^/]+)$/, clusterPage],
-  [/^#\/order(\?.*)?$/, orderPage],
+  [/^#\/clusters\/([^/?]+)$/, clusterPage],
+  [/^#\/order(?:\?.*)?$/, orderPage],
   [/^#\/public-key$/, publicKeyPage],
 ];
 
+/**
+ * What the view shows: the page, its arguments, its own state and the data last fetched.
+ * @type {{key: string, page: Page | null, args: string[], ui: any, data: any, error: string, seq: number}}
+ */
+const current = { key: "", page: null, args: [], ui: {}, data: null, error: "", seq: 0 };
+
 async function route() {
   const hash = location.hash || "#/";
-  for (const [re, page] of routes) {
-    const m = hash.match(re);
-    if (!m) continue;
-    try {
-      await page(...m.slice(1).filter(x => x !== undefined && !x.startsWith("?")).map(decodeURIComponent));
-      if (page !== loginPage) { logoutButton.hidden = false; startEvents(); showWho(); }
-    } catch (e) {
-      if (location.hash !== "#/login") render(h("p", { class: "error" }, e.message));
-    }
+  const found = routes.map(([re, page]) => /** @type {const} */ ([hash.match(re), page])).find(([m]) => m);
+  if (!found) {
+    current.page = null;
+    current.key = hash;
+    document.title = "Kokumi";
+    view.replaceChildren(h("p", { class: "error" }, "No such page."));
     return;
   }
-  render(h("p", { class: "error" }, "No such page."));
+  const [m, page] = found;
+  const args = /** @type {RegExpMatchArray} */ (m).slice(1).filter(x => x !== undefined).map(decodeURIComponent);
+  const key = hash.split("?")[0];
+  const fresh = key !== current.key || page !== current.page;
+  current.key = key;
+  current.page = page;
+  current.args = args;
+  if (fresh) {
+    current.ui = page.init ? page.init() : {};
+    current.data = null;
+    current.error = "";
+  }
+  document.title = page.title(null, args);
+  if (!page.public) {
+    logoutButton.hidden = false;
+    startEvents();
+    showWho();
+  }
+  if (page.mount) {
+    current.seq++;
+    try { await page.mount(args); } catch (e) { if (location.hash !== "#/login") view.replaceChildren(h("p", { class: "error" }, errorText(e))); }
+    return;
+  }
+  if (fresh) view.replaceChildren(h("p", { class: "note" }, "Loading…"));
+  await refresh();
 }
 
-// The order form is not refreshed by events: it would lose what is being typed.
-function refreshSoon() {
-  if (/^#\/(order|login)/.test(location.hash)) return;
-  clearTimeout(refreshTimer);
-  refreshTimer = setTimeout(route, 300);
+// refresh fetches what the page shows again and patches it in.
+async function refresh() {
+  const page = current.page;
+  if (!page || !page.load) return;
+  const seq = ++current.seq;
+  try {
+    const data = await page.load(current.args, current.ui);
+    if (seq !== current.seq || page !== current.page) return;
+    current.data = data;
+    current.error = "";
+  } catch (e) {
+    if (seq !== current.seq || page !== current.page) return;
+    if (e instanceof APIError && e.status === 401) return; // signedOut took over
+    current.error = errorText(e);
+  }
+  paint();
 }
 
-function startEvents() {
-  if (events) return;
-  events = new EventSource("/api/v1/events");
-  events.addEventListener("change", refreshSoon);
-  events.addEventListener("resync", refreshSoon);
-}
-
-function stopEvents() {
-  if (events) events.close();
-  events = null;
+// paint builds the page from its data and state, and patches the view to match.
+function paint() {
+  const page = current.page;
+  if (!page || !page.view) return;
+  if (current.data) document.title = page.title(current.data, current.args);
+  /** @type {Child} */
+  let nodes = current.data ? page.view(current.data, current.args, current.ui) : "";
+  if (current.error) {
+    const err = h("p", { class: "error", "data-key": "load-error" }, current.error);
+    nodes = current.data ? [err, nodes] : err;
+  }
+  paintInto(view, nodes);
 }
 
 logoutButton.addEventListener("click", async () => {
-  await fetch("/api/v1/logout", { method: "POST", headers: { "Content-Type": "application/json" } });
+  stopEvents();
+  await fetch("/api/v1/logout", { method: "POST", headers: { "Content-Type": "application/json" } }).catch(() => undefined);
+  clearBanner();
   location.hash = "#/login";
 });
 window.addEventListener("hashchange", route);

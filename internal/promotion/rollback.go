@@ -1,0 +1,57 @@
+package promotion
+
+import (
+	"fmt"
+	"sort"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+)
+
+// This file holds the rule of a rollback, which the API server's rollback, its Serving page and
+// the kubectl plugin's rollback all apply: what "the Preparation that ran before" is.
+
+// OrderPreparations returns the Preparations of the Order named order among all, newest first:
+// by creation, then by name. It is the order the UI, the plugin's history and RollbackTarget
+// use.
+func OrderPreparations(all []v1.Preparation, order string) []v1.Preparation {
+	var out []v1.Preparation
+	for _, p := range all {
+		if p.Spec.OrderRef.Name == order {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].CreationTimestamp.Time, out[j].CreationTimestamp.Time
+		if !a.Equal(b) {
+			return a.After(b)
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// RollbackTarget picks the Preparation a rollback of a Serving that deploys current goes back
+// to, among its Order's Preparations preps (newest first, as OrderPreparations returns them):
+// the newest one older than current that has a deployment record (it ran healthily on the
+// Order's clusters). A Preparation that was promoted but never reached Deployed has no record,
+// and is skipped. It returns a *Refusal when there is none, or when current is empty or gone.
+func RollbackTarget(preps []v1.Preparation, current string) (*v1.Preparation, error) {
+	if current == "" {
+		return nil, &Refusal{Message: "the Serving deploys no Preparation yet"}
+	}
+	at := -1
+	for i := range preps {
+		if preps[i].Name == current {
+			at = i
+		}
+	}
+	if at < 0 {
+		return nil, &Refusal{Message: fmt.Sprintf("its Preparation %s no longer exists, so what ran before it is unknown", current)}
+	}
+	for i := at + 1; i < len(preps); i++ {
+		if len(preps[i].Status.DeploymentRecords) > 0 {
+			return &preps[i], nil
+		}
+	}
+	return nil, &Refusal{Message: fmt.Sprintf("no Preparation older than %s has a deployment record (none ran healthily before it)", current)}
+}

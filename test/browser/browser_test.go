@@ -1,0 +1,25 @@
+package browser
+
+import "testing"
+
+// The scenarios run in this order: the last one changes what web deploys.
+
+func TestLogin(t *testing.T) { scenario(t, "login") }
+
+func TestServingPage(t *testing.T) { scenario(t, "serving") }
+
+func TestLiveUpdateKeepsFocusAndConfirmation(t *testing.T) { scenario(t, "live-update") }
+
+func TestReconnectAfterRestartAndSignedOut(t *testing.T) { scenario(t, "reconnect") }
+
+func TestPreviewAndDiff(t *testing.T) { scenario(t, "preview-diff") }
+
+func TestOrderFormErrorsBesideFields(t *testing.T) { scenario(t, "order-form") }
+
+func TestClusterDeploymentsShowHeld(t *testing.T) { scenario(t, "cluster-held") }
+
+func TestFleetSearchFilterAndPages(t *testing.T) { scenario(t, "fleet") }
+
+func TestPhoneWidthHasNoSidewaysScroll(t *testing.T) { scenario(t, "phone") }
+
+func TestPromoteAndRollBack(t *testing.T) { scenario(t, "promote-rollback") }

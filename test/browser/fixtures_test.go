@@ -1,0 +1,320 @@
+package browser
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/oci"
+)
+
+// The scenarios' objects: in teamNS, the Serving web of the Order web (Manual) over the
+// Environment edge, whose three Clusters are edge-1 (healthy), edge-2 (degraded) and edge-3
+// (held: its Cluster is not Ready); three Preparations of web (web-1 deployed two days ago,
+// web-2 deployed now, web-3 Ready and new); the Environment prod; and the Serving fleet with
+// fleetSize clusters, for the search, the filter and the pages. emptyNS has no Environment and
+// no Product, for the Order form's errors.
+const (
+	teamNS    = "team-web"
+	emptyNS   = "team-empty"
+	fleetSize = 1050
+	fleetHeld = 7
+)
+
+var revision = "sha256:" + strings.Repeat("a", 64)
+
+// actions are what scenarios.mjs may ask the test to do, by name (startControl).
+var actions = map[string]func(context.Context) error{
+	"stop-server":  func(context.Context) error { return gate.Stop() },
+	"start-server": func(context.Context) error { return gate.Start() },
+	// edge-1 degrades: Argo CD reports it, and the Serving counts it.
+	"degrade-edge-1": func(ctx context.Context) error {
+		if err := setAppHealth(ctx, "edge-1", "Degraded", "Synced", "Deployment web: progress deadline exceeded"); err != nil {
+			return err
+		}
+		return setServingStatus(ctx, true)
+	},
+	"heal-edge-1": func(ctx context.Context) error {
+		if err := setAppHealth(ctx, "edge-1", "Healthy", "Synced", ""); err != nil {
+			return err
+		}
+		return setServingStatus(ctx, false)
+	},
+}
+
+func fixtures(ctx context.Context) error {
+	c := env.Client
+	for _, ns := range []string{teamNS, emptyNS} {
+		if err := env.CreateNamespace(ctx, ns); err != nil {
+			return err
+		}
+	}
+	// The Clusters: edge-3 is not Ready.
+	for i, ready := range []bool{true, true, false} {
+		name := fmt.Sprintf("edge-%d", i+1)
+		cl := &v1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"env": "edge", "region": "eu-west"}},
+			Spec:       v1.ClusterSpec{Server: "https://" + name + ".example:6443", CredentialsRef: v1.LocalObjectReference{Name: name}},
+		}
+		if err := c.Create(ctx, cl); err != nil {
+			return err
+		}
+		cond := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Reachable", Message: "the API server answers"}
+		if !ready {
+			cond = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Unreachable", Message: "dial tcp " + name + ".example:6443: connection refused"}
+		}
+		cl.Status.Version = "v1.34.1"
+		apimeta.SetStatusCondition(&cl.Status.Conditions, cond)
+		if err := c.Status().Update(ctx, cl); err != nil {
+			return err
+		}
+	}
+	for _, e := range []struct {
+		name            string
+		clusters, ready int32
+	}{{"edge", 3, 2}, {"prod", 4, 4}} {
+		env := &v1.Environment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: e.name},
+			Spec:       v1.EnvironmentSpec{ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": e.name}}, Project: e.name},
+		}
+		if err := c.Create(ctx, env); err != nil {
+			return err
+		}
+		env.Status.Clusters, env.Status.ReadyClusters = e.clusters, e.ready
+		apimeta.SetStatusCondition(&env.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready", Message: "ok"})
+		if err := c.Status().Update(ctx, env); err != nil {
+			return err
+		}
+	}
+	if err := c.Create(ctx, &v1.Product{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "podinfo"},
+		Spec:       v1.ProductSpec{Source: v1.ProductSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.7.0"}},
+	}); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &v1.Order{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "web"},
+		Spec: v1.OrderSpec{ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: "edge"},
+			Promotion: v1.Promotion{Mode: v1.PromotionManual}},
+	}); err != nil {
+		return err
+	}
+	if err := preparations(ctx); err != nil {
+		return err
+	}
+	sv := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "web"}, Spec: v1.ServingSpec{
+		OrderRef: v1.LocalObjectReference{Name: "web"}, PreparationName: "web-2",
+	}}
+	if err := c.Create(ctx, sv); err != nil {
+		return err
+	}
+	if err := setServingStatus(ctx, false); err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, a := range []struct{ cluster, health, sync, message string }{
+		{"edge-1", "Healthy", "Synced", ""},
+		{"edge-2", "Degraded", "Synced", "Deployment web: progress deadline exceeded"},
+		{"edge-3", "Healthy", "Synced", ""}, // what Argo CD last reported before edge-3 went away
+	} {
+		if err := application(ctx, teamNS, "web", a.cluster, a.health, a.sync, a.message, now.Add(-20*time.Minute)); err != nil {
+			return err
+		}
+	}
+	return fleet(ctx)
+}
+
+// preparations pushes three artifacts and creates their Preparations, oldest first.
+func preparations(ctx context.Context) error {
+	push := &oci.Client{}
+	for i, p := range []struct {
+		name, tag, replicas string
+		records             []v1.DeploymentRecord
+	}{
+		{"web-1", "6.6.0", "2", []v1.DeploymentRecord{{Environment: "edge", Clusters: 3, Time: metav1.NewTime(time.Now().Add(-50 * time.Hour)), Digest: "sha256:" + strings.Repeat("1", 64)}}},
+		{"web-2", "6.7.0", "2", []v1.DeploymentRecord{{Environment: "edge", Clusters: 2, Time: metav1.NewTime(time.Now().Add(-90 * time.Minute)), Digest: "sha256:" + strings.Repeat("2", 64)}}},
+		{"web-3", "6.8.0", "3", nil},
+	} {
+		manifests := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: web
+spec:
+  replicas: %s
+  template:
+    spec:
+      containers:
+      - name: podinfo
+        image: ghcr.io/stefanprodan/podinfo@sha256:%s
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: web
+spec:
+  ports:
+  - port: 9898
+`, p.replicas, strings.Repeat(fmt.Sprint(i+4), 64))
+		if p.name == "web-3" {
+			manifests += `---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-flags
+  namespace: web
+data:
+  newUI: "true"
+`
+		}
+		layer, err := oci.TarGz(map[string][]byte{"manifests.yaml": []byte(manifests)})
+		if err != nil {
+			return err
+		}
+		repo := registry.Addr + "/" + teamNS + "/web"
+		digest, err := push.PushArtifact(ctx, repo, layer, map[string]string{"org.opencontainers.image.source": "oci://ghcr.io/stefanprodan/charts/podinfo"})
+		if err != nil {
+			return fmt.Errorf("push %s: %w", p.name, err)
+		}
+		prep := &v1.Preparation{
+			ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: p.name},
+			Spec: v1.PreparationSpec{
+				OrderRef: v1.LocalObjectReference{Name: "web"}, ProductRef: v1.LocalObjectReference{Name: "podinfo"},
+				Source:          v1.PreparationSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: p.tag, Digest: "sha256:" + strings.Repeat(fmt.Sprint(i+7), 64)},
+				TargetNamespace: "web",
+				Images: []v1.ImagePin{{Original: "ghcr.io/stefanprodan/podinfo:" + p.tag,
+					Pinned: "ghcr.io/stefanprodan/podinfo@sha256:" + strings.Repeat(fmt.Sprint(i+4), 64)}},
+				Artifact:   v1.Artifact{Ref: "oci://" + repo + "@" + digest, Digest: digest},
+				ConfigHash: strings.Repeat(fmt.Sprint(i+1), 16),
+			},
+		}
+		if err := env.Client.Create(ctx, prep); err != nil {
+			return fmt.Errorf("create Preparation %s: %w", p.name, err)
+		}
+		prep.Status.DeploymentRecords = p.records
+		apimeta.SetStatusCondition(&prep.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Built", Message: "pushed"})
+		if err := env.Client.Status().Update(ctx, prep); err != nil {
+			return fmt.Errorf("Preparation %s's status: %w", p.name, err)
+		}
+		time.Sleep(1100 * time.Millisecond) // creation times are in seconds: keep them apart
+	}
+	return nil
+}
+
+// setServingStatus writes web's status as the Serving reconciler would: edge-3 held, edge-2
+// degraded, and edge-1 degraded too when degraded1.
+func setServingStatus(ctx context.Context, degraded1 bool) error {
+	var sv v1.Serving
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: teamNS, Name: "web"}, &sv); err != nil {
+		return err
+	}
+	held := metav1.NewTime(time.Now().Add(-5 * time.Minute).Truncate(time.Second))
+	sv.Status.Revision = revision
+	sv.Status.Clusters = v1.ClusterCounts{Selected: 3, Healthy: 1, Degraded: 1, Held: 1}
+	sv.Status.Targets = []v1.Target{
+		{Cluster: "edge-3", Application: teamNS + "-web-edge-3", Since: held, Conditions: []v1.TargetCondition{{Type: "Held", Reason: v1.ReasonClusterNotReady, Message: "Cluster edge-3 is not Ready: Unreachable"}}},
+		{Cluster: "edge-2", Application: teamNS + "-web-edge-2", Revision: revision, Conditions: []v1.TargetCondition{{Type: "Degraded", Reason: v1.ReasonDegraded, Message: "Deployment web: progress deadline exceeded"}}},
+	}
+	message := "1 of 3 clusters degraded: edge-2"
+	if degraded1 {
+		sv.Status.Clusters.Healthy, sv.Status.Clusters.Degraded = 0, 2
+		sv.Status.Targets = append(sv.Status.Targets, v1.Target{Cluster: "edge-1", Application: teamNS + "-web-edge-1", Revision: revision,
+			Conditions: []v1.TargetCondition{{Type: "Degraded", Reason: v1.ReasonDegraded, Message: "Deployment web: progress deadline exceeded"}}})
+		message = "2 of 3 clusters degraded: edge-1, edge-2"
+	}
+	apimeta.SetStatusCondition(&sv.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonDeploymentFailed, Message: message})
+	return env.Client.Status().Update(ctx, &sv)
+}
+
+// application creates the Application Kokumi would keep for a Serving on cluster, with the
+// status Argo CD would write.
+func application(ctx context.Context, ns, serving, cluster, health, sync, message string, since time.Time) error {
+	a := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{
+			"project":     "edge",
+			"source":      map[string]any{"repoURL": "oci://127.0.0.1:5000/" + ns + "/" + serving, "path": ".", "targetRevision": revision},
+			"destination": map[string]any{"server": "https://" + cluster + ".example:6443", "namespace": "web"},
+		},
+		"status": map[string]any{
+			"sync":   map[string]any{"status": sync, "revision": revision},
+			"health": map[string]any{"status": health, "message": message, "lastTransitionTime": since.UTC().Format(time.RFC3339)},
+		},
+	}}
+	a.SetGroupVersionKind(argocd.ApplicationGVK)
+	a.SetNamespace(argoNS)
+	a.SetName(fmt.Sprintf("%s-%s-%s", ns, serving, cluster))
+	a.SetLabels(map[string]string{
+		argocd.LabelServing: serving, argocd.LabelServingNamespace: ns, argocd.LabelCluster: cluster,
+		argocd.LabelManagedBy: argocd.ManagedByKokumi,
+	})
+	return env.Client.Create(ctx, a)
+}
+
+// setAppHealth writes what Argo CD reports of web's Application on cluster.
+func setAppHealth(ctx context.Context, cluster, health, sync, message string) error {
+	a := &unstructured.Unstructured{}
+	a.SetGroupVersionKind(argocd.ApplicationGVK)
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: argoNS, Name: teamNS + "-web-" + cluster}, a); err != nil {
+		return err
+	}
+	a.Object["status"] = map[string]any{
+		"sync":   map[string]any{"status": sync, "revision": revision},
+		"health": map[string]any{"status": health, "message": message, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)},
+	}
+	return env.Client.Update(ctx, a)
+}
+
+// fleet creates the Serving fleet over fleetSize clusters: fleetHeld of them held, the rest
+// healthy, each with its Application.
+func fleet(ctx context.Context) error {
+	sv := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "fleet"}, Spec: v1.ServingSpec{
+		OrderRef: v1.LocalObjectReference{Name: "fleet"},
+	}}
+	if err := env.Client.Create(ctx, sv); err != nil {
+		return err
+	}
+	since := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	sv.Status.Clusters = v1.ClusterCounts{Selected: fleetSize, Healthy: fleetSize - fleetHeld, Held: fleetHeld}
+	for i := range fleetHeld {
+		sv.Status.Targets = append(sv.Status.Targets, v1.Target{Cluster: fmt.Sprintf("store-%04d", i*100+1), Since: since,
+			Conditions: []v1.TargetCondition{{Type: "Held", Reason: v1.ReasonClusterNotReady, Message: "the Cluster is not Ready"}}})
+	}
+	apimeta.SetStatusCondition(&sv.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Deployed", Message: fmt.Sprintf("%d of %d clusters healthy", fleetSize-fleetHeld, fleetSize)})
+	if err := env.Client.Status().Update(ctx, sv); err != nil {
+		return err
+	}
+	work := make(chan int)
+	errs := make(chan error, fleetSize)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				errs <- application(ctx, teamNS, "fleet", fmt.Sprintf("store-%04d", i), "Healthy", "Synced", "", since.Time)
+			}
+		}()
+	}
+	for i := range fleetSize {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
