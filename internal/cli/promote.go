@@ -99,7 +99,7 @@ name it with --to to go back to it anyway. --to names any Preparation of the Ord
 			}
 			current := sv.Spec.PreparationName
 			if current == "" {
-				return fmt.Errorf("Serving %s/%s deploys no Preparation yet, so there is nothing to roll back: promote one with %s promote %s PREPARATION -n %s", ns, sv.Name, DisplayName, sv.Name, ns)
+				return fmt.Errorf("the Serving %s/%s deploys no Preparation yet, so there is nothing to roll back: promote one with %s promote %s PREPARATION -n %s", ns, sv.Name, DisplayName, sv.Name, ns)
 			}
 			target := to
 			if target == "" {

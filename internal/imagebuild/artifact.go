@@ -17,7 +17,7 @@ const MediaTypeEmptyJSON types.MediaType = "application/vnd.oci.empty.v1+json"
 // emptyJSON is the content of the empty config.
 var emptyJSON = []byte("{}")
 
-// artifact is an OCI 1.1 artifact manifest with an empty config and one blob, refering to a
+// artifact is an OCI 1.1 artifact manifest with an empty config and one blob, referring to a
 // subject, as the OCI image spec recommends for SBOMs and signatures. Its manifest is written
 // once, byte for byte, so its digest depends only on the blob, the subject and the annotations.
 type artifact struct {

@@ -150,7 +150,7 @@ func waitForServer(ctx context.Context) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the server at %s does not answer: %v", base, err)
+			return fmt.Errorf("the server at %s does not answer: %w", base, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

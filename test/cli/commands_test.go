@@ -286,10 +286,10 @@ func lineage(t *testing.T, ns string) {
 	order(t, ns, "web", "prod", v1.PromotionManual)
 	now := time.Now()
 	specs := []prepSpec{
-		{version: "6.1.0", records: []v1.DeploymentRecord{record("prod", 3, now.Add(-72*time.Hour))}, images: []v1.ImagePin{{Original: "a:1", Pinned: "a@" + digest("a")}}},
+		{version: "6.1.0", records: []v1.DeploymentRecord{record(3, now.Add(-72*time.Hour))}, images: []v1.ImagePin{{Original: "a:1", Pinned: "a@" + digest("a")}}},
 		{version: "6.2.0"},
-		{version: "6.3.0", records: []v1.DeploymentRecord{record("prod", 2, now.Add(-24*time.Hour)), record("prod", 1, now.Add(-48*time.Hour))}},
-		{version: "6.4.0", records: []v1.DeploymentRecord{record("prod", 3, now.Add(-time.Hour))}},
+		{version: "6.3.0", records: []v1.DeploymentRecord{record(2, now.Add(-24*time.Hour)), record(1, now.Add(-48*time.Hour))}},
+		{version: "6.4.0", records: []v1.DeploymentRecord{record(3, now.Add(-time.Hour))}},
 		{version: "6.5.0", ready: metav1.ConditionFalse, reason: v1.ReasonRenderFailed},
 	}
 	for i, s := range specs {

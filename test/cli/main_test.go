@@ -167,14 +167,13 @@ func namespace(t *testing.T, name string) string {
 }
 
 // order creates an Order of Environment environment with the given promotion mode.
-func order(t *testing.T, ns, name, environment string, mode v1.PromotionMode) *v1.Order {
+func order(t *testing.T, ns, name, environment string, mode v1.PromotionMode) {
 	t.Helper()
 	o := &v1.Order{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.OrderSpec{
 		ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: environment},
 		Promotion: v1.Promotion{Mode: mode},
 	}}
 	must(t, env.Client.Create(context.Background(), o))
-	return o
 }
 
 // serving creates the Serving of an Order, deploying prep (which may be empty).
@@ -203,7 +202,7 @@ type prepSpec struct {
 func digest(c string) string { return "sha256:" + strings.Repeat(c, 64) }
 
 // preparation creates a Preparation and writes its status as the Order reconciler would.
-func preparation(t *testing.T, ns, name string, p prepSpec) *v1.Preparation {
+func preparation(t *testing.T, ns, name string, p prepSpec) {
 	t.Helper()
 	ctx := context.Background()
 	if p.version == "" {
@@ -240,12 +239,11 @@ func preparation(t *testing.T, ns, name string, p prepSpec) *v1.Preparation {
 	if p.ready != "" || len(p.records) > 0 {
 		must(t, env.Client.Status().Update(ctx, prep))
 	}
-	return prep
 }
 
-// record is a deployment record of environment on n clusters at t.
-func record(environment string, n int32, at time.Time) v1.DeploymentRecord {
-	return v1.DeploymentRecord{Environment: environment, Clusters: n, Time: metav1.NewTime(at.UTC().Truncate(time.Second)), Digest: digest("d")}
+// record is a deployment record of the Environment prod on n clusters at t.
+func record(n int32, at time.Time) v1.DeploymentRecord {
+	return v1.DeploymentRecord{Environment: "prod", Clusters: n, Time: metav1.NewTime(at.UTC().Truncate(time.Second)), Digest: digest("d")}
 }
 
 // nextSecond waits for the next second of the API server's creation timestamps, so that the
@@ -264,7 +262,7 @@ func servingOf(t *testing.T, ns, name string) *v1.Serving {
 
 // application creates the Argo CD Application Kokumi would keep for a Serving on cluster, with
 // the status Argo CD would write.
-func application(t *testing.T, ns, serving, cluster, health, sync, revision, message string, since time.Time) string {
+func application(t *testing.T, ns, serving, cluster, health, sync, revision, message string, since time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	name := fmt.Sprintf("%s-%s-%s", ns, serving, cluster)
@@ -286,5 +284,4 @@ func application(t *testing.T, ns, serving, cluster, health, sync, revision, mes
 		"health": map[string]any{"status": health, "message": message, "lastTransitionTime": since.UTC().Format(time.RFC3339)},
 	}
 	must(t, env.Client.Update(ctx, a))
-	return name
 }

@@ -99,7 +99,7 @@ func TestChartInstallsWithServerSideDryRunUnderRestricted(t *testing.T) {
 	newDryRunner(t) // the namespaces, kokumi-system labelled restricted
 	ctx := context.Background()
 	// What `make chart-dry-run` runs.
-	report, err := chart.DryRunInstall(ctx, env.Config, packageChart(t, "1.2.3", "v1.2.3"), "kokumi", "kokumi-system", nil)
+	report, err := chart.DryRunInstall(ctx, env.Config, packageChart(t, "v1.2.3"), "kokumi", "kokumi-system", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestChartInstallsWithServerSideDryRunUnderRestricted(t *testing.T) {
 	if err := env.CreateNamespace(ctx, "kokumi-lax"); err != nil {
 		t.Fatal(err)
 	}
-	report, err = chart.DryRunInstall(ctx, env.Config, packageChart(t, "1.2.3", "v1.2.3"), "kokumi", "kokumi-lax", nil)
+	report, err = chart.DryRunInstall(ctx, env.Config, packageChart(t, "v1.2.3"), "kokumi", "kokumi-lax", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestKustomizationInstallsWithServerSideDryRunUnderRestricted(t *testing.T) 
 // The check above fails for a Pod that breaks the restricted standard: Pod Security admission
 // runs on this API server.
 func TestPodSecurityAdmissionRefusesAPodThatIsNotRestricted(t *testing.T) {
-	objs, err := renderChart(t, packageChart(t, "1.2.3", "v1.2.3"), map[string]any{
+	objs, err := renderChart(t, packageChart(t, "v1.2.3"), map[string]any{
 		"securityContext": map[string]any{"allowPrivilegeEscalation": true},
 	})
 	if err != nil {
@@ -163,7 +163,7 @@ func TestPodSecurityAdmissionRefusesAPodThatIsNotRestricted(t *testing.T) {
 }
 
 func TestChartDefaultsRunTwoLeaderElectedControllersWithADisruptionBudget(t *testing.T) {
-	objs, err := renderChart(t, packageChart(t, "1.2.3", "v1.2.3"), nil)
+	objs, err := renderChart(t, packageChart(t, "v1.2.3"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestChartDefaultsRunTwoLeaderElectedControllersWithADisruptionBudget(t *tes
 }
 
 func TestChartValuesChangeWhatTheySay(t *testing.T) {
-	archive := packageChart(t, "1.2.3", "v1.2.3")
+	archive := packageChart(t, "v1.2.3")
 	objs, err := renderChart(t, archive, map[string]any{
 		"image":      map[string]any{"repository": "registry.example.com/kokumi", "digest": "sha256:" + strings.Repeat("a", 64)},
 		"argocd":     map[string]any{"namespace": "gitops"},
@@ -255,7 +255,7 @@ func TestChartValuesChangeWhatTheySay(t *testing.T) {
 // The chart and the kustomization install the same objects with the same rights and the same
 // containers, so that neither drifts from the other.
 func TestChartAndKustomizationInstallTheSame(t *testing.T) {
-	chartObjs, err := renderChart(t, packageChart(t, "1.2.3", "latest"), nil)
+	chartObjs, err := renderChart(t, packageChart(t, "latest"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

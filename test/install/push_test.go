@@ -16,7 +16,7 @@ import (
 // `make chart CHART_REPO=oci://…` pushes the chart as Helm's OCI artifact; Helm pulls it back.
 func TestChartIsPushedAsAnOCIArtifactHelmPulls(t *testing.T) {
 	reg := ocitest.StartWithAuth(t, "ci", "secret")
-	archive := packageChart(t, "1.2.3", "v1.2.3")
+	archive := packageChart(t, "v1.2.3")
 	created := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 	ref, digest, err := chart.Push(archive, "oci://"+reg.Addr+"/charts", chart.PushOptions{PlainHTTP: true, Username: "ci", Password: "secret", Created: created})
 	if err != nil {

@@ -120,7 +120,7 @@ func waitServing() error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the metrics endpoint %s does not answer: %d, %v", metricsURL, code, err)
+			return fmt.Errorf("the metrics endpoint %s does not answer: %d, %w", metricsURL, code, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -307,7 +307,7 @@ func deleteAndWait(t *testing.T, obj client.Object) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		return fmt.Errorf("still there: %w", err)
 	})
 }
 
