@@ -14,11 +14,8 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
-	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/cli"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
@@ -51,7 +47,7 @@ func (s setup) Run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := aggregateTenantRoles(ctx); err != nil {
+	if err := env.AggregateTenantRoles(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -72,45 +68,6 @@ func (s setup) Run() int {
 		return 1
 	}
 	return s.m.Run()
-}
-
-// aggregateTenantRoles applies Kokumi's tenant and view roles and fills the standard admin,
-// edit and view roles from them, as a cluster's controller manager does (the test control
-// plane runs none).
-func aggregateTenantRoles(ctx context.Context) error {
-	if _, err := env.Kubectl(ctx, "apply", "-f", filepath.Join(env.Assets.Root, "config", "rbac", "kokumi_tenant_role.yaml")); err != nil {
-		return fmt.Errorf("apply the tenant roles: %w", err)
-	}
-	var roles rbacv1.ClusterRoleList
-	if err := env.Client.List(ctx, &roles); err != nil {
-		return fmt.Errorf("list ClusterRoles: %w", err)
-	}
-	for _, standard := range []string{"admin", "edit", "view"} {
-		var role rbacv1.ClusterRole
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: standard}, &role); err != nil {
-			return fmt.Errorf("get ClusterRole %s: %w", standard, err)
-		}
-		if role.AggregationRule == nil {
-			continue
-		}
-		var rules []rbacv1.PolicyRule
-		for _, sel := range role.AggregationRule.ClusterRoleSelectors {
-			selector, err := metav1.LabelSelectorAsSelector(&sel)
-			if err != nil {
-				return fmt.Errorf("aggregation rule of %s: %w", standard, err)
-			}
-			for _, r := range roles.Items {
-				if r.Name != standard && selector.Matches(labels.Set(r.Labels)) {
-					rules = append(rules, r.Rules...)
-				}
-			}
-		}
-		role.Rules = rules
-		if err := env.Client.Update(ctx, &role); err != nil {
-			return fmt.Errorf("aggregate ClusterRole %s: %w", standard, err)
-		}
-	}
-	return nil
 }
 
 // writeKubeconfig writes a kubeconfig file that reaches the API server of cfg as its user,
@@ -264,24 +221,7 @@ func servingOf(t *testing.T, ns, name string) *v1.Serving {
 // the status Argo CD would write.
 func application(t *testing.T, ns, serving, cluster, health, sync, revision, message string, since time.Time) {
 	t.Helper()
-	ctx := context.Background()
-	name := fmt.Sprintf("%s-%s-%s", ns, serving, cluster)
-	a := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-		"project":     "edge",
-		"source":      map[string]any{"repoURL": "oci://127.0.0.1:5000/" + ns + "/" + serving, "path": ".", "targetRevision": revision},
-		"destination": map[string]any{"server": "https://" + cluster + ".example:6443", "namespace": "podinfo"},
-	}}}
-	a.SetGroupVersionKind(argocd.ApplicationGVK)
-	a.SetNamespace(argoNS)
-	a.SetName(name)
-	a.SetLabels(map[string]string{
-		argocd.LabelServing: serving, argocd.LabelServingNamespace: ns, argocd.LabelCluster: cluster,
-		argocd.LabelManagedBy: argocd.ManagedByKokumi,
-	})
-	must(t, env.Client.Create(ctx, a))
-	a.Object["status"] = map[string]any{
-		"sync":   map[string]any{"status": sync, "revision": revision},
-		"health": map[string]any{"status": health, "message": message, "lastTransitionTime": since.UTC().Format(time.RFC3339)},
-	}
-	must(t, env.Client.Update(ctx, a))
+	_, err := env.CreateApplication(context.Background(), argoNS, ns, serving, cluster,
+		harness.AppStatus{Health: health, Sync: sync, Revision: revision, Message: message, Since: since})
+	must(t, err)
 }

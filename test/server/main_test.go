@@ -25,7 +25,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -82,7 +81,7 @@ func (r runWithServer) Run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := aggregateTenantRole(ctx); err != nil {
+	if err := env.AggregateTenantRoles(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -147,45 +146,6 @@ func asShippedServerRole(ctx context.Context) (*rest.Config, error) {
 		}
 	}
 	return env.AddUser(serverUser)
-}
-
-// aggregateTenantRole applies Kokumi's tenant roles (config/rbac/kokumi_tenant_role.yaml) and
-// fills the standard roles from them, as a cluster's controller manager does (the test control
-// plane runs none): whoever holds edit in a namespace may then deliver there.
-func aggregateTenantRole(ctx context.Context) error {
-	if _, err := env.Kubectl(ctx, "apply", "-f", filepath.Join(env.Assets.Root, "config", "rbac", "kokumi_tenant_role.yaml")); err != nil {
-		return fmt.Errorf("apply the tenant roles: %w", err)
-	}
-	var roles rbacv1.ClusterRoleList
-	if err := env.Client.List(ctx, &roles); err != nil {
-		return fmt.Errorf("list ClusterRoles: %w", err)
-	}
-	for _, standard := range []string{"admin", "edit", "view"} {
-		var role rbacv1.ClusterRole
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: standard}, &role); err != nil {
-			return fmt.Errorf("get ClusterRole %s: %w", standard, err)
-		}
-		if role.AggregationRule == nil {
-			continue
-		}
-		var rules []rbacv1.PolicyRule
-		for _, sel := range role.AggregationRule.ClusterRoleSelectors {
-			selector, err := metav1.LabelSelectorAsSelector(&sel)
-			if err != nil {
-				return fmt.Errorf("aggregation rule of %s: %w", standard, err)
-			}
-			for _, r := range roles.Items {
-				if r.Name != standard && selector.Matches(labels.Set(r.Labels)) {
-					rules = append(rules, r.Rules...)
-				}
-			}
-		}
-		role.Rules = rules
-		if err := env.Client.Update(ctx, &role); err != nil {
-			return fmt.Errorf("aggregate ClusterRole %s: %w", standard, err)
-		}
-	}
-	return nil
 }
 
 // serviceAccountToken creates a ServiceAccount in ns and returns a token of it, as

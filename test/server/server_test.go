@@ -11,12 +11,11 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
-	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/server"
+	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
 func must(t testing.TB, err error) {
@@ -92,33 +91,6 @@ func TestLoginOpensASessionAndLogoutEndsIt(t *testing.T) {
 	if res := do(t, call{path: "/api/v1/clusters", cookie: session}, nil); res.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("GET after logout: status %d, want 401", res.StatusCode)
 	}
-}
-
-// app creates the Application Kokumi would keep for a Serving on cluster, with the status
-// Argo CD would write.
-func app(t *testing.T, ns, serving, cluster, health, sync, revision, message string, since time.Time) string {
-	t.Helper()
-	ctx := context.Background()
-	name := fmt.Sprintf("%s-%s-%s", ns, serving, cluster)
-	a := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-		"project":     "edge",
-		"source":      map[string]any{"repoURL": "oci://127.0.0.1:5000/" + ns + "/" + serving, "path": ".", "targetRevision": revision},
-		"destination": map[string]any{"server": "https://" + cluster + ".example:6443", "namespace": "podinfo"},
-	}}}
-	a.SetGroupVersionKind(argocd.ApplicationGVK)
-	a.SetNamespace(argoNS)
-	a.SetName(name)
-	a.SetLabels(map[string]string{
-		argocd.LabelServing: serving, argocd.LabelServingNamespace: ns, argocd.LabelCluster: cluster,
-		argocd.LabelManagedBy: argocd.ManagedByKokumi,
-	})
-	must(t, env.Client.Create(ctx, a))
-	a.Object["status"] = map[string]any{
-		"sync":   map[string]any{"status": sync, "revision": revision},
-		"health": map[string]any{"status": health, "message": message, "lastTransitionTime": since.UTC().Format(time.RFC3339)},
-	}
-	must(t, env.Client.Update(ctx, a))
-	return name
 }
 
 // serving creates a Serving with the status the Serving reconciler would write: edge-1
@@ -441,4 +413,14 @@ func TestAPersonPromotesAReadyPreparationOfAManualOrder(t *testing.T) {
 		}
 		return fmt.Errorf("manual-ready not shown as deployed: %+v", d.Promotion.Preparations)
 	})
+}
+
+// app creates the Application Kokumi would keep for a Serving on cluster, with the status
+// Argo CD would write.
+func app(t *testing.T, ns, serving, cluster, health, sync, revision, message string, since time.Time) string {
+	t.Helper()
+	name, err := env.CreateApplication(context.Background(), argoNS, ns, serving, cluster,
+		harness.AppStatus{Health: health, Sync: sync, Revision: revision, Message: message, Since: since})
+	must(t, err)
+	return name
 }
