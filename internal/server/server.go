@@ -553,15 +553,20 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// What the namespace offers is read as the person: one who may not list it learns nothing
-	// of it, and the API server decides the Order then.
+	// of it, and the API server decides the Order then. It is read live, not from the cache:
+	// a Product created a moment ago is there.
+	var live client.Reader = c
+	if identityOf(ctx).Admin {
+		live = s.reader
+	}
 	var envs v1.EnvironmentList
-	environments, err := namesIn(ctx, c, ns, &envs, func() []string { return namesOf(envs.Items, func(e *v1.Environment) string { return e.Name }) })
+	environments, err := namesIn(ctx, live, ns, &envs, func() []string { return namesOf(envs.Items, func(e *v1.Environment) string { return e.Name }) })
 	if err != nil {
 		writeAPIError(w, "list Environments of "+ns, err)
 		return
 	}
 	var prods v1.ProductList
-	products, err := namesIn(ctx, c, ns, &prods, func() []string { return namesOf(prods.Items, func(p *v1.Product) string { return p.Name }) })
+	products, err := namesIn(ctx, live, ns, &prods, func() []string { return namesOf(prods.Items, func(p *v1.Product) string { return p.Name }) })
 	if err != nil {
 		writeAPIError(w, "list Products of "+ns, err)
 		return
@@ -591,7 +596,7 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 
 // namesIn lists list in ns with c and returns the names names reads of it, sorted; nil (not
 // known) when c may not list them.
-func namesIn(ctx context.Context, c client.Client, ns string, list client.ObjectList, names func() []string) ([]string, error) {
+func namesIn(ctx context.Context, c client.Reader, ns string, list client.ObjectList, names func() []string) ([]string, error) {
 	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 		if apierrors.IsForbidden(err) {
 			return nil, nil
