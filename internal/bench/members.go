@@ -37,7 +37,7 @@ type Members struct {
 
 // StartMembers starts the fake members' server on a loopback port.
 func StartMembers() (*Members, error) {
-	cert, caPEM, err := SelfSigned()
+	cert, caPEM, err := selfSigned()
 	if err != nil {
 		return nil, err
 	}
@@ -79,9 +79,9 @@ func (m *Members) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = fmt.Fprintf(w, `{"major":"1","minor":"37","gitVersion":%q,"platform":"linux/amd64"}`, MemberVersion)
 }
 
-// SelfSigned makes an ECDSA certificate for 127.0.0.1 that is its own CA (ECDSA keeps the
+// selfSigned makes an ECDSA certificate for 127.0.0.1 that is its own CA (ECDSA keeps the
 // many TLS handshakes of the probes cheap).
-func SelfSigned() (tls.Certificate, []byte, error) {
+func selfSigned() (tls.Certificate, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, nil, fmt.Errorf("generate the members' key: %w", err)
