@@ -114,7 +114,7 @@ name it with --to to go back to it anyway. --to names any Preparation of the Ord
 				target = prev.Name
 			}
 			if target == current {
-				return fmt.Errorf("Serving %s/%s already deploys %s: name another Preparation with --to (see %s history %s -n %s)", ns, sv.Name, current, DisplayName, order.Name, ns)
+				return fmt.Errorf("the Serving %s/%s already deploys %s: name another Preparation with --to (see %s history %s -n %s)", ns, sv.Name, current, DisplayName, order.Name, ns)
 			}
 			prep, err := o.promote(ctx, c, sv, order, target)
 			if err != nil {

@@ -285,11 +285,11 @@ func checkConfig(t *testing.T, p v1.Platform, img v1.Image, im *imagebuild.Image
 	if fmt.Sprint(c.Labels) != fmt.Sprint(want) {
 		t.Errorf("%s: labels\n  %v\nwant\n  %v", p, c.Labels, want)
 	}
-	if !cf.Created.Time.Equal(im.Created) {
+	if !cf.Created.Equal(im.Created) {
 		t.Errorf("%s: created %v, want %v", p, cf.Created.Time, im.Created)
 	}
 	for _, h := range cf.History {
-		if !h.Created.Time.Equal(im.Created) {
+		if !h.Created.Equal(im.Created) {
 			t.Errorf("%s: history created %v", p, h.Created.Time)
 		}
 	}
