@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/server"
@@ -101,20 +99,7 @@ deployment records: in which Environment it ran healthily, on how many clusters,
 }
 
 func printHistory(out io.Writer, ns, order string, entries []HistoryEntry, output string) error {
-	switch output {
-	case "json":
-		data, err := json.MarshalIndent(entries, "", "  ")
-		if err != nil {
-			return fmt.Errorf("write JSON: %w", err)
-		}
-		_, err = fmt.Fprintln(out, string(data))
-		return err
-	case "yaml":
-		data, err := yaml.Marshal(entries)
-		if err != nil {
-			return fmt.Errorf("write YAML: %w", err)
-		}
-		_, err = out.Write(data)
+	if done, err := printStructured(out, entries, output); done {
 		return err
 	}
 	if len(entries) == 0 {

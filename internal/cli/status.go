@@ -114,20 +114,7 @@ func (o *options) applications(ctx context.Context, c client.Client, sv *v1.Serv
 }
 
 func printStatus(out io.Writer, st *Status, output string, now time.Time) error {
-	switch output {
-	case "json":
-		data, err := json.MarshalIndent(st, "", "  ")
-		if err != nil {
-			return fmt.Errorf("write JSON: %w", err)
-		}
-		_, err = fmt.Fprintln(out, string(data))
-		return err
-	case "yaml":
-		data, err := yaml.Marshal(st)
-		if err != nil {
-			return fmt.Errorf("write YAML: %w", err)
-		}
-		_, err = out.Write(data)
+	if done, err := printStructured(out, st, output); done {
 		return err
 	}
 	w := &errWriter{w: out}
@@ -220,4 +207,25 @@ func orNone(s string) string {
 		return "<none>"
 	}
 	return s
+}
+
+// printStructured writes v as JSON or YAML when output asks for one, and reports whether it did.
+func printStructured(out io.Writer, v any, output string) (bool, error) {
+	switch output {
+	case "json":
+		data, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return true, fmt.Errorf("write JSON: %w", err)
+		}
+		_, err = fmt.Fprintln(out, string(data))
+		return true, err
+	case "yaml":
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			return true, fmt.Errorf("write YAML: %w", err)
+		}
+		_, err = out.Write(data)
+		return true, err
+	}
+	return false, nil
 }
