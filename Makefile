@@ -134,6 +134,10 @@ test: test-assets browser-deps ## Build the control-plane binaries (cached in bi
 	# Every Serving scenario again, with a tenth of the controller's API requests failing.
 	KOKUMI_TEST_API_FAULTS=0.1 go test ./test/serving -count=1 -timeout 30m
 
+.PHONY: bench
+bench: build test-assets fleet-assets ## Measure Kokumi's fan-out to 100, 1,000 and 10,000 fake clusters against a bare client and Argo CD's ApplicationSet controller (docs/performance.md); the table goes to bin/bench.md.
+	go run ./hack/bench -n 100,1000,10000 --kokumi $(BIN)/kokumi --out $(BIN)/bench.md
+
 FUZZTIME ?= 10s
 
 .PHONY: fuzz

@@ -19,6 +19,20 @@ func bindControllerFlags(fs *flag.FlagSet, o *controller.Options) {
 	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader so that one replica reconciles at a time")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader lease (default: Kokumi's own)")
 	bindConfigFlags(fs, &o.Config)
+	// Without --shard the controller is the main shard: the delivery objects without the label,
+	// and the work that runs once.
+	o.Config.Shard = controller.MainShard
+	fs.Func("shard", "reconcile only the Orders, Servings, Preparations and Products labelled "+controller.LabelShard+"=NAME, with a lease and field manager of the shard's own (default: the main shard, which reconciles those without the label and runs the shared work: Clusters, Environments, Argo CD cluster Secrets, the bundled registry's credentials)", func(v string) error {
+		if v == "" {
+			o.Config.Shard = controller.MainShard
+			return nil
+		}
+		if err := controller.CheckShard(v); err != nil || v == controller.MainShard {
+			return fmt.Errorf("%q is not a label value", v)
+		}
+		o.Config.Shard = v
+		return nil
+	})
 }
 
 // bindConfigFlags binds the configuration of Kokumi itself, with the defaults of DefaultConfig.
@@ -37,6 +51,8 @@ func bindConfigFlags(fs *flag.FlagSet, c *controller.Config) {
 	bindBudgetFlags(fs, &c.RenderBudgets, d.RenderBudgets)
 	fs.IntVar(&c.PreparationHistory, "preparation-history", d.PreparationHistory, "how many of its newest Preparations each Order keeps, besides the ones its Serving names or runs (0: keep all)")
 	fs.IntVar(&c.ApplicationWriters, "application-writers", d.ApplicationWriters, "how many Argo CD Applications one Serving writes at a time")
+	fs.IntVar(&c.ApplicationWriteSlice, "application-write-slice", d.ApplicationWriteSlice, "how many Argo CD Applications one reconcile of a Serving writes at most (and at most about 10 s of writes) before it writes its progress and goes on in the next reconcile")
+	fs.IntVar(&c.ProbeWorkers, "probe-workers", d.ProbeWorkers, "how many Cluster probes run at a time, apart from the reconcile workers")
 	fs.DurationVar(&c.UnreachableClusterDeletion, "unreachable-cluster-deletion", d.UnreachableClusterDeletion, "how long a deleted Cluster whose server is Unreachable waits for the Argo CD Applications still deploying to it (0: forever)")
 }
 

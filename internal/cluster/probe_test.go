@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,6 +168,77 @@ func BenchmarkProbe(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if r := cluster.Probe(context.Background(), srv.URL, creds, 2*time.Second); !r.Connected() {
+			b.Fatal(r.Message)
+		}
+	}
+}
+
+func TestAClientKeepsItsConnectionFromProbeToProbe(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"major":"1","minor":"37","gitVersion":"v1.37.2"}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	c, res := cluster.NewClient(srv.URL, cluster.Credentials{BearerToken: token, Insecure: true}, 2*time.Second)
+	if c == nil {
+		t.Fatalf("no client: %+v", res)
+	}
+	defer c.Close()
+	for range 5 {
+		if got := c.Probe(context.Background()); !got.Connected() {
+			t.Fatalf("probe: %+v", got)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("5 probes opened %d connections, want 1", n)
+	}
+}
+
+func TestKeyChangesWithTheServerAndEachCredential(t *testing.T) {
+	base := cluster.Credentials{BearerToken: token, CAData: testCert}
+	keys := map[string]string{}
+	for name, k := range map[string]string{
+		"base":        cluster.Key(server, base),
+		"server":      cluster.Key(server+"/x", base),
+		"token":       cluster.Key(server, cluster.Credentials{BearerToken: token + "x", CAData: testCert}),
+		"ca":          cluster.Key(server, cluster.Credentials{BearerToken: token}),
+		"insecure":    cluster.Key(server, cluster.Credentials{BearerToken: token, CAData: testCert, Insecure: true}),
+		"server name": cluster.Key(server, cluster.Credentials{BearerToken: token, CAData: testCert, ServerName: "edge"}),
+	} {
+		if other, dup := keys[k]; dup {
+			t.Errorf("%s and %s have the same key", name, other)
+		}
+		keys[k] = name
+		if strings.Contains(k, token) {
+			t.Errorf("the key of %s carries the token", name)
+		}
+	}
+	if first, again := cluster.Key(server, base), cluster.Key(server, base); first != again {
+		t.Error("the key is not stable")
+	}
+}
+
+// BenchmarkClientProbe measures one probe of a loopback TLS server over a Client kept from
+// probe to probe, as the Prober does: no handshake after the first.
+func BenchmarkClientProbe(b *testing.B) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"major":"1","minor":"37","gitVersion":"v1.37.2"}`)
+	}))
+	defer srv.Close()
+	c, res := cluster.NewClient(srv.URL, cluster.Credentials{BearerToken: token, Insecure: true}, 2*time.Second)
+	if c == nil {
+		b.Fatal(res.Message)
+	}
+	defer c.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := c.Probe(context.Background()); !r.Connected() {
 			b.Fatal(r.Message)
 		}
 	}

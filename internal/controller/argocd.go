@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -30,10 +31,14 @@ type ArgoCD struct {
 	Cache cache.Cache
 	// Client reads Argo CD's objects from Cache (as unstructured too) and writes to the API server.
 	Client client.Client
+	// Reader reads from the API server: an Application the cache does not hold (not Kokumi's,
+	// another shard's) may still exist under a name Kokumi plans.
+	Reader client.Reader
 
 	mapper    interface{ Installed() bool }
 	mu        sync.Mutex
 	installed bool
+	indexed   bool
 	onInstall []func(context.Context) error
 }
 
@@ -43,19 +48,18 @@ var (
 )
 
 // ArgoCDOf returns the manager's view of Argo CD's namespace, creating it on the first call:
-// every reconciler and the server of one manager share one cache.
+// every reconciler and the server of one manager share one cache, with the cfg of that call.
+//
+// The cache holds only Kokumi's own Applications (app.kubernetes.io/managed-by=kokumi) of
+// cfg.Shard, each cut down by TransformApplication to what Kokumi reads of it, and indexed by
+// Serving and by Cluster; AppProjects are few and small, and cached whole.
 func ArgoCDOf(mgr manager.Manager, cfg Config) (*ArgoCD, error) {
 	argoCDsMu.Lock()
 	defer argoCDsMu.Unlock()
 	if a, ok := argoCDs[mgr]; ok {
 		return a, nil
 	}
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient:        mgr.GetHTTPClient(),
-		Scheme:            mgr.GetScheme(),
-		Mapper:            mgr.GetRESTMapper(),
-		DefaultNamespaces: map[string]cache.Config{cfg.ArgoCDNamespace: {}},
-	})
+	c, err := cache.New(mgr.GetConfig(), argoCDCacheOptions(mgr, cfg))
 	if err != nil {
 		return nil, fmt.Errorf("create the cache of Argo CD's namespace %q: %w", cfg.ArgoCDNamespace, err)
 	}
@@ -66,7 +70,7 @@ func ArgoCDOf(mgr manager.Manager, cfg Config) (*ArgoCD, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create the client of Argo CD's namespace %q: %w", cfg.ArgoCDNamespace, err)
 	}
-	a := &ArgoCD{Cache: c, Client: cl, mapper: servedBy{mgr}}
+	a := &ArgoCD{Cache: c, Client: cl, Reader: mgr.GetAPIReader(), mapper: servedBy{mgr}}
 	if err := mgr.Add(c); err != nil {
 		return nil, fmt.Errorf("add the cache of Argo CD's namespace: %w", err)
 	}
@@ -75,6 +79,43 @@ func ArgoCDOf(mgr manager.Manager, cfg Config) (*ArgoCD, error) {
 	}
 	argoCDs[mgr] = a
 	return a, nil
+}
+
+// argoCDCacheOptions caches Argo CD's namespace: of its Applications only Kokumi's of cfg.Shard,
+// transformed.
+func argoCDCacheOptions(mgr manager.Manager, cfg Config) cache.Options {
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(argocd.ApplicationGVK)
+	return cache.Options{
+		HTTPClient:        mgr.GetHTTPClient(),
+		Scheme:            mgr.GetScheme(),
+		Mapper:            argoCDMapper{mgr.GetRESTMapper()},
+		DefaultNamespaces: map[string]cache.Config{cfg.ArgoCDNamespace: {}},
+		ByObject: map[client.Object]cache.ByObject{app: {
+			Label:     applicationSelector(cfg.Shard),
+			Transform: TransformApplication,
+		}},
+	}
+}
+
+// argoCDMapper is the manager's REST mapper, except that it knows Argo CD's Application is
+// namespaced before its CRD is installed: the cache asks that of every ByObject kind when it
+// is made, at start, and Kokumi starts before Argo CD. The cache reads no Application before
+// ArgoCD.Installed.
+type argoCDMapper struct{ meta.RESTMapper }
+
+// RESTMapping answers from the manager's mapper, or, for Argo CD's Application while its CRD is
+// not served, with a namespaced mapping of its resource.
+func (m argoCDMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	mapping, err := m.RESTMapper.RESTMapping(gk, versions...)
+	if err != nil && meta.IsNoMatchError(err) && gk == argocd.ApplicationGVK.GroupKind() {
+		return &meta.RESTMapping{
+			Resource:         argocd.ApplicationGVK.GroupVersion().WithResource("applications"),
+			GroupVersionKind: argocd.ApplicationGVK,
+			Scope:            meta.RESTScopeNamespace,
+		}, nil
+	}
+	return mapping, err
 }
 
 // servedBy asks the manager's REST mapper, which looks again for a group it did not know.
@@ -116,6 +157,9 @@ func (a *ArgoCD) Start(ctx context.Context) error {
 		case <-time.After(ArgoCDPollInterval):
 		}
 	}
+	if err := a.ensureIndexed(ctx); err != nil {
+		return err
+	}
 	a.mu.Lock()
 	a.installed = true
 	callbacks := a.onInstall
@@ -125,6 +169,21 @@ func (a *ArgoCD) Start(ctx context.Context) error {
 			return fmt.Errorf("begin watching Argo CD: %w", err)
 		}
 	}
+	return nil
+}
+
+// ensureIndexed registers the Application indexes once; a List that uses them may come first,
+// in the moment between the CRDs being served and Start seeing it.
+func (a *ArgoCD) ensureIndexed(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.indexed {
+		return nil
+	}
+	if err := a.indexApplications(ctx); err != nil {
+		return err
+	}
+	a.indexed = true
 	return nil
 }
 

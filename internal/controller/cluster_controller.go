@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -55,7 +54,10 @@ const (
 )
 
 // ClusterReconciler keeps each Cluster's Argo CD cluster Secret in step with its credentials,
-// probes its server on a period with jitter, and reports Ready.
+// has its Prober probe its server on a period with jitter, and reports Ready. A reconcile never
+// waits on a member's server: it hands the server and credentials to the Prober and writes the
+// result of the Prober's last probe, which enqueues the Cluster when a result changes what the
+// status says.
 type ClusterReconciler struct {
 	// Client reads Clusters from the manager's cache and writes.
 	Client client.Client
@@ -68,10 +70,11 @@ type ClusterReconciler struct {
 	Recorder events.EventRecorder
 	// Config is Kokumi's configuration: namespaces and the probe period.
 	Config Config
+	// Prober probes the Clusters' servers; its Source enqueues the Clusters whose result changed.
+	Prober *Prober
 
-	mu       sync.Mutex
-	failures map[string]int  // failed probes in a row, by Cluster
-	waiting  map[string]bool // Clusters whose deletion waits for Applications
+	mu      sync.Mutex
+	waiting map[string]bool // Clusters whose deletion waits for Applications
 }
 
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=clusters,verbs=get;list;watch;update;patch
@@ -95,12 +98,17 @@ func SetupClusterController(mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	prober := NewProber(cfg.ProbePeriod, cfg.ProbeWorkers)
+	if err := mgr.Add(prober); err != nil {
+		return fmt.Errorf("add the cluster prober: %w", err)
+	}
 	r := &ClusterReconciler{
 		Client:    mgr.GetClient(),
 		Secrets:   secrets,
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("kokumi-cluster"),
 		Config:    cfg,
+		Prober:    prober,
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("cluster").
@@ -108,6 +116,8 @@ func SetupClusterController(mgr ctrl.Manager, cfg Config) error {
 		WatchesRawSource(source.Kind(secrets, &corev1.Secret{}, handler.TypedEnqueueRequestsFromMapFunc(r.clustersForSecret))).
 		Watches(&v1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clustersOnSameServer),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, clusterDeletionStarted()))).
+		// A probe result that changes what a Cluster's status says.
+		WatchesRawSource(prober.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
 	if err != nil {
@@ -221,44 +231,47 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 
-	return r.probe(ctx, &c, creds, before)
+	return ctrl.Result{}, r.probe(ctx, &c, creds, before)
 }
 
-// probe probes the Cluster's server and writes what it found: Ready turns False only after
-// failures in a row, and the next probe comes after the period, with jitter.
-func (r *ClusterReconciler) probe(ctx context.Context, c *v1.Cluster, creds cluster.Credentials, before *v1.ClusterStatus) (ctrl.Result, error) {
-	period := r.Config.ProbePeriod
-	start := time.Now()
-	res := cluster.Probe(ctx, c.Spec.Server, creds, cluster.Timeout(period))
-	kmetrics.ObserveProbe(res.Connected(), time.Since(start))
-	if res.Connected() {
-		r.forgetFailures(c.Name)
-	} else if failures := r.failed(c.Name); !cluster.ReportFailure(cluster.IsReady(c), failures) {
-		ctrl.LoggerFrom(ctx).Info("probe failed; retrying before Ready turns False",
-			"reason", res.Reason, "message", res.Message, "failuresInARow", failures)
-		return ctrl.Result{RequeueAfter: cluster.RetryDelay(period)}, nil
+// probe has the Prober probe the Cluster's server with creds (at once when they or the server
+// are new), and writes what its last probe found, if that changes the status: Ready turns False
+// only after failures in a row. It never waits on the server: the Prober enqueues the Cluster
+// when a probe finds something to write.
+func (r *ClusterReconciler) probe(ctx context.Context, c *v1.Cluster, creds cluster.Credentials, before *v1.ClusterStatus) error {
+	res, ok := r.Prober.Track(c.Name, c.Generation, c.Spec.Server, creds, probeStateOf(c))
+	if !ok {
+		return nil // not probed with these credentials yet
 	}
-	status := metav1.ConditionFalse
-	if res.Connected() {
-		status = metav1.ConditionTrue
+	if !res.Connected() && !cluster.ReportFailure(cluster.IsReady(c), res.FailuresInARow) {
+		return nil // the Prober retries first
 	}
-	version := c.Status.Version
-	if res.Version != "" {
-		version = cluster.Truncate(res.Version, clusterMaxVersion)
-	}
+	status := probeStatus(res.Result)
+	version := probeVersion(res.Result, c.Status.Version)
 	if !probeChanged(c, status, res.Reason, version) {
 		// A quiet fleet writes nothing: the probe found what the status already says.
 		kmetrics.SetClusterReady(c.Name, cluster.IsReady(c))
-		return ctrl.Result{RequeueAfter: cluster.Jitter(period, rand.Float64())}, nil
+		return nil
 	}
-	now := metav1.Now()
-	c.Status.LastProbeTime = &now
+	at := res.At
+	c.Status.LastProbeTime = &at
 	c.Status.Version = version
 	setClusterReady(c, status, res.Reason, res.Message)
 	if err := r.writeStatus(ctx, c, before); err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
-	return ctrl.Result{RequeueAfter: cluster.Jitter(period, rand.Float64())}, nil
+	r.Prober.Known(c.Name, probeStateOf(c))
+	return nil
+}
+
+// probeStateOf is what the Cluster's status says of its probes.
+func probeStateOf(c *v1.Cluster) probeState {
+	cond := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady)
+	if cond == nil {
+		return probeState{}
+	}
+	return probeState{status: cond.Status, reason: cond.Reason, version: c.Status.Version,
+		fresh: c.Status.LastProbeTime != nil && c.Status.ObservedGeneration == c.Generation}
 }
 
 // credentials reads and parses the Cluster's credentials Secret. A reason is returned when the
@@ -389,7 +402,7 @@ func (r *ClusterReconciler) finalize(ctx context.Context, c *v1.Cluster) (ctrl.R
 			// The probe goes on while the Cluster waits: Ready says whether Argo CD can still
 			// delete there.
 			if creds, reason, _, err := r.credentials(ctx, c); err == nil && reason == "" {
-				if _, err := r.probe(ctx, c, creds, c.Status.DeepCopy()); err != nil {
+				if err := r.probe(ctx, c, creds, c.Status.DeepCopy()); err != nil {
 					return ctrl.Result{}, err
 				}
 			}
@@ -441,16 +454,6 @@ func (r *ClusterReconciler) writeStatus(ctx context.Context, c *v1.Cluster, befo
 	return nil
 }
 
-func (r *ClusterReconciler) failed(name string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.failures == nil {
-		r.failures = map[string]int{}
-	}
-	r.failures[name]++
-	return r.failures[name]
-}
-
 func (r *ClusterReconciler) startWaiting(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -481,16 +484,11 @@ func (r *ClusterReconciler) unreachableFor(c *v1.Cluster) (time.Time, bool) {
 	return cond.LastTransitionTime.Time, time.Since(cond.LastTransitionTime.Time) >= r.Config.UnreachableClusterDeletion
 }
 
-func (r *ClusterReconciler) forgetFailures(name string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.failures, name)
-}
-
+// forget stops probing the Cluster and drops what the reconciler remembers of it.
 func (r *ClusterReconciler) forget(name string) {
+	r.Prober.Forget(name)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.failures, name)
 	delete(r.waiting, name)
 }
 

@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -69,6 +70,13 @@ type Config struct {
 	ProgressDeadline time.Duration
 	// ApplicationWriters is how many Applications one Serving writes at a time.
 	ApplicationWriters int
+	// ApplicationWriteSlice is how many Application writes one reconcile of a Serving makes at
+	// most (it also stops after about 10 s) before it writes its progress and runs again, so that
+	// a large roll-out holds no worker for minutes; 0 means 1,000.
+	ApplicationWriteSlice int
+	// ProbeWorkers is how many Cluster probes run at a time, apart from the reconcile workers;
+	// 0 means 32.
+	ProbeWorkers int
 	// UnreachableClusterDeletion is how long a Cluster being deleted waits for the Argo CD
 	// Applications that still deploy to it once its server is Unreachable: Argo CD cannot delete
 	// anything there, so Kokumi lets the Cluster go; 0 waits forever.
@@ -81,6 +89,12 @@ type Config struct {
 	// hostile source fails its Order (BudgetExceeded) instead of the controller; zero fields
 	// mean their defaults.
 	RenderBudgets preparation.Budgets
+	// Shard is the share of the namespaced delivery kinds (Orders, Servings, Preparations,
+	// Products) this replica reconciles, by their label LabelShard: AllShards (the zero value)
+	// every one, MainShard those without the label, any other value those labelled with it.
+	// Only AllShards and MainShard do the shared work; each shard has its own lease, field
+	// manager (FieldManager) and cache of Argo CD's Applications (its own only).
+	Shard string
 }
 
 // DefaultConfig returns the configuration used when no flag says otherwise.
@@ -95,6 +109,8 @@ func DefaultConfig() Config {
 		// Argo CD's retries (about 2.5 minutes with the defaults) end well before it.
 		ProgressDeadline:           10 * time.Minute,
 		ApplicationWriters:         16,
+		ApplicationWriteSlice:      1000,
+		ProbeWorkers:               32,
 		UnreachableClusterDeletion: 10 * time.Minute,
 		PreparationHistory:         10,
 		RenderBudgets:              preparation.DefaultBudgets(),
@@ -144,7 +160,8 @@ func cacheOptions(c Config) cache.Options {
 	// The public keys of deployment records live in Kokumi's own namespace; no other
 	// ConfigMap is read.
 	inKokumi := cache.ByObject{Namespaces: map[string]cache.Config{c.Namespace: {}}}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: inKokumi}}
+	// A shard caches only its own Orders, Servings, Preparations and Products.
+	return shardCacheOptions(cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: inKokumi}}, c.Shard)
 }
 
 // NewManager builds a manager with the scheme registered, health checks, metrics and every
@@ -152,6 +169,9 @@ func cacheOptions(c Config) cache.Options {
 // again, up to managerAttempts times, when that fails.
 func NewManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, error) {
 	if err := CheckLocalProject(opts.Config.LocalProject); err != nil {
+		return nil, err
+	}
+	if err := CheckShard(opts.Config.Shard); err != nil {
 		return nil, err
 	}
 	// Building a manager reads the API server's discovery: one failed request (an API server
@@ -180,14 +200,21 @@ func newManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, er
 	if err != nil {
 		return nil, err
 	}
+	// Each shard writes under a name of its own, so that managedFields say which one wrote what.
+	if opts.Config.Shard != AllShards || cfg.UserAgent == "" {
+		cfg = shardConfig(cfg, opts.Config.Shard)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOptions(opts.Config),
 		Metrics:                 metricsOptions(opts),
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		LeaderElection:          opts.LeaderElection,
-		LeaderElectionID:        "kokumi-controller.delivery.kokumi.dev",
+		LeaderElectionID:        leaderElectionID(opts.Config.Shard),
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// A named shard's controllers bear the main shard's names: both may run in one process
+		// (tests do), and their metrics are told apart by the process that serves them.
+		Controller: config.Controller{SkipNameValidation: ptr(namedShard(opts.Config.Shard))},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -199,11 +226,18 @@ func newManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, er
 		return nil, fmt.Errorf("add ready check: %w", err)
 	}
 	all := only
-	if len(all) == 0 {
+	switch {
+	case len(all) > 0:
+	case sharedWork(opts.Config.Shard):
 		for _, s := range setups {
 			all = append(all, s)
 		}
+	default:
+		// A named shard leaves Clusters, Environments, cluster Secrets and the registry's
+		// credentials to the main shard.
+		all = append(all, shardedSetups...)
 	}
+	logShard(opts.Config.Shard)
 	for _, setup := range append(all, opts.Also...) {
 		if err := setup(mgr, opts.Config); err != nil {
 			return nil, err

@@ -688,7 +688,7 @@ func newPreparation(order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Pro
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      PreparationName(order.Name, artifactDigest),
 			Namespace: order.Namespace,
-			Labels:    map[string]string{LabelOrder: order.Name, LabelProduct: product.Name},
+			Labels:    withShard(order, map[string]string{LabelOrder: order.Name, LabelProduct: product.Name}),
 		},
 		Spec: deliveryv1alpha1.PreparationSpec{
 			OrderRef:                deliveryv1alpha1.LocalObjectReference{Name: order.Name},
@@ -819,7 +819,7 @@ func (r *OrderReconciler) promote(ctx context.Context, order *deliveryv1alpha1.O
 	}
 	if !exists {
 		serving = deliveryv1alpha1.Serving{
-			ObjectMeta: metav1.ObjectMeta{Name: order.Name, Namespace: order.Namespace},
+			ObjectMeta: metav1.ObjectMeta{Name: order.Name, Namespace: order.Namespace, Labels: withShard(order, nil)},
 			Spec:       deliveryv1alpha1.ServingSpec{OrderRef: deliveryv1alpha1.LocalObjectReference{Name: order.Name}, PreparationName: want},
 		}
 		if err := controllerutil.SetControllerReference(order, &serving, r.Scheme()); err != nil {

@@ -86,6 +86,9 @@ type ServingReconciler struct {
 	APIReader client.Reader
 	// ArgoCD reads Argo CD's Applications and AppProjects (Client writes them).
 	ArgoCD *ArgoCD
+
+	// writes follows roll-outs made in slices (serving_progress.go).
+	writes servingWrites
 }
 
 func init() { setups = append(setups, SetupServing) }
@@ -437,14 +440,19 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 		name := fleet.ApplicationName(s.Namespace, s.Name, c.Name)
 		app := byName[name]
 		if app == nil {
-			// Not Kokumi's (or absent): an Application of that name may still exist.
+			// Not in the cache, which holds only Kokumi's Applications of this shard: one of that
+			// name may still exist (not Kokumi's, or labelled for another shard), so the API
+			// server is asked; in a steady fleet every planned Application is in the cache.
 			app = &unstructured.Unstructured{}
 			app.SetGroupVersionKind(argocd.ApplicationGVK)
-			if err := r.ArgoCD.Client.Get(ctx, client.ObjectKey{Namespace: req.ArgoCDNamespace, Name: name}, app); err != nil {
+			if err := r.ArgoCD.Reader.Get(ctx, client.ObjectKey{Namespace: req.ArgoCDNamespace, Name: name}, app); err != nil {
 				if apierrors.IsNotFound(err) {
 					continue
 				}
 				return ctrl.Result{}, fmt.Errorf("get Application %q: %w", name, err)
+			}
+			if _, err := TransformApplication(app); err != nil {
+				return ctrl.Result{}, fmt.Errorf("read Application %q: %w", name, err)
 			}
 			byName[name] = app
 		}
@@ -452,11 +460,14 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		req.Applications[name] = fleet.Observed{Ours: argocd.IsKokumis(app, s.Namespace, s.Name), UpToDate: req.Spec(c).UpToDate(app), Status: st}
+		req.Applications[name] = fleet.Observed{Ours: argocd.IsKokumis(app, s.Namespace, s.Name),
+			UpToDate: req.Spec(c).UpToDate(app) && applicationInShard(app, r.Config.Shard), Status: st}
 	}
 
 	decisions := fleet.Decide(req)
-	writeErr := r.apply(ctx, s, decisions, byName)
+	entry := s.Status.DeepCopy()
+	slice := r.startSlice(s, decisions, byName)
+	writeErr := r.apply(ctx, s, decisions, byName, slice)
 	optIn := false
 	for _, d := range decisions {
 		optIn = optIn || d.Reason == v1.ReasonOptInRequired
@@ -471,9 +482,18 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 	if sum.Ready.Reason == v1.ReasonDeployed {
 		*deployed = &deployment{prep: prep, environment: environment, healthy: sum.HealthyClusters}
 	}
+	more := r.sliceOutcome(s, slice, req.Preparation, entry)
 	if writeErr != nil {
 		// Folded into the status above; returned so that the write is retried with backoff.
 		return ctrl.Result{}, writeErr
+	}
+	if more {
+		// The next slice of the writes, at once: the worker was held for one slice only.
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	if len(slice.inFlight) > 0 {
+		// Written before and not in the cache yet: its watch event comes, or this.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	if optIn {
 		return ctrl.Result{RequeueAfter: recheckArgoCD}, nil
@@ -486,10 +506,13 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 }
 
 // apply writes and removes the Applications the decisions ask for, at most
-// Config.ApplicationWriters at a time. A failed write never stops the others: its cluster shows
-// ApplicationWriteFailed with the error, and the errors are returned together.
-func (r *ServingReconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet.Decision, byName map[string]*unstructured.Unstructured) error {
+// Config.ApplicationWriters at a time, and those of the slice only (the rest wait for the next
+// reconcile). A failed write never stops the others: its cluster shows ApplicationWriteFailed
+// with the error, and the errors are returned together. One Event names the clusters whose
+// Applications it created.
+func (r *ServingReconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet.Decision, byName map[string]*unstructured.Unstructured, slice *writeSlice) error {
 	errs := make([]error, len(decisions))
+	ran := make([]bool, len(decisions))
 	sem := make(chan struct{}, max(r.Config.ApplicationWriters, 1))
 	var wg sync.WaitGroup
 	for i := range decisions {
@@ -498,12 +521,16 @@ func (r *ServingReconciler) apply(ctx context.Context, s *v1.Serving, decisions 
 		var op func() error
 		switch {
 		case d.Write:
-			op = func() error { return r.writeApplication(ctx, s, *d, existing) }
+			op = func() error { return r.writeApplication(ctx, *d, existing) }
 		case d.Remove && existing != nil && argocd.IsKokumis(existing, s.Namespace, s.Name):
 			op = func() error { return r.deleteApplication(ctx, existing) }
 		default:
 			continue
 		}
+		if !slice.take(d) {
+			continue
+		}
+		ran[i] = true
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -511,6 +538,19 @@ func (r *ServingReconciler) apply(ctx context.Context, s *v1.Serving, decisions 
 		})
 	}
 	wg.Wait()
+	var joined []string
+	for i := range decisions {
+		if !ran[i] || errs[i] != nil {
+			continue
+		}
+		existing := byName[decisions[i].Application]
+		if decisions[i].Write && existing == nil {
+			joined = append(joined, decisions[i].Cluster)
+		}
+		slice.wrote(&decisions[i], existing)
+	}
+	r.writes.record(slice)
+	r.joinedEvent(s, joined)
 	for i, err := range errs {
 		if err != nil && decisions[i].Write {
 			d := &decisions[i]
@@ -531,20 +571,25 @@ func setServingMetrics(s *v1.Serving) {
 		ready != nil && ready.Status == metav1.ConditionTrue, ready != nil && ready.Reason == v1.ReasonAwaitingStage)
 }
 
-func (r *ServingReconciler) writeApplication(ctx context.Context, s *v1.Serving, d fleet.Decision, existing *unstructured.Unstructured) (err error) {
+// writeApplication creates the Application of decision d, or updates existing to it.
+func (r *ServingReconciler) writeApplication(ctx context.Context, d fleet.Decision, existing *unstructured.Unstructured) (err error) {
 	start := time.Now()
 	defer func() { kmetrics.ObserveApplicationWrite(err, time.Since(start)) }()
 	if existing == nil {
-		if err := r.Create(ctx, d.Spec.Build()); err != nil {
+		app := d.Spec.Build()
+		setApplicationShard(app, r.Config.Shard)
+		if err := r.Create(ctx, app); err != nil {
 			return fmt.Errorf("create Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
 		}
-		r.Recorder.Eventf(s, clusterRef(d.Cluster), corev1.EventTypeNormal, "ClusterJoined", "CreateApplication",
-			"Cluster %s: created Application %s/%s", d.Cluster, d.Spec.Namespace, d.Application)
-		return nil
+		return nil // apply records one Event for the clusters that joined
 	}
 	app := existing.DeepCopy()
 	d.Spec.Apply(app)
-	if err := r.Update(ctx, app); err != nil {
+	setApplicationShard(app, r.Config.Shard)
+	// A merge patch from the cached copy, never an Update: the cache holds Applications cut down
+	// (TransformApplication), and the Application CRD has no status subresource, so writing one
+	// whole would wipe Argo CD's status. The lock keeps the old Update's conflict on a stale copy.
+	if err := r.Patch(ctx, app, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("update Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
 	}
 	return nil
@@ -569,11 +614,11 @@ func clusterRef(name string) *v1.Cluster {
 // applications lists the Serving's own Applications.
 func (r *ServingReconciler) applications(ctx context.Context, s *v1.Serving) ([]unstructured.Unstructured, error) {
 	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(argocd.ApplicationListGVK)
-	// Read-only: writes go to copies (writeApplication), so the cache's objects are not copied.
-	if err := r.ArgoCD.Client.List(ctx, list, client.InNamespace(r.Config.ArgoCDNamespace), client.MatchingLabels{
+	// By index, not a walk of the namespace. Read-only: writes go to copies (writeApplication),
+	// so the cache's objects are not copied.
+	if err := r.ArgoCD.ListApplications(ctx, list, r.Config.ArgoCDNamespace, client.MatchingLabels{
 		argocd.LabelServing: s.Name, argocd.LabelServingNamespace: s.Namespace,
-	}, client.UnsafeDisableDeepCopy); err != nil {
+	}); err != nil {
 		if apimeta.IsNoMatchError(err) {
 			return nil, nil
 		}
@@ -589,7 +634,7 @@ func (r *ServingReconciler) applications(ctx context.Context, s *v1.Serving) ([]
 }
 
 // removeDepartures deletes the Serving's Applications of clusters its Environment no longer
-// selects, with an Event naming each; what runs there keeps running.
+// selects, with one Event naming them; what runs there keeps running.
 func (r *ServingReconciler) removeDepartures(ctx context.Context, s *v1.Serving, tgt target) error {
 	ours, err := r.applications(ctx, s)
 	if err != nil {
@@ -602,17 +647,16 @@ func (r *ServingReconciler) removeDepartures(ctx context.Context, s *v1.Serving,
 	}
 	// One failed delete does not keep the others, nor the rest of the reconcile, waiting.
 	var errs []error
+	var left, deleted []string
 	for _, name := range fleet.Leaving(s.Namespace, s.Name, tgt.clusters, names) {
 		app := byName[name]
 		if err := r.deleteApplication(ctx, app); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		cluster := app.GetLabels()[argocd.LabelCluster]
-		r.Recorder.Eventf(s, clusterRef(cluster), corev1.EventTypeNormal, "ClusterLeft", "DeleteApplication",
-			"Cluster %s left Environment %s: deleted Application %s/%s; what runs there keeps running",
-			cluster, tgt.environment, app.GetNamespace(), name)
+		left, deleted = append(left, app.GetLabels()[argocd.LabelCluster]), append(deleted, name)
 	}
+	r.leftEvent(s, tgt.environment, left, deleted)
 	return errors.Join(errs...)
 }
 

@@ -258,7 +258,8 @@ func AddToManager(mgr manager.Manager, o Options, ln net.Listener) error {
 	}
 	// Argo CD's Applications come from a cache of Argo CD's namespace, watched from when Argo
 	// CD's CRDs are served: the server starts before Argo CD is installed.
-	argo, err := controller.ArgoCDOf(mgr, controller.Config{ArgoCDNamespace: s.opts.ArgoCDNamespace})
+	// Every shard's Applications: the pages show every Serving, whichever replica deploys it.
+	argo, err := controller.ArgoCDOf(mgr, controller.Config{ArgoCDNamespace: s.opts.ArgoCDNamespace, Shard: controller.AllShards})
 	if err != nil {
 		return err
 	}
@@ -687,6 +688,14 @@ func (s *Server) applications(ctx context.Context, labels client.MatchingLabels)
 			return nil, nil // no Application without Argo CD
 		}
 		c = s.argo.Client
+	}
+	if s.argo != nil {
+		// By index (a Serving's, a Cluster's), cut down to what the pages read; copied, as
+		// the rows are built from them.
+		if err := s.argo.ListApplications(ctx, list, s.opts.ArgoCDNamespace, labels); err != nil {
+			return nil, err
+		}
+		return list.DeepCopy().Items, nil
 	}
 	if err := c.List(ctx, list, client.InNamespace(s.opts.ArgoCDNamespace), labels); err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/bench"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
@@ -169,7 +170,7 @@ func TestSIGKILLAnywhereConverges(t *testing.T) {
 		change.converged.Round(time.Millisecond), max(change.parts["Applications"], change.parts["Serving status"]).Round(time.Millisecond),
 		rollOut.total.Round(time.Millisecond), change.total.Round(time.Millisecond))
 	t.Logf("first Application write after a restart that had work left, over %d restarts: %s", len(all), spread(all))
-	t.Logf("probes answered by the member servers: %d", servers.probes.Load())
+	t.Logf("probes answered by the member servers: %d", servers.Probes())
 }
 
 // crashRun is the state of one crash test.
@@ -203,7 +204,7 @@ func (e expectation) request() fleet.Request {
 		Project: argocd.Project{Name: projectName}, Retry: argocd.DefaultSyncRetry,
 	}
 	for _, name := range e.clusters {
-		req.Clusters = append(req.Clusters, fleet.Cluster{Name: name, Server: servers.server(name), Ready: true})
+		req.Clusters = append(req.Clusters, fleet.Cluster{Name: name, Server: servers.Server(name), Ready: true})
 	}
 	return req
 }
@@ -470,7 +471,7 @@ func (r *crashRun) clustersConverged(expectation) error {
 	var unprobed, noFinalizer, badSecret []string
 	for _, c := range clusters.Items {
 		ready := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady)
-		if c.Status.LastProbeTime == nil || c.Status.Version != memberVersion || ready == nil || ready.Status != metav1.ConditionTrue || ready.Reason != v1.ReasonConnected {
+		if c.Status.LastProbeTime == nil || c.Status.Version != bench.MemberVersion || ready == nil || ready.Status != metav1.ConditionTrue || ready.Reason != v1.ReasonConnected {
 			unprobed = append(unprobed, c.Name)
 		}
 		if !slices.Contains(c.Finalizers, controller.ClusterFinalizer) {
@@ -596,13 +597,13 @@ func (r *crashRun) setUpFleet() {
 		}
 		if err := env.Client.Create(r.ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: kokumiNamespace},
-			Data:       map[string][]byte{cluster.KeyToken: []byte(token(name)), cluster.KeyCA: servers.CA},
+			Data:       map[string][]byte{cluster.KeyToken: []byte(bench.Token(name)), cluster.KeyCA: servers.CA},
 		}); err != nil {
 			return fmt.Errorf("create the credentials of %s: %w", name, err)
 		}
 		c := &v1.Cluster{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tier": tier}},
-			Spec:       v1.ClusterSpec{Server: servers.server(name), CredentialsRef: v1.LocalObjectReference{Name: name}},
+			Spec:       v1.ClusterSpec{Server: servers.Server(name), CredentialsRef: v1.LocalObjectReference{Name: name}},
 		}
 		if err := env.Client.Create(r.ctx, c); err != nil {
 			return fmt.Errorf("create Cluster %s: %w", name, err)

@@ -22,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/kokumi-dev/kokumi/internal/bench"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
@@ -38,7 +39,7 @@ var (
 	// deployment records.
 	registry *oci.Registry
 	// servers plays the member clusters' API servers.
-	servers *members
+	servers *bench.Members
 )
 
 func TestMain(m *testing.M) {
@@ -77,7 +78,7 @@ func (s suite) run() (int, error) {
 		return 0, err
 	}
 	defer func() { _ = registry.Stop() }()
-	if servers, err = startMembers(); err != nil {
+	if servers, err = bench.StartMembers(); err != nil {
 		return 0, err
 	}
 	defer servers.Close()

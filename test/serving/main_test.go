@@ -32,7 +32,10 @@ import (
 var (
 	env *harness.Env
 	mgr ctrl.Manager
-	cfg = controller.Config{ArgoCDNamespace: "argocd", LocalProject: "kokumi-local", Namespace: "kokumi-system", SyncRetry: argocd.DefaultSyncRetry}
+	// A roll-out writes at most 50 Applications a reconcile: the tests of more clusters roll out
+	// in slices (progress_test.go).
+	cfg = controller.Config{ArgoCDNamespace: "argocd", LocalProject: "kokumi-local", Namespace: "kokumi-system", SyncRetry: argocd.DefaultSyncRetry,
+		ApplicationWriteSlice: 50}
 	// registry holds the Preparations' deployment records.
 	registry *oci.Registry
 	// faults, when harness.EnvFaults is set, fails that share of the controller's API requests;

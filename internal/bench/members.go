@@ -1,4 +1,4 @@
-package crash
+package bench
 
 import (
 	"crypto/ecdsa"
@@ -20,10 +20,14 @@ import (
 	"time"
 )
 
-// members plays the API servers of many member clusters behind one TLS listener: cluster
+// MemberVersion is the Kubernetes version every fake member answers /version with.
+const MemberVersion = "v1.37.2"
+
+// Members plays the API servers of many member clusters behind one TLS listener: cluster
 // name's server is <URL>/clusters/<name>, and it answers /version to the bearer token
-// token(name) alone, as a kube-apiserver does. Its certificate is its own CA.
-type members struct {
+// Token(name) alone, as a kube-apiserver does. Its certificate is its own CA. (The same fake as
+// test/crash's.)
+type Members struct {
 	srv *httptest.Server
 	// CA verifies the server's certificate.
 	CA []byte
@@ -31,17 +35,14 @@ type members struct {
 	probes atomic.Int64
 }
 
-// memberVersion is the Kubernetes version every member answers with.
-const memberVersion = "v1.37.2"
-
-func startMembers() (*members, error) {
-	cert, caPEM, err := selfSigned()
+// StartMembers starts the fake members' server on a loopback port.
+func StartMembers() (*Members, error) {
+	cert, caPEM, err := SelfSigned()
 	if err != nil {
 		return nil, err
 	}
-	m := &members{CA: caPEM}
+	m := &Members{CA: caPEM}
 	m.srv = httptest.NewUnstartedServer(http.HandlerFunc(m.serve))
-	// A controller killed during a handshake resets the connection: no news.
 	m.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	m.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	m.srv.StartTLS()
@@ -49,22 +50,25 @@ func startMembers() (*members, error) {
 }
 
 // Close stops the server.
-func (m *members) Close() { m.srv.Close() }
+func (m *Members) Close() { m.srv.Close() }
 
-// server is the API server URL of the member cluster name.
-func (m *members) server(name string) string { return m.srv.URL + "/clusters/" + name }
+// Server is the API server URL of the member cluster name.
+func (m *Members) Server(name string) string { return m.srv.URL + "/clusters/" + name }
 
-// token is the bearer token the member cluster name accepts.
-func token(name string) string { return "token-" + name }
+// Probes is how many /version requests were answered.
+func (m *Members) Probes() int64 { return m.probes.Load() }
 
-func (m *members) serve(w http.ResponseWriter, r *http.Request) {
+// Token is the bearer token the member cluster name accepts.
+func Token(name string) string { return "token-" + name }
+
+func (m *Members) serve(w http.ResponseWriter, r *http.Request) {
 	name, ok := strings.CutPrefix(r.URL.Path, "/clusters/")
 	name, ok2 := strings.CutSuffix(name, "/version")
 	if !ok || !ok2 || strings.Contains(name, "/") {
 		http.NotFound(w, r)
 		return
 	}
-	if r.Header.Get("Authorization") != "Bearer "+token(name) {
+	if r.Header.Get("Authorization") != "Bearer "+Token(name) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`)
@@ -72,12 +76,12 @@ func (m *members) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	m.probes.Add(1)
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = fmt.Fprintf(w, `{"major":"1","minor":"37","gitVersion":%q,"platform":"linux/amd64"}`, memberVersion)
+	_, _ = fmt.Fprintf(w, `{"major":"1","minor":"37","gitVersion":%q,"platform":"linux/amd64"}`, MemberVersion)
 }
 
-// selfSigned makes an ECDSA certificate for 127.0.0.1 that is its own CA (ECDSA keeps the
-// thousands of TLS handshakes of the probes cheap).
-func selfSigned() (tls.Certificate, []byte, error) {
+// SelfSigned makes an ECDSA certificate for 127.0.0.1 that is its own CA (ECDSA keeps the
+// many TLS handshakes of the probes cheap).
+func SelfSigned() (tls.Certificate, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, nil, fmt.Errorf("generate the members' key: %w", err)

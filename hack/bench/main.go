@@ -1,0 +1,134 @@
+// Command bench brings up a hub (kube-apiserver and etcd with Argo CD's CRDs), N fake member
+// clusters, the built `kokumi controller` and its peers (a bare client and Argo CD's
+// ApplicationSet controller), for each N of -n, and prints a Markdown table of what Kokumi
+// takes to fan out, and its ratios to the bare client. `make bench` runs it; see
+// docs/performance.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/kokumi-dev/kokumi/internal/bench"
+	"github.com/kokumi-dev/kokumi/internal/sandbox"
+)
+
+// listFlag collects repeated flags (and comma-separated values).
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		ns       = flag.String("n", "100,1000,10000", "comma-separated numbers of member clusters, one run each")
+		out      = flag.String("out", "", "also write the table to this file")
+		writers  = flag.Int("application-writers", 0, "the controller's --application-writers (0: its default)")
+		probe    = flag.Duration("probe-period", 0, "the controller's --probe-period (0: its default)")
+		appSet   = flag.Bool("applicationset", true, "measure Argo CD's ApplicationSet controller too (bin/fleet/argocd, make fleet-assets)")
+		updates  = flag.Int("applicationset-updates", 16, "the ApplicationSet controller's --concurrent-application-updates (Argo CD's default is 1)")
+		quiet    = flag.Duration("quiet", time.Minute, "how long the controller's writes are counted once everything settled (0 skips)")
+		argoCD   = flag.Bool("argocd-status", true, "write Synced and Healthy into every Application before the quiet window, as Argo CD would")
+		timeout  = flag.Duration("timeout", 10*time.Minute, "the longest each wait may take")
+		keep     = flag.Bool("keep", false, "keep each run's work directory (logs, audit log)")
+		kokumi   = flag.String("kokumi", "", "the kokumi binary to run (default: go build ./cmd/kokumi)")
+		extra    listFlag
+		maxRatio = flag.Float64("max-ratio", 0, "fail when Kokumi's Serving → N over the bare client's time exceeds this (0: never)")
+	)
+	flag.Var(&extra, "controller-arg", "one more flag of `kokumi controller`, such as --controller-arg=--foo=1 (repeatable)")
+	flag.Parse()
+	// The library's clients log through controller-runtime: errors only.
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	var sizes []int
+	for _, s := range strings.Split(*ns, ",") {
+		n, err := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(s), "_", ""))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("-n: %q is not a positive number", s)
+		}
+		sizes = append(sizes, n)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	bin := *kokumi
+	if bin == "" {
+		assets, err := sandbox.FindAssets()
+		if err != nil {
+			return err
+		}
+		tmp, err := os.MkdirTemp("", "kokumi-bench-bin-")
+		if err != nil {
+			return fmt.Errorf("create a temporary directory: %w", err)
+		}
+		defer func() { _ = os.RemoveAll(tmp) }()
+		if bin, err = bench.BuildKokumi(ctx, assets.Root, tmp); err != nil {
+			return err
+		}
+	}
+	began := time.Now()
+	var (
+		rows   []bench.Row
+		failed []string
+	)
+	for _, n := range sizes {
+		row, err := bench.Run(ctx, bench.Options{
+			N: n, KokumiBinary: bin, ApplicationWriters: *writers, ProbePeriod: *probe, ControllerArgs: extra,
+			AppSet: *appSet, AppSetUpdates: *updates, Quiet: *quiet, ArgoCDStatus: *argoCD,
+			Timeout: *timeout, KeepWorkDir: *keep, Log: os.Stderr,
+		})
+		if err != nil {
+			// What was measured is printed all the same; the command fails at the end.
+			fmt.Fprintf(os.Stderr, "N = %d failed: %v\n", n, err)
+			failed = append(failed, fmt.Sprintf("N = %d: %v", n, err))
+			if row == nil {
+				row = &bench.Row{N: n, QuietWrites: -1}
+			}
+			row.Notes = append(row.Notes, "the run failed: "+err.Error())
+		}
+		rows = append(rows, *row)
+		fmt.Fprint(os.Stderr, "\n"+bench.Header+row.Markdown()+"\n")
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	table := bench.Table(rows)
+	fmt.Printf("\n%s\n(%d runs in %s)\n", table, len(rows), time.Since(began).Round(time.Second))
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(table), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", *out, err)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d runs failed: %s", len(failed), len(sizes), strings.Join(failed, "; "))
+	}
+	if *maxRatio > 0 {
+		for _, r := range rows {
+			if got := r.ServingRatio(); got > *maxRatio {
+				return fmt.Errorf("at N = %d, Kokumi's Serving → N took %.2f× the bare client's time, more than %.2f×", r.N, got, *maxRatio)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,126 @@
+package bench
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// process is a child process in a process group of its own, killed when the benchmark dies.
+type process struct {
+	name, logPath string
+	cmd           *exec.Cmd
+	done          chan struct{}
+	err           error
+}
+
+// startProcess starts path with args and env added to the benchmark's environment, its output
+// appended to logPath.
+func startProcess(name, logPath, path string, args, env []string) (*process, error) {
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the log of %s: %w", name, err)
+	}
+	defer func() { _ = log.Close() }()
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s (%s): %w", name, path, err)
+	}
+	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// alive says whether the process still runs, and if not how it ended.
+func (p *process) alive() error {
+	select {
+	case <-p.done:
+		how := p.err
+		if how == nil {
+			how = errors.New("exit status 0")
+		}
+		return fmt.Errorf("%s exited: %w; the end of its log: %s", p.name, how, tail(p.logPath, 5))
+	default:
+		return nil
+	}
+}
+
+// tail returns the last n lines of the file at path, on one line.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// stop sends SIGTERM to the process group, waits up to grace, then kills it.
+func (p *process) stop(grace time.Duration) {
+	if p.alive() != nil {
+		return
+	}
+	pgid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// Memory is a process's resident memory, from /proc/<pid>/status.
+type Memory struct {
+	// RSS is VmRSS, the resident set now; HWM is VmHWM, its peak so far. Both in bytes.
+	RSS, HWM int64
+}
+
+// memory reads the process's VmRSS and VmHWM.
+func (p *process) memory() (Memory, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return Memory{}, fmt.Errorf("read the memory of %s: %w", p.name, err)
+	}
+	defer func() { _ = f.Close() }()
+	var m Memory
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		key, val, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (key != "VmRSS" && key != "VmHWM") {
+			continue
+		}
+		fields := strings.Fields(val) // "123456 kB"
+		if len(fields) != 2 || fields[1] != "kB" {
+			return Memory{}, fmt.Errorf("%s of %s: unexpected %q", key, p.name, val)
+		}
+		kb, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			return Memory{}, fmt.Errorf("%s of %s: %w", key, p.name, err)
+		}
+		if key == "VmRSS" {
+			m.RSS = kb << 10
+		} else {
+			m.HWM = kb << 10
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return Memory{}, fmt.Errorf("read the memory of %s: %w", p.name, err)
+	}
+	return m, nil
+}

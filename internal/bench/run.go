@@ -1,0 +1,679 @@
+// Package bench measures Kokumi's fan-out against a real hub: a kube-apiserver and etcd with
+// Argo CD's CRDs, N fake member clusters behind one TLS server, the built `kokumi controller`
+// as a separate process with the shipped RBAC, and, in the same run, the two peers it is
+// compared with: a bare client creating the same N Applications with 16 workers, and Argo CD's
+// ApplicationSet controller with a cluster generator over the same N clusters. `make bench`
+// (hack/bench) prints its rows as a table; test/bench checks one in CI.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/cluster"
+	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/fleet"
+	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/sandbox"
+)
+
+// Names of what one run creates on the hub.
+const (
+	argocdNamespace = "argocd"
+	// bareNamespace holds the bare client's Applications, which Kokumi never looks at.
+	bareNamespace   = "bench-bare"
+	tenantNamespace = "bench"
+	orderName       = "podinfo-edge"
+	environmentName = "edge"
+	projectName     = "bench-edge"
+	targetNamespace = "podinfo"
+	productName     = "podinfo-fleet"
+)
+
+// Options configure one run.
+type Options struct {
+	// N is how many member clusters, and so Applications.
+	N int
+	// KokumiBinary is the built kokumi; BuildKokumi builds one.
+	KokumiBinary string
+	// ApplicationWriters and ProbePeriod, when not zero, are passed to the controller as
+	// --application-writers and --probe-period.
+	ApplicationWriters int
+	ProbePeriod        time.Duration
+	// ControllerArgs are more flags of `kokumi controller`.
+	ControllerArgs []string
+	// BareWorkers is how many workers the bare client creates with (16 when zero).
+	BareWorkers int
+	// AppSet runs Argo CD's ApplicationSet controller too; AppSetUpdates is its
+	// --concurrent-application-updates (16 when zero).
+	AppSet        bool
+	AppSetUpdates int
+	// Quiet is how long the controller's writes are counted once everything settled (0 skips);
+	// Settle is how long to wait before (10 s when zero).
+	Quiet, Settle time.Duration
+	// ArgoCDStatus plays Argo CD's application-controller before the quiet window: every
+	// Application gets Synced and Healthy at its revision, so that the Serving settles Deployed.
+	ArgoCDStatus bool
+	// Timeout bounds each wait (10 minutes when zero).
+	Timeout time.Duration
+	// WorkDir holds the run's files and logs (a temporary directory when empty; removed unless
+	// the run fails or KeepWorkDir).
+	WorkDir     string
+	KeepWorkDir bool
+	// Log receives progress lines (nothing when nil).
+	Log io.Writer
+}
+
+// Row is what one run measured. A zero duration was not measured.
+type Row struct {
+	N int
+	// Bare is how long the bare client took to create N Applications, until all were seen.
+	Bare time.Duration
+	// AppSet is how long from creating the ApplicationSet until its N Applications existed;
+	// AppSetNote says why it was not measured.
+	AppSet     time.Duration
+	AppSetNote string
+	// Serving is from creating the Order and its Serving until N Applications at the
+	// Preparation's digest; Change, from patching spec.preparationName until N at the new
+	// digest; Deleted, from deleting the Serving and Order until no Application of Kokumi's.
+	Serving, Change, Deleted time.Duration
+	// ClustersReady is from creating the first of N Clusters until all were Ready.
+	ClustersReady time.Duration
+	// QuietWrites counts the controller's write requests in Quiet (-1: not measured), by verb
+	// and resource in QuietBy.
+	QuietWrites int64
+	Quiet       time.Duration
+	QuietBy     map[string]int64
+	// Memory is the controller's memory after the quiet window (HWM is the peak until then).
+	Memory Memory
+	// PhaseWrites counts the controller's write requests during each timed phase, by phase.
+	PhaseWrites []PhaseWrites
+	// Notes say what else was seen.
+	Notes []string
+}
+
+// PhaseWrites is the controller's write requests during one phase, by verb and resource.
+type PhaseWrites struct {
+	Phase string
+	Total int64
+	By    map[string]int64
+}
+
+// ServingRatio is Kokumi's fan-out time over the bare client's (0 when either is missing).
+func (r Row) ServingRatio() float64 { return ratio(r.Serving, r.Bare) }
+
+func ratio(a, b time.Duration) float64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// BuildKokumi builds cmd/kokumi of the checkout at root into dir.
+func BuildKokumi(ctx context.Context, root, dir string) (string, error) {
+	bin := filepath.Join(dir, "kokumi")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kokumi")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/kokumi: %w: %s", err, out)
+	}
+	return bin, nil
+}
+
+// AppSetCRD finds the ApplicationSet CRD of the pinned Argo CD version in the Go module cache
+// (where `make test-assets` took Application's and AppProject's from), or says why not.
+func AppSetCRD(assets sandbox.Assets) (string, error) {
+	version := assets.Versions()["argocd"]
+	if version == "" {
+		return "", errors.New("no argocd version in bin/envtest/versions: run make test-assets")
+	}
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMODCACHE: %w", err)
+	}
+	p := filepath.Join(strings.TrimSpace(string(out)), "github.com", "argoproj", "argo-cd", "v3@"+version, "manifests", "crds", "applicationset-crd.yaml")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("the ApplicationSet CRD of Argo CD %s is not in the module cache (make test-assets downloads the module): %w", version, err)
+	}
+	return p, nil
+}
+
+// run is the state of one run.
+type run struct {
+	opts Options
+	// windows are the timed phases of the controller, for PhaseWrites.
+	windows []window
+
+	ctx     context.Context
+	dir     string
+	assets  sandbox.Assets
+	hub     *hub
+	admin   client.Client
+	obs     *observer
+	members *Members
+	reg     *oci.Registry
+	kokumi  *process
+	preps   [2]prep
+	row     *Row
+}
+
+// window is a named span of time.
+type window struct {
+	name     string
+	from, to time.Time
+}
+
+// prep is a Preparation and its artifact.
+type prep struct {
+	name, repoURL, digest string
+}
+
+func (r *run) logf(format string, args ...any) {
+	if r.opts.Log != nil {
+		_, _ = fmt.Fprintf(r.opts.Log, "[N=%d %s] %s\n", r.opts.N, time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+}
+
+// Run brings up a hub and the fake members and measures the bare client, Kokumi and (with
+// opts.AppSet) the ApplicationSet controller for opts.N clusters. When a step fails, the row
+// holds what was measured before it, beside the error.
+func Run(ctx context.Context, opts Options) (row *Row, err error) {
+	if opts.N <= 0 {
+		return nil, fmt.Errorf("the number of clusters must be positive, not %d", opts.N)
+	}
+	if opts.KokumiBinary == "" {
+		return nil, errors.New("no kokumi binary: build one with BuildKokumi")
+	}
+	if opts.BareWorkers == 0 {
+		opts.BareWorkers = 16
+	}
+	if opts.AppSetUpdates == 0 {
+		opts.AppSetUpdates = 16
+	}
+	if opts.Settle == 0 {
+		opts.Settle = 10 * time.Second
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 10 * time.Minute
+	}
+	assets, err := sandbox.FindAssets()
+	if err != nil {
+		return nil, err
+	}
+	dir := opts.WorkDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "kokumi-bench-"); err != nil {
+			return nil, fmt.Errorf("create a work directory: %w", err)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	defer func() {
+		if err == nil && !opts.KeepWorkDir {
+			_ = os.RemoveAll(dir)
+		} else if err != nil {
+			err = fmt.Errorf("%w (logs kept in %s)", err, dir)
+		}
+	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r := &run{opts: opts, ctx: ctx, dir: dir, assets: assets, row: &Row{N: opts.N, QuietWrites: -1}}
+	defer r.close()
+	if err := r.setUp(); err != nil {
+		return r.row, err
+	}
+	if err := r.bare(); err != nil {
+		return r.row, fmt.Errorf("bare client: %w", err)
+	}
+	if err := r.kokumiRun(); err != nil {
+		return r.row, fmt.Errorf("run kokumi controller: %w", err)
+	}
+	if opts.AppSet {
+		if err := r.appSet(); err != nil {
+			r.row.AppSetNote = err.Error()
+			r.logf("ApplicationSet not measured: %v", err)
+		}
+	} else {
+		r.row.AppSetNote = "not run"
+	}
+	return r.row, nil
+}
+
+func (r *run) close() {
+	if r.kokumi != nil {
+		r.kokumi.stop(10 * time.Second)
+	}
+	if r.reg != nil {
+		_ = r.reg.Stop()
+	}
+	if r.members != nil {
+		r.members.Close()
+	}
+	if r.hub != nil {
+		_ = r.hub.stop()
+	}
+}
+
+// setUp starts the hub, the members, the registry and the observer, and creates what the
+// Serving needs but its Clusters: namespaces, RBAC, the AppProject, the Environment and two
+// Preparations with their artifacts.
+func (r *run) setUp() error {
+	start := time.Now()
+	crd := ""
+	if r.opts.AppSet {
+		var err error
+		if crd, err = AppSetCRD(r.assets); err != nil {
+			r.row.AppSetNote = err.Error()
+			r.opts.AppSet = false
+		}
+	}
+	var err error
+	if r.hub, err = startHub(r.assets, r.dir, crd); err != nil {
+		return err
+	}
+	scheme, err := controller.NewScheme()
+	if err != nil {
+		return fmt.Errorf("scheme: %w", err)
+	}
+	if r.admin, err = client.New(r.hub.admin, client.Options{Scheme: scheme}); err != nil {
+		return fmt.Errorf("admin client: %w", err)
+	}
+	for _, ns := range []string{ControllerNamespace, argocdNamespace, bareNamespace, tenantNamespace} {
+		if err := r.admin.Create(r.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return fmt.Errorf("create namespace %s: %w", ns, err)
+		}
+	}
+	if err := r.hub.installControllerRBAC(r.ctx, r.dir); err != nil {
+		return err
+	}
+	if r.members, err = StartMembers(); err != nil {
+		return err
+	}
+	if r.reg, err = oci.StartRegistry("127.0.0.1:0", filepath.Join(r.dir, "registry"), false); err != nil {
+		return fmt.Errorf("start the registry: %w", err)
+	}
+	if r.obs, err = startObserver(r.ctx, r.hub, scheme, argocdNamespace, bareNamespace); err != nil {
+		return err
+	}
+	project := sandbox.AppProject(argocdNamespace, projectName, sandbox.AppProjectSpec{
+		SourceRepos: []string{"*"}, SourceNamespaces: []string{tenantNamespace},
+		Destinations: []sandbox.AppProjectDestination{{Server: "*", Namespace: "*"}},
+	})
+	if err := r.admin.Create(r.ctx, project); err != nil {
+		return fmt.Errorf("create the AppProject: %w", err)
+	}
+	if err := r.admin.Create(r.ctx, &v1.Environment{
+		ObjectMeta: metav1.ObjectMeta{Name: environmentName, Namespace: tenantNamespace},
+		Spec:       v1.EnvironmentSpec{ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": environmentName}}, Project: projectName},
+	}); err != nil {
+		return fmt.Errorf("create the Environment: %w", err)
+	}
+	for i := range r.preps {
+		if r.preps[i], err = r.preparation(fmt.Sprintf("%s-%d", orderName, i+1)); err != nil {
+			return err
+		}
+	}
+	r.logf("hub, members, registry and RBAC up in %s", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// preparation pushes an artifact to the registry and creates a Preparation of the Order for
+// it, as the Order reconciler would.
+func (r *run) preparation(name string) (prep, error) {
+	repository := r.reg.Addr + "/" + tenantNamespace + "/" + orderName
+	digest, err := (&oci.Client{}).PushArtifact(r.ctx, repository, []byte(name), nil)
+	if err != nil {
+		return prep{}, fmt.Errorf("push the artifact of %s: %w", name, err)
+	}
+	p := &v1.Preparation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenantNamespace}, Spec: v1.PreparationSpec{
+		OrderRef: v1.LocalObjectReference{Name: orderName}, ProductRef: v1.LocalObjectReference{Name: productName},
+		Source:          v1.PreparationSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.14.1", Digest: "sha256:" + strings.Repeat("c", 64)},
+		TargetNamespace: targetNamespace,
+		Artifact:        v1.Artifact{Ref: "oci://" + repository + "@" + digest, Digest: digest},
+		ConfigHash:      name,
+	}}
+	if err := r.admin.Create(r.ctx, p); err != nil {
+		return prep{}, fmt.Errorf("create Preparation %s: %w", name, err)
+	}
+	return prep{name: name, repoURL: "oci://" + repository, digest: digest}, nil
+}
+
+// ClusterName names the i-th member.
+func ClusterName(i int) string { return fmt.Sprintf("edge-%05d", i) }
+
+// spec is the Application Kokumi writes for cluster i at p, in namespace.
+func (r *run) spec(i int, p prep, namespace string) argocd.ApplicationSpec {
+	req := fleet.Request{
+		ServingNamespace: tenantNamespace, ServingName: orderName, ArgoCDNamespace: namespace,
+		Preparation: p.name, RepoURL: p.repoURL, Revision: p.digest, TargetNamespace: targetNamespace,
+		Project: argocd.Project{Name: projectName}, Retry: argocd.DefaultSyncRetry,
+	}
+	name := ClusterName(i)
+	return req.Spec(fleet.Cluster{Name: name, Server: r.members.Server(name), Ready: true})
+}
+
+// bare times 16 workers creating the N Applications Kokumi would write, into a namespace of
+// their own, until the observer saw them all; then deletes them.
+func (r *run) bare() error {
+	n := r.opts.N
+	objs := make([]*unstructured.Unstructured, n)
+	for i := range objs {
+		objs[i] = r.spec(i, r.preps[0], bareNamespace).Build()
+	}
+	start := time.Now()
+	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
+		if err := r.admin.Create(r.ctx, objs[i]); err != nil {
+			return fmt.Errorf("create Application %s: %w", objs[i].GetName(), err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	d, err := waitCount(r.ctx, start, r.opts.Timeout, "the bare client's Applications", n, func() (int, error) {
+		return r.obs.applications(r.ctx, bareNamespace, nil, "")
+	}, nil)
+	if err != nil {
+		return err
+	}
+	r.row.Bare = d
+	r.logf("bare client: %d Applications in %s", n, d.Round(time.Millisecond))
+	if err := r.admin.DeleteAllOf(r.ctx, newApplication(), client.InNamespace(bareNamespace)); err != nil {
+		return fmt.Errorf("delete the bare client's Applications: %w", err)
+	}
+	_, err = waitCount(r.ctx, time.Now(), r.opts.Timeout, "the bare client's Applications to go", 0, func() (int, error) {
+		return r.obs.applications(r.ctx, bareNamespace, nil, "")
+	}, nil)
+	return err
+}
+
+// kokumiLabels select the Applications of the benchmark's Serving.
+var kokumiLabels = map[string]string{argocd.LabelManagedBy: argocd.ManagedByKokumi, argocd.LabelServing: orderName}
+
+// kokumiRun starts the controller and measures its columns.
+func (r *run) kokumiRun() error {
+	n := r.opts.N
+	args := []string{"controller",
+		"--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--argocd-namespace=" + argocdNamespace, "--namespace=" + ControllerNamespace,
+		"--bundled-registry=" + r.reg.Addr,
+	}
+	if r.opts.ApplicationWriters > 0 {
+		args = append(args, "--application-writers="+strconv.Itoa(r.opts.ApplicationWriters))
+	}
+	if r.opts.ProbePeriod > 0 {
+		args = append(args, "--probe-period="+r.opts.ProbePeriod.String())
+	}
+	args = append(args, r.opts.ControllerArgs...)
+	var err error
+	r.kokumi, err = startProcess("kokumi controller", filepath.Join(r.dir, "kokumi-controller.log"), r.opts.KokumiBinary, args,
+		[]string{"KUBECONFIG=" + r.hub.controllerKubeconfig})
+	if err != nil {
+		return err
+	}
+	alive := r.kokumi.alive
+	r.logf("kokumi %s", strings.Join(args, " "))
+
+	if err := r.warmUp(); err != nil {
+		return err
+	}
+
+	// N Clusters and their credentials, until the controller probed them all Ready.
+	start := time.Now()
+	if err := parallel(16, n, func(i int) error {
+		name := ClusterName(i)
+		return r.createCluster(name, environmentName)
+	}); err != nil {
+		return err
+	}
+	created := time.Since(start)
+	if r.row.ClustersReady, err = waitCount(r.ctx, start, r.opts.Timeout, "every Cluster Ready", n, func() (int, error) {
+		return r.obs.readyClusters(r.ctx)
+	}, alive); err != nil {
+		return err
+	}
+	r.windows = append(r.windows, window{"all Clusters Ready", start, start.Add(r.row.ClustersReady)})
+	r.logf("Clusters: created in %s, all Ready %s after the first", created.Round(time.Millisecond), r.row.ClustersReady.Round(time.Millisecond))
+
+	// The Order and its Serving, until N Applications at the first Preparation's digest.
+	start = time.Now()
+	if err := r.admin.Create(r.ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}, Spec: v1.OrderSpec{
+		ProductRef: v1.LocalObjectReference{Name: productName}, EnvironmentRef: v1.LocalObjectReference{Name: environmentName},
+		Promotion: v1.Promotion{Mode: v1.PromotionManual},
+	}}); err != nil {
+		return fmt.Errorf("create the Order: %w", err)
+	}
+	if err := r.admin.Create(r.ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}, Spec: v1.ServingSpec{
+		OrderRef: v1.LocalObjectReference{Name: orderName}, PreparationName: r.preps[0].name,
+	}}); err != nil {
+		return fmt.Errorf("create the Serving: %w", err)
+	}
+	if r.row.Serving, err = r.waitApps(start, "Applications at "+r.preps[0].name, n, r.preps[0].digest, alive); err != nil {
+		return err
+	}
+	r.windows = append(r.windows, window{"Serving → N", start, start.Add(r.row.Serving)})
+	r.logf("Serving → %d Applications in %s", n, r.row.Serving.Round(time.Millisecond))
+
+	// Another Preparation, until N Applications at its digest.
+	start = time.Now()
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"preparationName":"`+r.preps[1].name+`"}}`))
+	if err := r.admin.Patch(r.ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}}, patch); err != nil {
+		return fmt.Errorf("patch the Serving: %w", err)
+	}
+	if r.row.Change, err = r.waitApps(start, "Applications at "+r.preps[1].name, n, r.preps[1].digest, alive); err != nil {
+		return err
+	}
+	r.windows = append(r.windows, window{"change → N", start, start.Add(r.row.Change)})
+	r.logf("change → %d Applications at the new digest in %s", n, r.row.Change.Round(time.Millisecond))
+
+	if r.opts.ArgoCDStatus {
+		if err := r.playArgoCD(); err != nil {
+			return err
+		}
+	}
+	if r.opts.Quiet > 0 {
+		if err := r.quiet(); err != nil {
+			return err
+		}
+	}
+	if r.row.Memory, err = r.kokumi.memory(); err != nil {
+		return err
+	}
+
+	// The Serving and Order go, until no Application of Kokumi's is left.
+	start = time.Now()
+	if err := r.admin.Delete(r.ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}}); err != nil {
+		return fmt.Errorf("delete the Serving: %w", err)
+	}
+	if err := r.admin.Delete(r.ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}}); err != nil {
+		return fmt.Errorf("delete the Order: %w", err)
+	}
+	if r.row.Deleted, err = r.waitApps(start, "no Application of Kokumi's", 0, "", alive); err != nil {
+		return err
+	}
+	r.windows = append(r.windows, window{"Order deleted → 0", start, start.Add(r.row.Deleted)})
+	r.logf("Order deleted → 0 Applications in %s", r.row.Deleted.Round(time.Millisecond))
+	if m, err := r.kokumi.memory(); err == nil && m.HWM > r.row.Memory.HWM*21/20 {
+		r.row.Notes = append(r.row.Notes, fmt.Sprintf("Kokumi's peak RSS rose to %s during the deletion", mib(m.HWM)))
+	}
+	// The ApplicationSet controller gets the machine to itself, as the bare client did.
+	r.kokumi.stop(10 * time.Second)
+	time.Sleep(time.Second) // the audit log is written as the requests complete
+	for _, w := range r.windows {
+		n, by, err := r.hub.controllerWrites(w.from, w.to)
+		if err != nil {
+			return err
+		}
+		r.row.PhaseWrites = append(r.row.PhaseWrites, PhaseWrites{Phase: w.name, Total: n, By: by})
+	}
+	return nil
+}
+
+// createCluster creates the Cluster name of tier and its credentials.
+func (r *run) createCluster(name, tier string) error {
+	if err := r.admin.Create(r.ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ControllerNamespace},
+		Data:       map[string][]byte{cluster.KeyToken: []byte(Token(name)), cluster.KeyCA: r.members.CA},
+	}); err != nil {
+		return fmt.Errorf("create the credentials of %s: %w", name, err)
+	}
+	if err := r.admin.Create(r.ctx, &v1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tier": tier}},
+		Spec:       v1.ClusterSpec{Server: r.members.Server(name), CredentialsRef: v1.LocalObjectReference{Name: name}},
+	}); err != nil {
+		return fmt.Errorf("create Cluster %s: %w", name, err)
+	}
+	return nil
+}
+
+// warmUp waits for the controller to have started: a Cluster outside the Environment is
+// probed Ready, then deleted and gone, before anything is timed.
+func (r *run) warmUp() error {
+	const name = "warm-up"
+	start := time.Now()
+	if err := r.createCluster(name, "warm-up"); err != nil {
+		return err
+	}
+	if _, err := waitCount(r.ctx, start, r.opts.Timeout, "the warm-up Cluster Ready", 1, func() (int, error) {
+		return r.obs.readyClusters(r.ctx)
+	}, r.kokumi.alive); err != nil {
+		return err
+	}
+	if err := r.admin.Delete(r.ctx, &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		return fmt.Errorf("delete the warm-up Cluster: %w", err)
+	}
+	if err := r.admin.Delete(r.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ControllerNamespace}}); err != nil {
+		return fmt.Errorf("delete the warm-up Cluster's credentials: %w", err)
+	}
+	if _, err := waitCount(r.ctx, time.Now(), r.opts.Timeout, "the warm-up Cluster to go", 0, func() (int, error) {
+		var list v1.ClusterList
+		if err := r.obs.cache.List(r.ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+			return 0, fmt.Errorf("list Clusters: %w", err)
+		}
+		return len(list.Items), nil
+	}, r.kokumi.alive); err != nil {
+		return err
+	}
+	r.logf("the controller is up: a warm-up Cluster was Ready %s after its start", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (r *run) waitApps(start time.Time, what string, want int, revision string, alive func() error) (time.Duration, error) {
+	return waitCount(r.ctx, start, r.opts.Timeout, what, want, func() (int, error) {
+		return r.obs.applications(r.ctx, argocdNamespace, kokumiLabels, revision)
+	}, alive)
+}
+
+// playArgoCD writes, as Argo CD's application-controller would after a sync, Synced and
+// Healthy at its revision into every Application of Kokumi's, and waits for the Serving to
+// say Deployed.
+func (r *run) playArgoCD() error {
+	start := time.Now()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(argocd.ApplicationListGVK)
+	if err := r.obs.cache.List(r.ctx, list, client.InNamespace(argocdNamespace), client.MatchingLabels(kokumiLabels)); err != nil {
+		return fmt.Errorf("list Applications: %w", err)
+	}
+	if err := parallel(16, len(list.Items), func(i int) error {
+		app := &list.Items[i]
+		rev, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision")
+		patch := fmt.Sprintf(`{"status":{"sync":{"status":%q,"revision":%q},"health":{"status":%q}}}`, argocd.SyncSynced, rev, argocd.HealthHealthy)
+		if err := r.admin.Patch(r.ctx, app, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			return fmt.Errorf("write the status of Application %s: %w", app.GetName(), err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	d, err := waitCount(r.ctx, start, r.opts.Timeout, "the Serving to say Deployed", 1, func() (int, error) {
+		reason, err := r.obs.servingReady(r.ctx, tenantNamespace, orderName)
+		if reason == v1.ReasonDeployed {
+			return 1, err
+		}
+		return 0, err
+	}, r.kokumi.alive)
+	if err != nil {
+		return err
+	}
+	r.logf("played Argo CD: %d Applications Synced and Healthy; the Serving said Deployed after %s", len(list.Items), d.Round(time.Millisecond))
+	return nil
+}
+
+// quiet waits Settle, then counts the controller's write requests over Quiet.
+func (r *run) quiet() error {
+	select {
+	case <-time.After(r.opts.Settle):
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	}
+	from := time.Now()
+	select {
+	case <-time.After(r.opts.Quiet):
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	}
+	to := time.Now()
+	if err := r.kokumi.alive(); err != nil {
+		return err
+	}
+	time.Sleep(time.Second) // the audit log is written as the requests complete
+	n, by, err := r.hub.controllerWrites(from, to)
+	if err != nil {
+		return err
+	}
+	r.row.QuietWrites, r.row.QuietBy, r.row.Quiet = n, by, to.Sub(from)
+	r.logf("quiet %s: %d writes by the controller %v", r.row.Quiet.Round(time.Second), n, by)
+	return nil
+}
+
+// parallel runs do for 0..n-1 on workers goroutines and returns the first error; it stops
+// handing out work after one.
+func parallel(workers, n int, do func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	work := make(chan int)
+	for range workers {
+		wg.Go(func() {
+			for i := range work {
+				if err := do(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return first
+}

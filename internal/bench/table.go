@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Header is the table's header and separator lines.
+const Header = "| N | bare client creates N | ApplicationSet | Kokumi Serving → N Applications | change → N at new digest | Order deleted → 0 | all Clusters Ready | writes in a quiet minute | Kokumi RSS |\n" +
+	"|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+
+// RatioHeader is the header of the ratios' table.
+const RatioHeader = "| N | Serving → N / bare | change → N / bare | ApplicationSet / bare |\n|---:|---:|---:|---:|\n"
+
+// Markdown is the row as a line of the table.
+func (r Row) Markdown() string {
+	quiet := "–"
+	if r.QuietWrites >= 0 {
+		quiet = fmt.Sprintf("%d", r.QuietWrites)
+		if r.Quiet > 0 && (r.Quiet < 59*time.Second || r.Quiet > 61*time.Second) {
+			quiet += fmt.Sprintf(" (in %s)", r.Quiet.Round(time.Second))
+		}
+	}
+	rss := "–"
+	if r.Memory.RSS > 0 {
+		rss = fmt.Sprintf("%s (peak %s)", mib(r.Memory.RSS), mib(r.Memory.HWM))
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", thousands(r.N), secs(r.Bare), secs(r.AppSet),
+		secs(r.Serving), secs(r.Change), secs(r.Deleted), secs(r.ClustersReady), quiet, rss)
+}
+
+// RatioMarkdown is the row's ratios to the bare client as a line of the ratios' table.
+func (r Row) RatioMarkdown() string {
+	return fmt.Sprintf("| %s | %s | %s | %s |\n", thousands(r.N), times(ratio(r.Serving, r.Bare)), times(ratio(r.Change, r.Bare)), times(ratio(r.AppSet, r.Bare)))
+}
+
+// Details says what the table leaves out: why a column is missing, the quiet window's writes
+// by verb and resource, and the notes.
+func (r Row) Details() string {
+	var b strings.Builder
+	if r.AppSet == 0 && r.AppSetNote != "" {
+		fmt.Fprintf(&b, "- N = %s: ApplicationSet not measured: %s\n", thousands(r.N), r.AppSetNote)
+	}
+	if len(r.QuietBy) > 0 {
+		fmt.Fprintf(&b, "- N = %s: the quiet minute's writes: %s\n", thousands(r.N), byVerb(r.QuietBy))
+	}
+	for _, p := range r.PhaseWrites {
+		fmt.Fprintf(&b, "- N = %s: the controller's writes during %s: %d (%s)\n", thousands(r.N), p.Phase, p.Total, byVerb(p.By))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "- N = %s: %s\n", thousands(r.N), n)
+	}
+	return b.String()
+}
+
+// Table renders rows as the two tables and their details.
+func Table(rows []Row) string {
+	var b strings.Builder
+	b.WriteString(Header)
+	for _, r := range rows {
+		b.WriteString(r.Markdown())
+	}
+	b.WriteString("\nRatios to the bare client (lower is better; 1.0× is as fast as 16 workers creating the Applications):\n\n")
+	b.WriteString(RatioHeader)
+	for _, r := range rows {
+		b.WriteString(r.RatioMarkdown())
+	}
+	var details strings.Builder
+	for _, r := range rows {
+		details.WriteString(r.Details())
+	}
+	if details.Len() > 0 {
+		b.WriteString("\n")
+		b.WriteString(details.String())
+	}
+	return b.String()
+}
+
+func secs(d time.Duration) string {
+	if d <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+func times(f float64) string {
+	if f <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", f)
+}
+
+func mib(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }
+
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// byVerb lists counts by verb and resource, sorted.
+func byVerb(by map[string]int64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(by)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, by[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
