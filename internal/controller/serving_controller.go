@@ -432,6 +432,7 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 		return ctrl.Result{}, err
 	}
 	req.Applications = make(map[string]fleet.Observed, len(req.Clusters))
+	key := client.ObjectKeyFromObject(s)
 	byName := make(map[string]*unstructured.Unstructured, len(ours))
 	for i := range ours {
 		byName[ours[i].GetName()] = &ours[i]
@@ -440,21 +441,12 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 		name := fleet.ApplicationName(s.Namespace, s.Name, c.Name)
 		app := byName[name]
 		if app == nil {
-			// Not in the cache, which holds only Kokumi's Applications of this shard: one of that
-			// name may still exist (not Kokumi's, or labelled for another shard), so the API
-			// server is asked; in a steady fleet every planned Application is in the cache.
-			app = &unstructured.Unstructured{}
-			app.SetGroupVersionKind(argocd.ApplicationGVK)
-			if err := r.ArgoCD.Reader.Get(ctx, client.ObjectKey{Namespace: req.ArgoCDNamespace, Name: name}, app); err != nil {
-				if apierrors.IsNotFound(err) {
-					continue
-				}
-				return ctrl.Result{}, fmt.Errorf("get Application %q: %w", name, err)
+			// Not in the cache, which holds only Kokumi's Applications of this shard. No lookup per
+			// Application here: the write creates it, and a create that finds one of that name
+			// (not Kokumi's, or labelled for another shard) reads it then (writeApplication).
+			if app = r.writes.foreign(key, name, time.Now()); app == nil {
+				continue
 			}
-			if _, err := TransformApplication(app); err != nil {
-				return ctrl.Result{}, fmt.Errorf("read Application %q: %w", name, err)
-			}
-			byName[name] = app
 		}
 		st, err := argocd.ReadStatus(app)
 		if err != nil {
@@ -484,6 +476,12 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 	}
 	more := r.sliceOutcome(s, slice, req.Preparation, entry)
 	if writeErr != nil {
+		if slice.done > 0 {
+			// Some writes went through: the failed ones are retried soon, and the backoff that
+			// grows with each failed reconcile is kept for writes that fail alone, again and again.
+			ctrl.LoggerFrom(ctx).Info("some Application writes failed; retrying them", "error", writeErr.Error())
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
 		// Folded into the status above; returned so that the write is retried with backoff.
 		return ctrl.Result{}, writeErr
 	}
@@ -521,7 +519,7 @@ func (r *ServingReconciler) apply(ctx context.Context, s *v1.Serving, decisions 
 		var op func() error
 		switch {
 		case d.Write:
-			op = func() error { return r.writeApplication(ctx, *d, existing) }
+			op = func() error { return r.writeApplication(ctx, s, *d, existing) }
 		case d.Remove && existing != nil && argocd.IsKokumis(existing, s.Namespace, s.Name):
 			op = func() error { return r.deleteApplication(ctx, existing) }
 		default:
@@ -552,6 +550,11 @@ func (r *ServingReconciler) apply(ctx context.Context, s *v1.Serving, decisions 
 	r.writes.record(slice)
 	r.joinedEvent(s, joined)
 	for i, err := range errs {
+		if errors.Is(err, errNotOurs) {
+			decisions[i].NotOurs(r.Config.ArgoCDNamespace)
+			errs[i] = nil
+			continue
+		}
 		if err != nil && decisions[i].Write {
 			d := &decisions[i]
 			d.State, d.Reason = fleet.Progressing, v1.ReasonApplicationWriteFailed
@@ -571,17 +574,44 @@ func setServingMetrics(s *v1.Serving) {
 		ready != nil && ready.Status == metav1.ConditionTrue, ready != nil && ready.Reason == v1.ReasonAwaitingStage)
 }
 
-// writeApplication creates the Application of decision d, or updates existing to it.
-func (r *ServingReconciler) writeApplication(ctx context.Context, d fleet.Decision, existing *unstructured.Unstructured) (err error) {
+// errNotOurs says that an Application of the name Kokumi would create exists and is not the
+// Serving's.
+var errNotOurs = errors.New("the Application exists and is not Kokumi's")
+
+// writeApplication creates the Application of decision d, or updates existing to it. A create
+// that finds one of that name the cache does not hold reads it from the API server: the
+// Serving's own (labelled for another shard, or not cached yet) is updated, and any other is
+// remembered and left alone (errNotOurs).
+func (r *ServingReconciler) writeApplication(ctx context.Context, s *v1.Serving, d fleet.Decision, existing *unstructured.Unstructured) (err error) {
 	start := time.Now()
-	defer func() { kmetrics.ObserveApplicationWrite(err, time.Since(start)) }()
+	defer func() {
+		if !errors.Is(err, errNotOurs) {
+			kmetrics.ObserveApplicationWrite(err, time.Since(start))
+		}
+	}()
 	if existing == nil {
 		app := d.Spec.Build()
 		setApplicationShard(app, r.Config.Shard)
-		if err := r.Create(ctx, app); err != nil {
+		err := r.Create(ctx, app)
+		if err == nil {
+			return nil // apply records one Event for the clusters that joined
+		}
+		if !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
 		}
-		return nil // apply records one Event for the clusters that joined
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(argocd.ApplicationGVK)
+		if err := r.ArgoCD.Reader.Get(ctx, client.ObjectKeyFromObject(app), live); err != nil {
+			return fmt.Errorf("read Application %q for Cluster %s, which exists: %w", d.Application, d.Cluster, err)
+		}
+		if _, err := TransformApplication(live); err != nil {
+			return fmt.Errorf("read Application %q: %w", d.Application, err)
+		}
+		if !argocd.IsKokumis(live, s.Namespace, s.Name) {
+			r.writes.rememberForeign(client.ObjectKeyFromObject(s), live, time.Now())
+			return errNotOurs
+		}
+		existing = live
 	}
 	app := existing.DeepCopy()
 	d.Spec.Apply(app)

@@ -33,6 +33,11 @@ const (
 	// for before it is written again.
 	inFlightPatience = 30 * time.Second
 
+	// foreignPatience is how long an Application of a name Kokumi would write, found to be
+	// not the Serving's, is taken as still there before a create looks again; shorter than
+	// recheckArgoCD, so that each recheck looks.
+	foreignPatience = recheckArgoCD - 10*time.Second
+
 	// maxEventNames is how many clusters one Event names; it counts the others.
 	maxEventNames = 10
 )
@@ -43,6 +48,47 @@ type servingWrites struct {
 	mu         sync.Mutex
 	written    map[types.NamespacedName]map[string]writtenApplication
 	progressAt map[types.NamespacedName]time.Time
+	// notOurs holds, per Serving, the Applications of names it would write that exist and are
+	// someone else's: the cache holds only Kokumi's.
+	notOurs map[types.NamespacedName]map[string]foreignApplication
+}
+
+// foreignApplication is an Application that is not the Serving's, read when a create met it.
+type foreignApplication struct {
+	app *unstructured.Unstructured
+	at  time.Time
+}
+
+// rememberForeign keeps app, found to be not the Serving's, for foreignPatience.
+func (w *servingWrites) rememberForeign(key types.NamespacedName, app *unstructured.Unstructured, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.notOurs == nil {
+		w.notOurs = map[types.NamespacedName]map[string]foreignApplication{}
+	}
+	if w.notOurs[key] == nil {
+		w.notOurs[key] = map[string]foreignApplication{}
+	}
+	w.notOurs[key][app.GetName()] = foreignApplication{app: app, at: now}
+}
+
+// foreign returns the Application of name the Serving found not its own less than
+// foreignPatience ago, or nil; it forgets older ones.
+func (w *servingWrites) foreign(key types.NamespacedName, name string, now time.Time) *unstructured.Unstructured {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f, ok := w.notOurs[key][name]
+	if !ok {
+		return nil
+	}
+	if now.Sub(f.at) > foreignPatience {
+		delete(w.notOurs[key], name)
+		if len(w.notOurs[key]) == 0 {
+			delete(w.notOurs, key)
+		}
+		return nil
+	}
+	return f.app
 }
 
 // writtenApplication is one write: replaced is the resourceVersion it replaced ("" for a
@@ -142,8 +188,8 @@ func (w *servingWrites) inFlight(key types.NamespacedName, byName map[string]*un
 	return out
 }
 
-// record keeps the slice's writes until the cache shows them, and forgets the writes of
-// Servings waited for too long (a deleted Serving's among them).
+// record keeps the slice's writes until the cache shows them, and forgets the writes and the
+// foreign Applications of Servings waited for too long (a deleted Serving's among them).
 func (w *servingWrites) record(sl *writeSlice) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -156,6 +202,16 @@ func (w *servingWrites) record(sl *writeSlice) {
 		}
 		if len(apps) == 0 {
 			delete(w.written, key)
+		}
+	}
+	for key, apps := range w.notOurs {
+		for name, f := range apps {
+			if now.Sub(f.at) > foreignPatience {
+				delete(apps, name)
+			}
+		}
+		if len(apps) == 0 {
+			delete(w.notOurs, key)
 		}
 	}
 	if len(sl.written) == 0 {

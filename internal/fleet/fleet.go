@@ -124,7 +124,7 @@ func Decide(req Request) []Decision {
 			d.hold(v1.ReasonClusterConflict, fmt.Sprintf("Cluster %s connects to the same server %s as Cluster %s; only %s deploys. Remove one of them from the Environment.", c.Name, c.Server, first, first))
 			d.Remove = true
 		case exists && !app.Ours:
-			d.hold(v1.ReasonOptInRequired, fmt.Sprintf("Application %s/%s exists and is not Kokumi's, so Kokumi leaves it alone. Delete it, or rename it, to let this Serving deploy here.", req.ArgoCDNamespace, name))
+			d.NotOurs(req.ArgoCDNamespace)
 		case !c.Ready:
 			// The Application stays exactly as it is until the Cluster is Ready again.
 			msg := "Cluster " + c.Name + " is not Ready"
@@ -145,6 +145,13 @@ func Decide(req Request) []Decision {
 		out = append(out, d)
 	}
 	return out
+}
+
+// NotOurs holds the cluster because an Application of the name Kokumi would write exists and
+// is not this Serving's: Kokumi leaves it alone and writes nothing.
+func (d *Decision) NotOurs(argoCDNamespace string) {
+	d.Write = false
+	d.hold(v1.ReasonOptInRequired, fmt.Sprintf("Application %s/%s exists and is not Kokumi's, so Kokumi leaves it alone. Delete it, or rename it, to let this Serving deploy here.", argoCDNamespace, d.Application))
 }
 
 func (d *Decision) hold(reason, message string) {
