@@ -51,6 +51,7 @@ func run() error {
 		updates  = flag.Int("applicationset-updates", 16, "the ApplicationSet controller's --concurrent-application-updates (Argo CD's default is 1)")
 		quiet    = flag.Duration("quiet", time.Minute, "how long the controller's writes are counted once everything settled (0 skips)")
 		argoCD   = flag.Bool("argocd-status", true, "write Synced and Healthy into every Application before the quiet window, as Argo CD would")
+		health   = flag.Int("health-changes", 20, "with --argocd-status, how many times one Application is reported Degraded and Healthy again, each timed until the Serving's status counts it")
 		timeout  = flag.Duration("timeout", 10*time.Minute, "the longest each wait may take")
 		keep     = flag.Bool("keep", false, "keep each run's work directory (logs, audit log)")
 		kokumi   = flag.String("kokumi", "", "the kokumi binary to run (default: go build ./cmd/kokumi)")
@@ -95,7 +96,7 @@ func run() error {
 	for _, n := range sizes {
 		row, err := bench.Run(ctx, bench.Options{
 			N: n, KokumiBinary: bin, ApplicationWriters: *writers, ProbePeriod: *probe, ControllerArgs: extra,
-			AppSet: *appSet, AppSetUpdates: *updates, Quiet: *quiet, ArgoCDStatus: *argoCD,
+			AppSet: *appSet, AppSetUpdates: *updates, Quiet: *quiet, ArgoCDStatus: *argoCD, HealthChanges: *health,
 			Timeout: *timeout, KeepWorkDir: *keep, Log: os.Stderr,
 		})
 		if err != nil {

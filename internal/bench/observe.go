@@ -103,6 +103,15 @@ func (o *observer) servingReady(ctx context.Context, namespace, name string) (st
 	return ready.Reason, nil
 }
 
+// servingDegraded returns how many clusters the Serving's status counts Degraded.
+func (o *observer) servingDegraded(ctx context.Context, namespace, name string) (int, error) {
+	var s v1.Serving
+	if err := o.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
+		return 0, fmt.Errorf("get Serving %s/%s: %w", namespace, name, err)
+	}
+	return int(s.Status.Clusters.Degraded), nil
+}
+
 // waitCount polls count every 50 ms until it returns want, and returns how long after start
 // that was. It fails after timeout, or as soon as alive fails.
 func waitCount(ctx context.Context, start time.Time, timeout time.Duration, what string, want int, count func() (int, error), alive func() error) (time.Duration, error) {

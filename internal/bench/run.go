@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,6 +72,10 @@ type Options struct {
 	// ArgoCDStatus plays Argo CD's application-controller before the quiet window: every
 	// Application gets Synced and Healthy at its revision, so that the Serving settles Deployed.
 	ArgoCDStatus bool
+	// HealthChanges, with ArgoCDStatus, is how many times one Application is reported Degraded
+	// and then Healthy again after the quiet window, each timed until the Serving's status
+	// counts it (0 skips).
+	HealthChanges int
 	// Timeout bounds each wait (10 minutes when zero).
 	Timeout time.Duration
 	// WorkDir holds the run's files and logs (a temporary directory when empty; removed unless
@@ -101,6 +106,8 @@ type Row struct {
 	QuietWrites int64
 	Quiet       time.Duration
 	QuietBy     map[string]int64
+	// Health holds how long each health change took to reach the Serving's status, sorted.
+	Health []time.Duration
 	// Memory is the controller's memory after the quiet window (HWM is the peak until then).
 	Memory Memory
 	// PhaseWrites counts the controller's write requests during each timed phase, by phase.
@@ -492,6 +499,11 @@ func (r *run) kokumiRun() error {
 			return err
 		}
 	}
+	if r.opts.ArgoCDStatus && r.opts.HealthChanges > 0 {
+		if err := r.healthChanges(r.opts.HealthChanges); err != nil {
+			return err
+		}
+	}
 	if r.row.Memory, err = r.kokumi.memory(); err != nil {
 		return err
 	}
@@ -612,6 +624,42 @@ func (r *run) playArgoCD() error {
 		return err
 	}
 	r.logf("played Argo CD: %d Applications Synced and Healthy; the Serving said Deployed after %s", len(list.Items), d.Round(time.Millisecond))
+	return nil
+}
+
+// healthChanges reports, as Argo CD would, one Application after another Degraded and then
+// Healthy again, samples times over the fleet, and times each change until the Serving's
+// status counts it; the Serving reads Applications from its cache, so this is the whole path
+// from Argo CD's write to Kokumi's status.
+func (r *run) healthChanges(samples int) error {
+	var took []time.Duration
+	for i := range samples {
+		app := newApplication()
+		app.SetNamespace(argocdNamespace)
+		app.SetName(fleet.ApplicationName(tenantNamespace, orderName, ClusterName(i*r.opts.N/samples)))
+		for _, health := range []string{argocd.HealthDegraded, argocd.HealthHealthy} {
+			want := 0
+			if health == argocd.HealthDegraded {
+				want = 1
+			}
+			start := time.Now()
+			patch := fmt.Sprintf(`{"status":{"health":{"status":%q}}}`, health)
+			if err := r.admin.Patch(r.ctx, app, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+				return fmt.Errorf("report Application %s %s: %w", app.GetName(), health, err)
+			}
+			d, err := waitCount(r.ctx, start, r.opts.Timeout, "the Serving to count "+app.GetName()+" "+health, want, func() (int, error) {
+				return r.obs.servingDegraded(r.ctx, tenantNamespace, orderName)
+			}, r.kokumi.alive)
+			if err != nil {
+				return err
+			}
+			took = append(took, d)
+		}
+	}
+	slices.Sort(took)
+	r.row.Health = took
+	r.logf("health changes → Serving status: p50 %s, max %s (%d changes)", r.row.HealthP50().Round(time.Millisecond),
+		took[len(took)-1].Round(time.Millisecond), len(took))
 	return nil
 }
 

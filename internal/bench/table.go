@@ -9,11 +9,20 @@ import (
 )
 
 // Header is the table's header and separator lines.
-const Header = "| N | bare client creates N | ApplicationSet | Kokumi Serving → N Applications | change → N at new digest | Order deleted → 0 | all Clusters Ready | writes in a quiet minute | Kokumi RSS |\n" +
-	"|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+const Header = "| N | bare client creates N | ApplicationSet | Kokumi Serving → N Applications | change → N at new digest | Order deleted → 0 | all Clusters Ready | writes in a quiet minute | health change → status p50 | Kokumi RSS |\n" +
+	"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
 
 // RatioHeader is the header of the ratios' table.
 const RatioHeader = "| N | Serving → N / bare | change → N / bare | ApplicationSet / bare |\n|---:|---:|---:|---:|\n"
+
+// HealthP50 is the median time a health change took to reach the Serving's status (0 when
+// not measured).
+func (r Row) HealthP50() time.Duration {
+	if len(r.Health) == 0 {
+		return 0
+	}
+	return r.Health[len(r.Health)/2]
+}
 
 // Markdown is the row as a line of the table.
 func (r Row) Markdown() string {
@@ -28,8 +37,12 @@ func (r Row) Markdown() string {
 	if r.Memory.RSS > 0 {
 		rss = fmt.Sprintf("%s (peak %s)", mib(r.Memory.RSS), mib(r.Memory.HWM))
 	}
-	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", thousands(r.N), secs(r.Bare), secs(r.AppSet),
-		secs(r.Serving), secs(r.Change), secs(r.Deleted), secs(r.ClustersReady), quiet, rss)
+	health := "–"
+	if len(r.Health) > 0 {
+		health = fmt.Sprintf("%d ms", r.HealthP50().Milliseconds())
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", thousands(r.N), secs(r.Bare), secs(r.AppSet),
+		secs(r.Serving), secs(r.Change), secs(r.Deleted), secs(r.ClustersReady), quiet, health, rss)
 }
 
 // RatioMarkdown is the row's ratios to the bare client as a line of the ratios' table.
@@ -46,6 +59,10 @@ func (r Row) Details() string {
 	}
 	if len(r.QuietBy) > 0 {
 		fmt.Fprintf(&b, "- N = %s: the quiet minute's writes: %s\n", thousands(r.N), byVerb(r.QuietBy))
+	}
+	if len(r.Health) > 0 {
+		fmt.Fprintf(&b, "- N = %s: %d health changes (one Application Degraded, then Healthy) reached the Serving's status in p50 %d ms, p90 %d ms, max %d ms\n",
+			thousands(r.N), len(r.Health), r.HealthP50().Milliseconds(), r.Health[len(r.Health)*9/10].Milliseconds(), r.Health[len(r.Health)-1].Milliseconds())
 	}
 	for _, p := range r.PhaseWrites {
 		fmt.Fprintf(&b, "- N = %s: the controller's writes during %s: %d (%s)\n", thousands(r.N), p.Phase, p.Total, byVerb(p.By))

@@ -676,15 +676,17 @@ func (r *ServingReconciler) removeDepartures(ctx context.Context, s *v1.Serving,
 		byName[ours[i].GetName()], names[i] = &ours[i], ours[i].GetName()
 	}
 	// One failed delete does not keep the others, nor the rest of the reconcile, waiting.
-	var errs []error
+	leaving := fleet.Leaving(s.Namespace, s.Name, tgt.clusters, names)
+	apps := make([]*unstructured.Unstructured, len(leaving))
+	for i, name := range leaving {
+		apps[i] = byName[name]
+	}
+	errs := r.deleteApplications(ctx, apps)
 	var left, deleted []string
-	for _, name := range fleet.Leaving(s.Namespace, s.Name, tgt.clusters, names) {
-		app := byName[name]
-		if err := r.deleteApplication(ctx, app); err != nil {
-			errs = append(errs, err)
-			continue
+	for i, app := range apps {
+		if errs[i] == nil {
+			left, deleted = append(left, app.GetLabels()[argocd.LabelCluster]), append(deleted, app.GetName())
 		}
-		left, deleted = append(left, app.GetLabels()[argocd.LabelCluster]), append(deleted, name)
 	}
 	r.leftEvent(s, tgt.environment, left, deleted)
 	return errors.Join(errs...)
@@ -692,24 +694,43 @@ func (r *ServingReconciler) removeDepartures(ctx context.Context, s *v1.Serving,
 
 // removeApplications deletes every Application of the Serving and says so once.
 func (r *ServingReconciler) removeApplications(ctx context.Context, s *v1.Serving, why string) error {
-	apps, err := r.applications(ctx, s)
+	ours, err := r.applications(ctx, s)
 	if err != nil {
 		return err
 	}
-	var errs []error
+	apps := make([]*unstructured.Unstructured, len(ours))
+	for i := range ours {
+		apps[i] = &ours[i]
+	}
+	errs := r.deleteApplications(ctx, apps)
 	deleted := 0
-	for i := range apps {
-		if err := r.deleteApplication(ctx, &apps[i]); err != nil {
-			errs = append(errs, err)
-			continue
+	for _, err := range errs {
+		if err == nil {
+			deleted++
 		}
-		deleted++
 	}
 	if deleted > 0 {
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, "ApplicationsDeleted", "DeleteApplications",
 			"%s: deleted %d Argo CD Applications; what runs on the clusters keeps running", why, deleted)
 	}
 	return errors.Join(errs...)
+}
+
+// deleteApplications deletes apps, Config.ApplicationWriters at a time, and returns the error
+// of each delete (nil for one that went through); one failed delete does not stop the others.
+func (r *ServingReconciler) deleteApplications(ctx context.Context, apps []*unstructured.Unstructured) []error {
+	errs := make([]error, len(apps))
+	sem := make(chan struct{}, max(r.Config.ApplicationWriters, 1))
+	var wg sync.WaitGroup
+	for i, app := range apps {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = r.deleteApplication(ctx, app)
+		})
+	}
+	wg.Wait()
+	return errs
 }
 
 // recordTransition records an event when the Ready reason changes to Deployed or a failure.
