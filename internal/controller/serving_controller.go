@@ -89,6 +89,8 @@ type ServingReconciler struct {
 
 	// writes follows roll-outs made in slices (serving_progress.go).
 	writes servingWrites
+	// applied remembers which Applications were as wanted (serving_memo.go).
+	applied upToDateMemo
 }
 
 func init() { setups = append(setups, SetupServing) }
@@ -182,11 +184,13 @@ func (r *ServingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {
 			kmetrics.ForgetServing(req.Namespace, req.Name)
+			r.applied.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !s.DeletionTimestamp.IsZero() {
 		kmetrics.ForgetServing(s.Namespace, s.Name)
+		r.applied.forget(req.NamespacedName)
 		if controllerutil.ContainsFinalizer(&s, ServingFinalizer) {
 			if err := r.removeApplications(ctx, &s, "ServingDeleted"); err != nil {
 				return ctrl.Result{}, err
@@ -437,6 +441,8 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 	for i := range ours {
 		byName[ours[i].GetName()] = &ours[i]
 	}
+	applied := r.applied.round(key, len(req.Clusters))
+	defer applied.done()
 	for _, c := range req.Clusters {
 		name := fleet.ApplicationName(s.Namespace, s.Name, c.Name)
 		app := byName[name]
@@ -453,7 +459,7 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 			return ctrl.Result{}, err
 		}
 		req.Applications[name] = fleet.Observed{Ours: argocd.IsKokumis(app, s.Namespace, s.Name),
-			UpToDate: req.Spec(c).UpToDate(app) && applicationInShard(app, r.Config.Shard), Status: st}
+			UpToDate: applied.upToDate(req.Spec(c), app) && applicationInShard(app, r.Config.Shard), Status: st}
 	}
 
 	decisions := fleet.Decide(req)
