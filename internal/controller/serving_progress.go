@@ -194,26 +194,8 @@ func (w *servingWrites) record(sl *writeSlice) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	for key, apps := range w.written {
-		for name, wr := range apps {
-			if now.Sub(wr.at) > inFlightPatience {
-				delete(apps, name)
-			}
-		}
-		if len(apps) == 0 {
-			delete(w.written, key)
-		}
-	}
-	for key, apps := range w.notOurs {
-		for name, f := range apps {
-			if now.Sub(f.at) > foreignPatience {
-				delete(apps, name)
-			}
-		}
-		if len(apps) == 0 {
-			delete(w.notOurs, key)
-		}
-	}
+	expire(w.written, func(wr writtenApplication) time.Time { return wr.at }, now.Add(-inFlightPatience))
+	expire(w.notOurs, func(f foreignApplication) time.Time { return f.at }, now.Add(-foreignPatience))
 	if len(sl.written) == 0 {
 		return
 	}
@@ -225,6 +207,20 @@ func (w *servingWrites) record(sl *writeSlice) {
 	}
 	for name, wr := range sl.written {
 		w.written[sl.key][name] = wr
+	}
+}
+
+// expire drops the entries of m noted (at) before since, and the Servings left with none.
+func expire[T any](m map[types.NamespacedName]map[string]T, at func(T) time.Time, since time.Time) {
+	for key, apps := range m {
+		for name, e := range apps {
+			if at(e).Before(since) {
+				delete(apps, name)
+			}
+		}
+		if len(apps) == 0 {
+			delete(m, key)
+		}
 	}
 }
 
