@@ -31,9 +31,6 @@ const (
 )
 
 func TestFanOutWithinThreeTimesTheBareClient(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and 1,000 Clusters")
-	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
