@@ -517,8 +517,7 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 func (r *ServingReconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet.Decision, byName map[string]*unstructured.Unstructured, slice *writeSlice) error {
 	errs := make([]error, len(decisions))
 	ran := make([]bool, len(decisions))
-	sem := make(chan struct{}, max(r.Config.ApplicationWriters, 1))
-	var wg sync.WaitGroup
+	w := r.writers()
 	for i := range decisions {
 		d := &decisions[i]
 		existing := byName[d.Application]
@@ -535,13 +534,9 @@ func (r *ServingReconciler) apply(ctx context.Context, s *v1.Serving, decisions 
 			continue
 		}
 		ran[i] = true
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			errs[i] = op()
-		})
+		w.run(func() { errs[i] = op() })
 	}
-	wg.Wait()
+	w.wait()
 	var joined []string
 	for i := range decisions {
 		if !ran[i] || errs[i] != nil {
@@ -726,18 +721,36 @@ func (r *ServingReconciler) removeApplications(ctx context.Context, s *v1.Servin
 // of each delete (nil for one that went through); one failed delete does not stop the others.
 func (r *ServingReconciler) deleteApplications(ctx context.Context, apps []*unstructured.Unstructured) []error {
 	errs := make([]error, len(apps))
-	sem := make(chan struct{}, max(r.Config.ApplicationWriters, 1))
-	var wg sync.WaitGroup
+	w := r.writers()
 	for i, app := range apps {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			errs[i] = r.deleteApplication(ctx, app)
-		})
+		w.run(func() { errs[i] = r.deleteApplication(ctx, app) })
 	}
-	wg.Wait()
+	w.wait()
 	return errs
 }
+
+// writerPool runs Application writes Config.ApplicationWriters at a time.
+type writerPool struct {
+	sem chan struct{}
+	wg  sync.WaitGroup
+}
+
+// writers returns a pool of Config.ApplicationWriters (at least one).
+func (r *ServingReconciler) writers() *writerPool {
+	return &writerPool{sem: make(chan struct{}, max(r.Config.ApplicationWriters, 1))}
+}
+
+// run starts write once a writer is free.
+func (p *writerPool) run(write func()) {
+	p.sem <- struct{}{}
+	p.wg.Go(func() {
+		defer func() { <-p.sem }()
+		write()
+	})
+}
+
+// wait waits for every write started.
+func (p *writerPool) wait() { p.wg.Wait() }
 
 // recordTransition records an event when the Ready reason changes to Deployed or a failure.
 func (r *ServingReconciler) recordTransition(s *v1.Serving, before *v1.ServingStatus) {
