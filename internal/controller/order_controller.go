@@ -85,6 +85,9 @@ type OrderReconciler struct {
 	Resync time.Duration
 
 	retries retries
+	// renders remembers each Order's last render, for a reconcile that reads the Order before
+	// the cache shows the status that render wrote (see unchanged).
+	renders lastRenders
 }
 
 func init() { setups = append(setups, setupOrder) }
@@ -147,6 +150,7 @@ func (r *OrderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	var order deliveryv1alpha1.Order
 	if err := r.Get(ctx, req.NamespacedName, &order); err != nil {
 		r.retries.forget(req.NamespacedName)
+		r.renders.forget(req.NamespacedName)
 		if apierrors.IsNotFound(err) {
 			kmetrics.ForgetOrder(req.Namespace, req.Name)
 		}
@@ -154,6 +158,7 @@ func (r *OrderReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	}
 	if !order.DeletionTimestamp.IsZero() {
 		r.retries.forget(req.NamespacedName)
+		r.renders.forget(req.NamespacedName)
 		kmetrics.ForgetOrder(order.Namespace, order.Name)
 		return ctrl.Result{}, nil
 	}
@@ -273,7 +278,7 @@ func (r *OrderReconciler) prepare(ctx context.Context, order *deliveryv1alpha1.O
 	}
 	ctx, cancel := context.WithTimeout(ctx, renderTimeout)
 	defer cancel()
-	current, f := r.unchanged(ctx, b, order, product, in)
+	current, currentInputs, f := r.unchanged(ctx, b, order, product, in)
 	if f != nil {
 		return nil, f
 	}
@@ -284,7 +289,7 @@ func (r *OrderReconciler) prepare(ctx context.Context, order *deliveryv1alpha1.O
 			return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
 		}
 		order.Status.TargetNamespace = in.Render.TargetNamespace
-		r.setRendered(order, current, false, order.Status.InputsHash)
+		r.setRendered(order, current, false, currentInputs)
 		return current, nil
 	}
 	result = kmetrics.Success
@@ -335,23 +340,50 @@ func (r *OrderReconciler) prepare(ctx context.Context, order *deliveryv1alpha1.O
 }
 
 // unchanged returns the Order's latest Preparation when a render would make it again, found
-// without rendering: what the render reads hashes to status.inputsHash (the source version
-// resolving to the same digest: one HEAD request), every image tag of the Preparation still
-// points to the digest it pinned (one HEAD request each), and the bundled registry holds its
-// artifact. It returns nil when any of that does not hold or a registry does not answer: the
-// render that follows makes what is needed, or says what failed. It fails only when the
-// bundled registry cannot tell whether it holds the artifact, which no render would change.
+// without rendering: what the render reads hashes to the inputs hash of a render that made it
+// (the source version resolving to the same digest: one HEAD request), every image tag of the
+// Preparation still points to the digest it pinned (one HEAD request each), and the bundled
+// registry holds its artifact. The claims "inputs H rendered into Preparation P" it checks are
+// the Order's status and this reconciler's memory of the Order's last render (a cache may not
+// show that render's status yet); each is only a candidate, verified against the inputs now, so
+// neither can skip a render that is needed. It returns nil when nothing holds or a registry does
+// not answer: the render that follows makes what is needed, or says what failed. It fails only
+// when the bundled registry cannot tell whether it holds the artifact, which no render would
+// change. The second result is the inputs hash that matched.
 func (r *OrderReconciler) unchanged(ctx context.Context, b *preparation.Builder, order *deliveryv1alpha1.Order,
-	product *deliveryv1alpha1.Product, in preparation.Input) (*deliveryv1alpha1.Preparation, *failure) {
-	if order.Status.InputsHash == "" || order.Status.LatestPreparation == "" {
-		return nil, nil
+	product *deliveryv1alpha1.Product, in preparation.Input) (*deliveryv1alpha1.Preparation, string, *failure) {
+	candidates := make([]lastRender, 0, 2)
+	if order.Status.InputsHash != "" && order.Status.LatestPreparation != "" {
+		candidates = append(candidates, lastRender{inputs: order.Status.InputsHash, preparation: order.Status.LatestPreparation})
 	}
-	var latest deliveryv1alpha1.Preparation
-	if err := r.Get(ctx, client.ObjectKey{Namespace: order.Namespace, Name: order.Status.LatestPreparation}, &latest); err != nil || !metav1.IsControlledBy(&latest, order) {
-		return nil, nil
+	if last, ok := r.renders.get(types.NamespacedName{Namespace: order.Namespace, Name: order.Name}, order.UID); ok && (len(candidates) == 0 || last != candidates[0]) {
+		candidates = append(candidates, last)
+	}
+	if len(candidates) == 0 {
+		return nil, "", nil
 	}
 	sourceDigest, err := resolveSource(ctx, b.Sources, in)
-	if err != nil || inputsHash(in, sourceDigest, product) != order.Status.InputsHash {
+	if err != nil {
+		return nil, "", nil
+	}
+	inputs := inputsHash(in, sourceDigest, product)
+	for _, c := range candidates {
+		if c.inputs != inputs {
+			continue
+		}
+		latest, f := r.stillCurrent(ctx, b, order, c.preparation)
+		if f != nil || latest != nil {
+			return latest, inputs, f
+		}
+	}
+	return nil, "", nil
+}
+
+// stillCurrent returns the Order's Preparation name when its images' tags still point to the
+// digests it pinned and the bundled registry holds its artifact; nil when not (see unchanged).
+func (r *OrderReconciler) stillCurrent(ctx context.Context, b *preparation.Builder, order *deliveryv1alpha1.Order, name string) (*deliveryv1alpha1.Preparation, *failure) {
+	var latest deliveryv1alpha1.Preparation
+	if err := r.Get(ctx, client.ObjectKey{Namespace: order.Namespace, Name: name}, &latest); err != nil || !metav1.IsControlledBy(&latest, order) {
 		return nil, nil
 	}
 	originals := make([]string, len(latest.Spec.Images))
@@ -517,6 +549,52 @@ func (t *retries) failed(order types.NamespacedName, input string, now time.Time
 
 // forget drops an Order's failures: it rendered, or is gone.
 func (t *retries) forget(order types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.orders, order)
+}
+
+// lastRenders remembers, per Order, the inputs hash and the Preparation of its last render.
+type lastRenders struct {
+	mu     sync.Mutex
+	orders map[types.NamespacedName]rememberedRender
+}
+
+// lastRender is a claim that a render of inputs made preparation.
+type lastRender struct {
+	inputs, preparation string
+}
+
+// rememberedRender is an Order's last render, with the Order's UID: an Order deleted and made
+// again under its name starts with nothing remembered.
+type rememberedRender struct {
+	uid  types.UID
+	last lastRender
+}
+
+// get returns the last render of the Order with uid.
+func (t *lastRenders) get(order types.NamespacedName, uid types.UID) (lastRender, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.orders[order]
+	if !ok || r.uid != uid {
+		return lastRender{}, false
+	}
+	return r.last, true
+}
+
+// set records the Order's last render.
+func (t *lastRenders) set(order types.NamespacedName, uid types.UID, last lastRender) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.orders == nil {
+		t.orders = map[types.NamespacedName]rememberedRender{}
+	}
+	t.orders[order] = rememberedRender{uid: uid, last: last}
+}
+
+// forget drops an Order's last render: it is gone.
+func (t *lastRenders) forget(order types.NamespacedName) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.orders, order)
@@ -739,6 +817,7 @@ func (r *OrderReconciler) markReady(ctx context.Context, prep *deliveryv1alpha1.
 
 // setRendered records prep, rendered from inputs (see inputsHash), as the Order's latest.
 func (r *OrderReconciler) setRendered(order *deliveryv1alpha1.Order, prep *deliveryv1alpha1.Preparation, created bool, inputs string) {
+	r.renders.set(types.NamespacedName{Namespace: order.Namespace, Name: order.Name}, order.UID, lastRender{inputs: inputs, preparation: prep.Name})
 	order.Status.LatestPreparation = prep.Name
 	order.Status.InputsHash = inputs
 	msg := fmt.Sprintf("Preparation %s: %s@%s, %d images, artifact %s", prep.Name, prep.Spec.Source.URL,
