@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 )
 
 // ArgoCDPollInterval is how often Kokumi looks for Argo CD's CRDs while they are not installed.
@@ -160,6 +162,9 @@ func (a *ArgoCD) Start(ctx context.Context) error {
 	if err := a.ensureIndexed(ctx); err != nil {
 		return err
 	}
+	if err := a.countCached(ctx); err != nil {
+		return err
+	}
 	a.mu.Lock()
 	a.installed = true
 	callbacks := a.onInstall
@@ -184,6 +189,24 @@ func (a *ArgoCD) ensureIndexed(ctx context.Context) error {
 		return err
 	}
 	a.indexed = true
+	return nil
+}
+
+// countCached keeps kokumi_applications_cached at the number of Applications the cache holds.
+func (a *ArgoCD) countCached(ctx context.Context) error {
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(argocd.ApplicationGVK)
+	inf, err := a.Cache.GetInformer(ctx, app, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("get the informer of Applications: %w", err)
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { kmetrics.ApplicationCached(1) },
+		DeleteFunc: func(any) { kmetrics.ApplicationCached(-1) },
+	})
+	if err != nil {
+		return fmt.Errorf("count the cached Applications: %w", err)
+	}
 	return nil
 }
 

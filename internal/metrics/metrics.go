@@ -55,6 +55,7 @@ const (
 	ClusterReadyName            = "kokumi_cluster_ready"
 	RecordsSignedName           = "kokumi_deployment_records_signed_total"
 	ApplicationWriteSecondsName = "kokumi_application_write_seconds"
+	ApplicationsCachedName      = "kokumi_applications_cached"
 )
 
 var (
@@ -102,11 +103,16 @@ var (
 		Help:    "Time one create or update of an Argo CD Application by a Serving took (result: success, failure).",
 		Buckets: prometheus.DefBuckets,
 	}, []string{"result"})
+
+	applicationsCached = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: ApplicationsCachedName,
+		Help: "Argo CD Applications in Kokumi's cache of Argo CD's namespace: Kokumi's own, of this replica's shard (the UI's cache holds every shard's). It reaches the number of Kokumi's Applications once a start has listed them all.",
+	})
 )
 
 func init() {
 	crmetrics.Registry.MustRegister(servingClusters, servingReady, promotionsWaiting, renderSeconds,
-		probeSeconds, clusterReady, recordsSigned, applicationWriteSeconds)
+		probeSeconds, clusterReady, recordsSigned, applicationWriteSeconds, applicationsCached)
 	// The series of every result exist from the start, at zero: a rate() over them, or an alert,
 	// works before the first failure.
 	for _, r := range []string{Success, Failure, Skipped} {
@@ -195,6 +201,10 @@ func RecordSigned() { recordsSigned.Inc() }
 func ObserveApplicationWrite(err error, d time.Duration) {
 	applicationWriteSeconds.WithLabelValues(Result(err)).Observe(d.Seconds())
 }
+
+// ApplicationCached counts an Application the cache of Argo CD's namespace took in (delta 1)
+// or let go (delta -1).
+func ApplicationCached(delta float64) { applicationsCached.Add(delta) }
 
 func bool01(b bool) float64 {
 	if b {
