@@ -18,6 +18,7 @@ func bindControllerFlags(fs *flag.FlagSet, o *controller.Options) {
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader so that one replica reconciles at a time")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader lease (default: Kokumi's own)")
+	fs.DurationVar(&o.CacheSyncTimeout, "cache-sync-timeout", controller.DefaultCacheSyncTimeout, "how long the controllers wait for their caches to list what they watch at start before the controller exits (a hub with 100,000 Argo CD Applications takes minutes)")
 	bindConfigFlags(fs, &o.Config)
 	// Without --shard the controller is the main shard: the delivery objects without the label,
 	// and the work that runs once.

@@ -40,6 +40,10 @@ type Options struct {
 	LeaderElection bool
 	// LeaderElectionNamespace holds the lease; empty means the namespace Kokumi runs in.
 	LeaderElectionNamespace string
+	// CacheSyncTimeout is how long a controller waits for its caches to list what they watch
+	// before the manager gives up and exits; zero is DefaultCacheSyncTimeout. A hub with
+	// 100,000 Applications takes minutes to list on a small API server.
+	CacheSyncTimeout time.Duration
 
 	// Config is what the reconcilers need to know of Kokumi's installation.
 	Config Config
@@ -191,6 +195,17 @@ func NewManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, er
 	}
 }
 
+// DefaultCacheSyncTimeout is how long a controller waits for its caches by default: ten
+// minutes, not controller-runtime's two, which a large hub's first list can take longer than.
+const DefaultCacheSyncTimeout = 10 * time.Minute
+
+func cacheSyncTimeout(opts Options) time.Duration {
+	if opts.CacheSyncTimeout > 0 {
+		return opts.CacheSyncTimeout
+	}
+	return DefaultCacheSyncTimeout
+}
+
 // managerAttempts is how many times NewManager tries; the waits between double from a second
 // (15 s in all).
 const managerAttempts = 5
@@ -214,7 +229,7 @@ func newManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, er
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
 		// A named shard's controllers bear the main shard's names: both may run in one process
 		// (tests do), and their metrics are told apart by the process that serves them.
-		Controller: config.Controller{SkipNameValidation: ptr(namedShard(opts.Config.Shard))},
+		Controller: config.Controller{SkipNameValidation: ptr(namedShard(opts.Config.Shard)), CacheSyncTimeout: cacheSyncTimeout(opts)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
