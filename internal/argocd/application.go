@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -130,84 +130,91 @@ func (s ApplicationSpec) syncPolicy() map[string]any {
 	return p
 }
 
+// fields returns the spec fields Build sets, each as JSON.
+func (s ApplicationSpec) fields() ApplicationFields {
+	m := s.specMap()
+	return ApplicationFields{Project: mustJSON(m["project"]), Source: mustJSON(m["source"]),
+		Destination: mustJSON(m["destination"]), SyncPolicy: mustJSON(m["syncPolicy"])}
+}
+
+// mustJSON serializes what specMap builds: strings, numbers, booleans, lists and maps of them.
+func mustJSON(v any) json.RawMessage {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("serialize an Application's spec: %v", err))
+	}
+	return data
+}
+
 // UpToDate reports whether existing carries everything Build sets: the same labels, owner
 // annotation and spec fields (each whole), and no resources finalizer. Other labels,
 // annotations and spec fields, such as Argo CD's own, are ignored.
-func (s ApplicationSpec) UpToDate(existing *unstructured.Unstructured) bool {
+func (s ApplicationSpec) UpToDate(existing *Application) bool {
 	want := s.Build()
 	for k, v := range want.GetLabels() {
-		if existing.GetLabels()[k] != v {
+		if existing.Labels[k] != v {
 			return false
 		}
 	}
 	for k, v := range want.GetAnnotations() {
-		if existing.GetAnnotations()[k] != v {
+		if existing.Annotations[k] != v {
 			return false
 		}
 	}
-	for _, f := range existing.GetFinalizers() {
+	for _, f := range existing.Finalizers {
 		if f == ResourcesFinalizer {
 			return false
 		}
 	}
-	spec, _ := existing.Object["spec"].(map[string]any)
-	for k, want := range s.specMap() {
-		// Each field Kokumi writes (project, source, destination, syncPolicy) is its own, whole:
-		// an extra key someone adds inside it, such as source.kustomize.images, is drift too.
-		if !sameJSON(spec[k], want) {
-			return false
-		}
-	}
-	return true
+	// Each field Kokumi writes (project, source, destination, syncPolicy) is its own, whole:
+	// an extra key someone adds inside it, such as source.kustomize.images, is drift too.
+	have, wanted := existing.Spec, s.fields()
+	return sameJSON(have.Project, wanted.Project) && sameJSON(have.Source, wanted.Source) &&
+		sameJSON(have.Destination, wanted.Destination) && sameJSON(have.SyncPolicy, wanted.SyncPolicy)
 }
 
-// sameJSON reports whether two values serialize alike (maps with sorted keys, numbers whatever
-// their Go type).
-func sameJSON(a, b any) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+// sameJSON reports whether have serializes as want does, which json.Marshal wrote (maps with
+// sorted keys): the same bytes, or the same once have is decoded and serialized again.
+func sameJSON(have, want json.RawMessage) bool {
+	if bytes.Equal(have, want) {
+		return true
+	}
+	var v any
+	if len(have) == 0 || json.Unmarshal(have, &v) != nil {
+		return false
+	}
+	again, err := json.Marshal(v)
+	return err == nil && bytes.Equal(again, want)
 }
 
 // Apply copies what Build sets onto existing, keeping everything else, and drops the resources finalizer.
-func (s ApplicationSpec) Apply(existing *unstructured.Unstructured) {
+func (s ApplicationSpec) Apply(existing *Application) {
 	want := s.Build()
-	labels := existing.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
+	if existing.Labels == nil {
+		existing.Labels = map[string]string{}
 	}
 	for k, v := range want.GetLabels() {
-		labels[k] = v
+		existing.Labels[k] = v
 	}
-	existing.SetLabels(labels)
-	annotations := existing.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
+	if existing.Annotations == nil {
+		existing.Annotations = map[string]string{}
 	}
 	for k, v := range want.GetAnnotations() {
-		annotations[k] = v
+		existing.Annotations[k] = v
 	}
-	existing.SetAnnotations(annotations)
 	var finalizers []string
-	for _, f := range existing.GetFinalizers() {
+	for _, f := range existing.Finalizers {
 		if f != ResourcesFinalizer {
 			finalizers = append(finalizers, f)
 		}
 	}
-	existing.SetFinalizers(finalizers)
-	spec, _ := existing.Object["spec"].(map[string]any)
-	if spec == nil {
-		spec = map[string]any{}
-	}
-	for k, v := range s.specMap() {
-		spec[k] = v
-	}
-	existing.Object["spec"] = spec
+	existing.Finalizers = finalizers
+	existing.Spec = s.fields()
 }
 
 // IsKokumis reports whether an Application belongs to the Serving: only such an Application
 // is ever changed or deleted.
-func IsKokumis(app *unstructured.Unstructured, servingNamespace, servingName string) bool {
+func IsKokumis(app metav1.Object, servingNamespace, servingName string) bool {
 	return app.GetAnnotations()[AnnotationOwner] == Owner(servingNamespace, servingName) &&
 		app.GetLabels()[LabelManagedBy] == ManagedByKokumi
 }
@@ -225,8 +232,9 @@ type Status struct {
 		Revision string `json:"revision,omitempty"`
 	} `json:"sync,omitempty"`
 	Health struct {
-		Status  string `json:"status,omitempty"`
-		Message string `json:"message,omitempty"`
+		Status             string `json:"status,omitempty"`
+		Message            string `json:"message,omitempty"`
+		LastTransitionTime string `json:"lastTransitionTime,omitempty"`
 	} `json:"health,omitempty"`
 	OperationState *OperationState `json:"operationState,omitempty"`
 	Conditions     []Condition     `json:"conditions,omitempty"`
@@ -241,19 +249,6 @@ type OperationState struct {
 			Revision string `json:"revision,omitempty"`
 		} `json:"sync,omitempty"`
 	} `json:"operation,omitempty"`
-}
-
-// ReadStatus reads an Application's status.
-func ReadStatus(app *unstructured.Unstructured) (Status, error) {
-	var st Status
-	raw, ok := app.Object["status"].(map[string]any)
-	if !ok {
-		return st, nil
-	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &st); err != nil {
-		return st, fmt.Errorf("read status of Application %s: %w", app.GetName(), err)
-	}
-	return st, nil
 }
 
 // Refusal returns Argo CD's message when it refuses the Application as written, such as a

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -96,9 +95,8 @@ func (o *options) status(ctx context.Context, c client.Client, ns, name string) 
 
 // applications lists the Argo CD Applications Kokumi keeps for the Serving; an error says why
 // they could not be read, and the table goes on without them.
-func (o *options) applications(ctx context.Context, c client.Client, sv *v1.Serving) ([]unstructured.Unstructured, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(argocd.ApplicationListGVK)
+func (o *options) applications(ctx context.Context, c client.Client, sv *v1.Serving) ([]argocd.Application, error) {
+	list := &argocd.ApplicationList{}
 	err := c.List(ctx, list, client.InNamespace(o.argoCDNamespace), client.MatchingLabels{
 		argocd.LabelServing: sv.Name, argocd.LabelServingNamespace: sv.Namespace,
 	})

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -31,7 +30,8 @@ type ArgoCD struct {
 	// Cache holds the objects of Argo CD's namespace that Kokumi reads; nothing is read from it
 	// before Installed says so.
 	Cache cache.Cache
-	// Client reads Argo CD's objects from Cache (as unstructured too) and writes to the API server.
+	// Client reads Argo CD's objects from Cache (Applications as argocd.Application, AppProjects
+	// unstructured) and writes to the API server.
 	Client client.Client
 	// Reader reads from the API server: an Application the cache does not hold (not Kokumi's,
 	// another shard's) may still exist under a name Kokumi plans.
@@ -53,8 +53,8 @@ var (
 // every reconciler and the server of one manager share one cache, with the cfg of that call.
 //
 // The cache holds only Kokumi's own Applications (app.kubernetes.io/managed-by=kokumi) of
-// cfg.Shard, each cut down by TransformApplication to what Kokumi reads of it, and indexed by
-// Serving and by Cluster; AppProjects are few and small, and cached whole.
+// cfg.Shard, each decoded into an argocd.Application (what Kokumi reads of it, some 3 KB), and
+// indexed by Serving and by Cluster; AppProjects are few and small, and cached whole.
 func ArgoCDOf(mgr manager.Manager, cfg Config) (*ArgoCD, error) {
 	argoCDsMu.Lock()
 	defer argoCDsMu.Unlock()
@@ -84,18 +84,15 @@ func ArgoCDOf(mgr manager.Manager, cfg Config) (*ArgoCD, error) {
 }
 
 // argoCDCacheOptions caches Argo CD's namespace: of its Applications only Kokumi's of cfg.Shard,
-// transformed.
+// as argocd.Application.
 func argoCDCacheOptions(mgr manager.Manager, cfg Config) cache.Options {
-	app := &unstructured.Unstructured{}
-	app.SetGroupVersionKind(argocd.ApplicationGVK)
 	return cache.Options{
 		HTTPClient:        mgr.GetHTTPClient(),
 		Scheme:            mgr.GetScheme(),
 		Mapper:            argoCDMapper{mgr.GetRESTMapper()},
 		DefaultNamespaces: map[string]cache.Config{cfg.ArgoCDNamespace: {}},
-		ByObject: map[client.Object]cache.ByObject{app: {
-			Label:     applicationSelector(cfg.Shard),
-			Transform: TransformApplication,
+		ByObject: map[client.Object]cache.ByObject{&argocd.Application{}: {
+			Label: applicationSelector(cfg.Shard),
 		}},
 	}
 }
@@ -194,9 +191,7 @@ func (a *ArgoCD) ensureIndexed(ctx context.Context) error {
 
 // countCached keeps kokumi_applications_cached at the number of Applications the cache holds.
 func (a *ArgoCD) countCached(ctx context.Context) error {
-	app := &unstructured.Unstructured{}
-	app.SetGroupVersionKind(argocd.ApplicationGVK)
-	inf, err := a.Cache.GetInformer(ctx, app, cache.BlockUntilSynced(false))
+	inf, err := a.Cache.GetInformer(ctx, &argocd.Application{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("get the informer of Applications: %w", err)
 	}

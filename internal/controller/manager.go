@@ -146,11 +146,15 @@ var setups []func(ctrl.Manager, Config) error
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-// NewScheme returns a scheme with the built-in kinds and Kokumi's.
+// NewScheme returns a scheme with the built-in kinds, Kokumi's, and Argo CD's Application as
+// Kokumi reads it (argocd.Application).
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("register built-in kinds: %w", err)
+	}
+	if err := argocd.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("add Argo CD's Application to scheme: %w", err)
 	}
 	if err := deliveryv1alpha1.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("register Kokumi kinds: %w", err)

@@ -164,11 +164,9 @@ func (r *ServingReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // watchArgoCD watches Applications and AppProjects and enqueues every Serving.
 func (r *ServingReconciler) watchArgoCD(c controller.Controller) error {
-	app := &unstructured.Unstructured{}
-	app.SetGroupVersionKind(argocd.ApplicationGVK)
 	project := &unstructured.Unstructured{}
 	project.SetGroupVersionKind(argocd.AppProjectGVK)
-	if err := c.Watch(source.Kind(r.ArgoCD.Cache, client.Object(app), handler.EnqueueRequestsFromMapFunc(servingOfApplication))); err != nil {
+	if err := c.Watch(source.Kind(r.ArgoCD.Cache, client.Object(&argocd.Application{}), handler.EnqueueRequestsFromMapFunc(servingOfApplication))); err != nil {
 		return fmt.Errorf("watch Applications: %w", err)
 	}
 	if err := c.Watch(source.Kind(r.ArgoCD.Cache, client.Object(project), handler.EnqueueRequestsFromMapFunc(r.servingsOfProject))); err != nil {
@@ -437,9 +435,9 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 	}
 	req.Applications = make(map[string]fleet.Observed, len(req.Clusters))
 	key := client.ObjectKeyFromObject(s)
-	byName := make(map[string]*unstructured.Unstructured, len(ours))
+	byName := make(map[string]*argocd.Application, len(ours))
 	for i := range ours {
-		byName[ours[i].GetName()] = &ours[i]
+		byName[ours[i].Name] = &ours[i]
 	}
 	applied := r.applied.round(key, len(req.Clusters))
 	defer applied.done()
@@ -454,12 +452,8 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 				continue
 			}
 		}
-		st, err := argocd.ReadStatus(app)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
 		req.Applications[name] = fleet.Observed{Ours: argocd.IsKokumis(app, s.Namespace, s.Name),
-			UpToDate: applied.upToDate(req.Spec(c), app) && applicationInShard(app, r.Config.Shard), Status: st}
+			UpToDate: applied.upToDate(req.Spec(c), app) && applicationInShard(app, r.Config.Shard), Status: app.Status}
 	}
 
 	decisions := fleet.Decide(req)
@@ -514,7 +508,7 @@ func (r *ServingReconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1
 // reconcile). A failed write never stops the others: its cluster shows ApplicationWriteFailed
 // with the error, and the errors are returned together. One Event names the clusters whose
 // Applications it created.
-func (r *ServingReconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet.Decision, byName map[string]*unstructured.Unstructured, slice *writeSlice) error {
+func (r *ServingReconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet.Decision, byName map[string]*argocd.Application, slice *writeSlice) error {
 	errs := make([]error, len(decisions))
 	ran := make([]bool, len(decisions))
 	w := r.writers()
@@ -583,7 +577,7 @@ var errNotOurs = errors.New("the Application exists and is not Kokumi's")
 // that finds one of that name the cache does not hold reads it from the API server: the
 // Serving's own (labelled for another shard, or not cached yet) is updated, and any other is
 // remembered and left alone (errNotOurs).
-func (r *ServingReconciler) writeApplication(ctx context.Context, s *v1.Serving, d fleet.Decision, existing *unstructured.Unstructured) (err error) {
+func (r *ServingReconciler) writeApplication(ctx context.Context, s *v1.Serving, d fleet.Decision, existing *argocd.Application) (err error) {
 	start := time.Now()
 	defer func() {
 		if !errors.Is(err, errNotOurs) {
@@ -600,13 +594,9 @@ func (r *ServingReconciler) writeApplication(ctx context.Context, s *v1.Serving,
 		if !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
 		}
-		live := &unstructured.Unstructured{}
-		live.SetGroupVersionKind(argocd.ApplicationGVK)
+		live := &argocd.Application{}
 		if err := r.ArgoCD.Reader.Get(ctx, client.ObjectKeyFromObject(app), live); err != nil {
 			return fmt.Errorf("read Application %q for Cluster %s, which exists: %w", d.Application, d.Cluster, err)
-		}
-		if _, err := TransformApplication(live); err != nil {
-			return fmt.Errorf("read Application %q: %w", d.Application, err)
 		}
 		if !argocd.IsKokumis(live, s.Namespace, s.Name) {
 			r.writes.rememberForeign(client.ObjectKeyFromObject(s), live, time.Now())
@@ -617,18 +607,19 @@ func (r *ServingReconciler) writeApplication(ctx context.Context, s *v1.Serving,
 	app := existing.DeepCopy()
 	d.Spec.Apply(app)
 	setApplicationShard(app, r.Config.Shard)
-	// A merge patch from the cached copy, never an Update: the cache holds Applications cut down
-	// (TransformApplication), and the Application CRD has no status subresource, so writing one
-	// whole would wipe Argo CD's status. The lock keeps the old Update's conflict on a stale copy.
+	// A merge patch from the cached copy, never an Update: the cache holds what Kokumi reads of
+	// an Application (argocd.Application), and the Application CRD has no status subresource, so
+	// writing one whole would wipe Argo CD's status. The lock keeps the old Update's conflict on
+	// a stale copy.
 	if err := r.Patch(ctx, app, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("update Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
 	}
 	return nil
 }
 
-func (r *ServingReconciler) deleteApplication(ctx context.Context, app *unstructured.Unstructured) error {
-	if err := r.Delete(ctx, app, client.Preconditions{UID: ptr(app.GetUID())}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete Application %q: %w", app.GetName(), err)
+func (r *ServingReconciler) deleteApplication(ctx context.Context, app *argocd.Application) error {
+	if err := r.Delete(ctx, app, client.Preconditions{UID: ptr(app.UID)}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete Application %q: %w", app.Name, err)
 	}
 	return nil
 }
@@ -643,8 +634,8 @@ func clusterRef(name string) *v1.Cluster {
 }
 
 // applications lists the Serving's own Applications.
-func (r *ServingReconciler) applications(ctx context.Context, s *v1.Serving) ([]unstructured.Unstructured, error) {
-	list := &unstructured.UnstructuredList{}
+func (r *ServingReconciler) applications(ctx context.Context, s *v1.Serving) ([]argocd.Application, error) {
+	list := &argocd.ApplicationList{}
 	// By index, not a walk of the namespace. Read-only: writes go to copies (writeApplication),
 	// so the cache's objects are not copied.
 	if err := r.ArgoCD.ListApplications(ctx, list, r.Config.ArgoCDNamespace, client.MatchingLabels{
@@ -671,14 +662,14 @@ func (r *ServingReconciler) removeDepartures(ctx context.Context, s *v1.Serving,
 	if err != nil {
 		return err
 	}
-	byName := make(map[string]*unstructured.Unstructured, len(ours))
+	byName := make(map[string]*argocd.Application, len(ours))
 	names := make([]string, len(ours))
 	for i := range ours {
-		byName[ours[i].GetName()], names[i] = &ours[i], ours[i].GetName()
+		byName[ours[i].Name], names[i] = &ours[i], ours[i].Name
 	}
 	// One failed delete does not keep the others, nor the rest of the reconcile, waiting.
 	leaving := fleet.Leaving(s.Namespace, s.Name, tgt.clusters, names)
-	apps := make([]*unstructured.Unstructured, len(leaving))
+	apps := make([]*argocd.Application, len(leaving))
 	for i, name := range leaving {
 		apps[i] = byName[name]
 	}
@@ -686,7 +677,7 @@ func (r *ServingReconciler) removeDepartures(ctx context.Context, s *v1.Serving,
 	var left, deleted []string
 	for i, app := range apps {
 		if errs[i] == nil {
-			left, deleted = append(left, app.GetLabels()[argocd.LabelCluster]), append(deleted, app.GetName())
+			left, deleted = append(left, app.Labels[argocd.LabelCluster]), append(deleted, app.Name)
 		}
 	}
 	r.leftEvent(s, tgt.environment, left, deleted)
@@ -699,7 +690,7 @@ func (r *ServingReconciler) removeApplications(ctx context.Context, s *v1.Servin
 	if err != nil {
 		return err
 	}
-	apps := make([]*unstructured.Unstructured, len(ours))
+	apps := make([]*argocd.Application, len(ours))
 	for i := range ours {
 		apps[i] = &ours[i]
 	}
@@ -719,7 +710,7 @@ func (r *ServingReconciler) removeApplications(ctx context.Context, s *v1.Servin
 
 // deleteApplications deletes apps, Config.ApplicationWriters at a time, and returns the error
 // of each delete (nil for one that went through); one failed delete does not stop the others.
-func (r *ServingReconciler) deleteApplications(ctx context.Context, apps []*unstructured.Unstructured) []error {
+func (r *ServingReconciler) deleteApplications(ctx context.Context, apps []*argocd.Application) []error {
 	errs := make([]error, len(apps))
 	w := r.writers()
 	for i, app := range apps {

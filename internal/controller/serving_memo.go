@@ -3,7 +3,6 @@ package controller
 import (
 	"sync"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kokumi-dev/kokumi/internal/argocd"
@@ -43,13 +42,13 @@ func (m *upToDateMemo) round(key types.NamespacedName, n int) *upToDateRound {
 
 // upToDate says whether app is as spec wants it, from the last reconcile's answer when neither
 // changed since.
-func (r *upToDateRound) upToDate(spec argocd.ApplicationSpec, app *unstructured.Unstructured) bool {
-	rv := app.GetResourceVersion()
-	e, ok := r.prev[app.GetName()]
+func (r *upToDateRound) upToDate(spec argocd.ApplicationSpec, app *argocd.Application) bool {
+	rv := app.ResourceVersion
+	e, ok := r.prev[app.Name]
 	if !ok || rv == "" || e.resourceVersion != rv || e.spec != spec {
 		e = upToDateEntry{resourceVersion: rv, spec: spec, upToDate: spec.UpToDate(app)}
 	}
-	r.next[app.GetName()] = e
+	r.next[app.Name] = e
 	return e.upToDate
 }
 

@@ -14,8 +14,11 @@ func TestUpToDateIsComparedAgainOnlyWhenTheApplicationOrTheWantedSpecChanged(t *
 	spec := argocd.ApplicationSpec{Name: "team.app.edge-1", Namespace: "argocd", ServingNamespace: "team", ServingName: "app",
 		Cluster: "edge-1", Project: "p", RepoURL: "oci://registry.example/team/app", Revision: "sha256:aa",
 		Server: "https://edge-1.example:6443", TargetNamespace: "podinfo", Retry: argocd.DefaultSyncRetry}
-	app := spec.Build()
-	app.SetResourceVersion("1")
+	app, err := argocd.ApplicationFrom(spec.Build())
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.ResourceVersion = "1"
 	key := types.NamespacedName{Namespace: "team", Name: "app"}
 	var m upToDateMemo
 
@@ -27,7 +30,7 @@ func TestUpToDateIsComparedAgainOnlyWhenTheApplicationOrTheWantedSpecChanged(t *
 
 	// Changed behind the memo's back at the same resourceVersion (which the API server never
 	// does): the memo's answer stands, so it was not compared again.
-	app.Object["spec"].(map[string]any)["project"] = "other"
+	app.Spec.Project = []byte(`"other"`)
 	r = m.round(key, 1)
 	if !r.upToDate(spec, app) {
 		t.Fatal("the answer of the last reconcile was not reused")
@@ -35,7 +38,7 @@ func TestUpToDateIsComparedAgainOnlyWhenTheApplicationOrTheWantedSpecChanged(t *
 	r.done()
 
 	// A new resourceVersion is compared again.
-	app.SetResourceVersion("2")
+	app.ResourceVersion = "2"
 	r = m.round(key, 1)
 	if r.upToDate(spec, app) {
 		t.Fatal("a changed Application was taken as up to date")
@@ -43,8 +46,8 @@ func TestUpToDateIsComparedAgainOnlyWhenTheApplicationOrTheWantedSpecChanged(t *
 	r.done()
 
 	// So is another wanted spec.
-	app.Object["spec"].(map[string]any)["project"] = "p"
-	app.SetResourceVersion("3")
+	app.Spec.Project = []byte(`"p"`)
+	app.ResourceVersion = "3"
 	r = m.round(key, 1)
 	if !r.upToDate(spec, app) {
 		t.Fatal("the Application put back is not up to date")

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -55,12 +54,12 @@ type servingWrites struct {
 
 // foreignApplication is an Application that is not the Serving's, read when a create met it.
 type foreignApplication struct {
-	app *unstructured.Unstructured
+	app *argocd.Application
 	at  time.Time
 }
 
 // rememberForeign keeps app, found to be not the Serving's, for foreignPatience.
-func (w *servingWrites) rememberForeign(key types.NamespacedName, app *unstructured.Unstructured, now time.Time) {
+func (w *servingWrites) rememberForeign(key types.NamespacedName, app *argocd.Application, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.notOurs == nil {
@@ -74,7 +73,7 @@ func (w *servingWrites) rememberForeign(key types.NamespacedName, app *unstructu
 
 // foreign returns the Application of name the Serving found not its own less than
 // foreignPatience ago, or nil; it forgets older ones.
-func (w *servingWrites) foreign(key types.NamespacedName, name string, now time.Time) *unstructured.Unstructured {
+func (w *servingWrites) foreign(key types.NamespacedName, name string, now time.Time) *argocd.Application {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	f, ok := w.notOurs[key][name]
@@ -115,7 +114,7 @@ type writeSlice struct {
 }
 
 // startSlice sizes this reconcile's share of the writes the decisions ask for.
-func (r *ServingReconciler) startSlice(s *v1.Serving, decisions []fleet.Decision, byName map[string]*unstructured.Unstructured) *writeSlice {
+func (r *ServingReconciler) startSlice(s *v1.Serving, decisions []fleet.Decision, byName map[string]*argocd.Application) *writeSlice {
 	limit := r.Config.ApplicationWriteSlice
 	if limit <= 0 {
 		limit = DefaultApplicationWriteSlice
@@ -156,7 +155,7 @@ func (sl *writeSlice) take(d *fleet.Decision) bool {
 }
 
 // wrote records a write that succeeded; existing is the Application it replaced, or nil.
-func (sl *writeSlice) wrote(d *fleet.Decision, existing *unstructured.Unstructured) {
+func (sl *writeSlice) wrote(d *fleet.Decision, existing *argocd.Application) {
 	if !d.Write {
 		return
 	}
@@ -170,7 +169,7 @@ func (sl *writeSlice) wrote(d *fleet.Decision, existing *unstructured.Unstructur
 
 // inFlight returns the Applications of the Serving written earlier that byName, read from the
 // cache, does not show yet; it forgets those it shows, and those waited for too long.
-func (w *servingWrites) inFlight(key types.NamespacedName, byName map[string]*unstructured.Unstructured, now time.Time) map[string]bool {
+func (w *servingWrites) inFlight(key types.NamespacedName, byName map[string]*argocd.Application, now time.Time) map[string]bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := map[string]bool{}

@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kokumi-dev/kokumi/internal/argocd"
 )
 
 // An Application found to be someone else's is taken as still there for foreignPatience, per
@@ -13,8 +14,8 @@ import (
 func TestForeignApplicationsAreRememberedForAWhile(t *testing.T) {
 	var w servingWrites
 	a, b := types.NamespacedName{Namespace: "team", Name: "a"}, types.NamespacedName{Namespace: "team", Name: "b"}
-	app := &unstructured.Unstructured{}
-	app.SetName("team.a.edge-1")
+	app := &argocd.Application{}
+	app.Name = "team.a.edge-1"
 	now := time.Now()
 	w.rememberForeign(a, app, now)
 

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -196,7 +195,7 @@ func changesOf(kind string, o client.Object) []Change {
 	switch obj := o.(type) {
 	case *v1.Preparation:
 		return []Change{self, {Kind: "Serving", Namespace: obj.Namespace, Name: obj.Spec.OrderRef.Name}}
-	case *unstructured.Unstructured:
+	case *argocd.Application:
 		if l := obj.GetLabels(); l[argocd.LabelServing] != "" {
 			return []Change{{Kind: "Serving", Namespace: l[argocd.LabelServingNamespace], Name: l[argocd.LabelServing], Cluster: l[argocd.LabelCluster]}}
 		}

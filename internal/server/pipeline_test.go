@@ -8,7 +8,6 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
@@ -72,10 +71,8 @@ func TestChangesOfAPreparationNameItsServing(t *testing.T) {
 	if got := fmt.Sprint(changesOf("Preparation", prep)); got != "[{Preparation ns shop-1 } {Serving ns shop }]" {
 		t.Errorf("changes %s", got)
 	}
-	app := &unstructured.Unstructured{}
-	app.SetNamespace("argocd")
-	app.SetName("ns-shop-edge-1")
-	app.SetLabels(map[string]string{argocd.LabelServing: "shop", argocd.LabelServingNamespace: "ns", argocd.LabelCluster: "edge-1"})
+	app := &argocd.Application{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "ns-shop-edge-1",
+		Labels: map[string]string{argocd.LabelServing: "shop", argocd.LabelServingNamespace: "ns", argocd.LabelCluster: "edge-1"}}}
 	if got := fmt.Sprint(changesOf("Application", app)); got != "[{Serving ns shop edge-1}]" {
 		t.Errorf("changes %s", got)
 	}

@@ -30,7 +30,6 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -265,9 +264,7 @@ func AddToManager(mgr manager.Manager, o Options, ln net.Listener) error {
 	}
 	s.argo = argo
 	argo.OnInstalled(func(ctx context.Context) error {
-		app := &unstructured.Unstructured{}
-		app.SetGroupVersionKind(argocd.ApplicationGVK)
-		return s.publishChanges(ctx, argo.Cache, "Application", app)
+		return s.publishChanges(ctx, argo.Cache, "Application", &argocd.Application{})
 	})
 	var r manager.Runnable = s
 	if ln != nil {
@@ -450,7 +447,7 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, "list the Cluster's Applications", err)
 		return
 	}
-	apps, err = keepListable(s, r.Context(), deliveryGroup, "servings", apps, func(app *unstructured.Unstructured) string {
+	apps, err = keepListable(s, r.Context(), deliveryGroup, "servings", apps, func(app *argocd.Application) string {
 		return app.GetLabels()[argocd.LabelServingNamespace]
 	})
 	if err != nil {
@@ -679,9 +676,8 @@ func validateOrder(req OrderRequest, ns string, environments, products []string)
 }
 
 // applications lists Kokumi's Applications in Argo CD's namespace that match the labels.
-func (s *Server) applications(ctx context.Context, labels client.MatchingLabels) ([]unstructured.Unstructured, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(argocd.ApplicationListGVK)
+func (s *Server) applications(ctx context.Context, labels client.MatchingLabels) ([]argocd.Application, error) {
+	list := &argocd.ApplicationList{}
 	var c client.Reader = s.client
 	if s.argo != nil {
 		if !s.argo.Installed() {

@@ -11,7 +11,6 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
@@ -174,20 +173,16 @@ type appView struct {
 	since                                 *time.Time
 }
 
-func readApp(app *unstructured.Unstructured) appView {
-	v := appView{name: app.GetName()}
-	st, err := argocd.ReadStatus(app)
-	if err != nil {
-		v.message = err.Error()
-		return v
-	}
+func readApp(app *argocd.Application) appView {
+	v := appView{name: app.Name}
+	st := app.Status
 	v.health, v.sync, v.revision = st.Health.Status, st.Sync.Status, st.Sync.Revision
 	if msg, refused := st.Refusal(); refused {
 		v.message = msg
 	} else if st.Health.Message != "" {
 		v.message = st.Health.Message
 	}
-	if t, ok, _ := unstructured.NestedString(app.Object, "status", "health", "lastTransitionTime"); ok {
+	if t := st.Health.LastTransitionTime; t != "" {
 		if parsed, err := time.Parse(time.RFC3339, t); err == nil {
 			v.since = &parsed
 		}
@@ -208,12 +203,12 @@ func appLink(base, namespace, name string) string {
 // labelled with the Serving) and its status, capped at MaxRows. Other clients, such as the
 // kubectl plugin, show the same table with it. argoBase, when set, links each row to Argo CD's
 // UI.
-func ServingDetailOf(s *v1.Serving, apps []unstructured.Unstructured, argoBase string) ServingDetail {
+func ServingDetailOf(s *v1.Serving, apps []argocd.Application, argoBase string) ServingDetail {
 	return servingDetail(s, apps, argoBase, RowQuery{})
 }
 
 // servingDetail is ServingDetailOf with the rows q asks for.
-func servingDetail(s *v1.Serving, apps []unstructured.Unstructured, argoBase string, q RowQuery) ServingDetail {
+func servingDetail(s *v1.Serving, apps []argocd.Application, argoBase string, q RowQuery) ServingDetail {
 	d := ServingDetail{ServingSummary: summarizeServing(s)}
 	d.Rows, d.RowsTotal, d.RowsOmitted = q.page(servingRows(s, apps, argoBase))
 	return d
@@ -286,7 +281,7 @@ func (q RowQuery) page(rows []ClusterRow) (kept []ClusterRow, total, omitted int
 // servingRows builds the Serving page's table: one row per Application the Serving owns, and
 // one per cluster its status lists without one (held). Troubled clusters come first (held,
 // degraded, then any other not healthy), then by name.
-func servingRows(s *v1.Serving, apps []unstructured.Unstructured, argoBase string) []ClusterRow {
+func servingRows(s *v1.Serving, apps []argocd.Application, argoBase string) []ClusterRow {
 	byCluster := map[string]*ClusterRow{}
 	for i := range apps {
 		app := &apps[i]
@@ -320,7 +315,7 @@ func servingRows(s *v1.Serving, apps []unstructured.Unstructured, argoBase strin
 }
 
 // appRow is the row of a cluster as its Application reports it.
-func appRow(app *unstructured.Unstructured, cluster, argoBase string) ClusterRow {
+func appRow(app *argocd.Application, cluster, argoBase string) ClusterRow {
 	v := readApp(app)
 	return ClusterRow{
 		Cluster: cluster, Application: v.name, Link: appLink(argoBase, app.GetNamespace(), v.name),
@@ -390,7 +385,7 @@ func rowRank(r ClusterRow) int {
 // keeps for the Cluster c, ordered by Serving: each row as the Serving page shows the cluster,
 // from the Application and what the Serving's status (of servings, by namespace/name) says of
 // it, and held while c is not Ready.
-func clusterDeployments(c *v1.Cluster, apps []unstructured.Unstructured, servings map[string]*v1.Serving, argoBase string) ([]Deployment, int) {
+func clusterDeployments(c *v1.Cluster, apps []argocd.Application, servings map[string]*v1.Serving, argoBase string) ([]Deployment, int) {
 	ready := apimeta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionReady)
 	out := make([]Deployment, 0, len(apps))
 	for i := range apps {

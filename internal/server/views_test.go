@@ -6,21 +6,16 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 )
 
-func testApp(cluster, health, sync string) unstructured.Unstructured {
-	a := unstructured.Unstructured{Object: map[string]any{"status": map[string]any{
-		"health": map[string]any{"status": health},
-		"sync":   map[string]any{"status": sync, "revision": "sha256:1"},
-	}}}
-	a.SetGroupVersionKind(argocd.ApplicationGVK)
-	a.SetNamespace("argocd")
-	a.SetName("app-" + cluster)
-	a.SetLabels(map[string]string{argocd.LabelCluster: cluster})
+func testApp(cluster, health, sync string) argocd.Application {
+	a := argocd.Application{}
+	a.Status.Health.Status = health
+	a.Status.Sync.Status, a.Status.Sync.Revision = sync, "sha256:1"
+	a.Namespace, a.Name = "argocd", "app-"+cluster
+	a.Labels = map[string]string{argocd.LabelCluster: cluster}
 	return a
 }
 
@@ -30,7 +25,7 @@ func TestServingRowsPutTroubleFirst(t *testing.T) {
 		// Held while Argo CD's last word on it was Healthy: a stopped cluster.
 		{Cluster: "x-stopped", Application: "app-x-stopped", Conditions: []v1.TargetCondition{{Type: "Held", Reason: v1.ReasonClusterNotReady, Message: "unreachable"}}},
 	}}}
-	apps := []unstructured.Unstructured{
+	apps := []argocd.Application{
 		testApp("a-healthy", "Healthy", "Synced"),
 		testApp("b-progressing", "Progressing", "Synced"),
 		testApp("z-degraded", "Degraded", "Synced"),
@@ -58,7 +53,7 @@ func TestServingRowsPutTroubleFirst(t *testing.T) {
 }
 
 func TestServingRowsAreCapped(t *testing.T) {
-	apps := make([]unstructured.Unstructured, MaxRows+7)
+	apps := make([]argocd.Application, MaxRows+7)
 	for i := range apps {
 		apps[i] = testApp(fmt.Sprintf("c-%05d", i), "Healthy", "Synced")
 	}
@@ -143,7 +138,7 @@ func TestSlowSubscriberIsToldToResync(t *testing.T) {
 // ranked, the table capped at MaxRows.
 func BenchmarkServingRows(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
-		apps := make([]unstructured.Unstructured, n)
+		apps := make([]argocd.Application, n)
 		for i := range apps {
 			health := "Healthy"
 			if i%50 == 0 {

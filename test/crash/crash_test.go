@@ -375,7 +375,7 @@ func (r *crashRun) progress(want expectation) (done, total int) {
 	}
 	req := want.request()
 	for _, c := range req.Clusters {
-		if app := byName[fleet.ApplicationName(namespace, orderName, c.Name)]; app != nil && req.Spec(c).UpToDate(app) {
+		if app := byName[fleet.ApplicationName(namespace, orderName, c.Name)]; app != nil && req.Spec(c).UpToDate(asKokumiReads(r.t, app)) {
 			done++
 		}
 	}
@@ -414,7 +414,7 @@ func (r *crashRun) applicationsConverged(want expectation) error {
 		switch target, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision"); {
 		case app.GetName() != fleet.ApplicationName(namespace, orderName, c.Name):
 			misnamed = append(misnamed, app.GetName())
-		case !req.Spec(c).UpToDate(app) || !argocd.IsKokumis(app, namespace, orderName):
+		case !req.Spec(c).UpToDate(asKokumiReads(r.t, app)) || !argocd.IsKokumis(app, namespace, orderName):
 			stale = append(stale, app.GetName()+" at "+target)
 		case !playedAt(app):
 			unsynced = append(unsynced, app.GetName())
@@ -687,4 +687,14 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// asKokumiReads is the Application as Kokumi reads it.
+func asKokumiReads(t *testing.T, app *unstructured.Unstructured) *argocd.Application {
+	t.Helper()
+	read, err := argocd.ApplicationFrom(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return read
 }

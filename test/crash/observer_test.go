@@ -193,8 +193,8 @@ func (o *observer) enqueue(obj any) {
 // playedAt says whether an Application reports Synced and Healthy at its target revision.
 func playedAt(app *unstructured.Unstructured) bool {
 	target, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision")
-	st, err := argocd.ReadStatus(app)
-	return err == nil && st.HealthyAt(target)
+	read, err := argocd.ApplicationFrom(app)
+	return err == nil && read.Status.HealthyAt(target)
 }
 
 // playArgoCD is one of Argo CD's workers.

@@ -1,8 +1,8 @@
 // Package memory measures what the cache of Argo CD's namespace costs at fleet scale, against a
 // real API server: N Applications as Argo CD writes them (status.resources, history,
-// operationState, managedFields), cached whole and as Kokumi caches them (TransformApplication
+// operationState, managedFields), cached whole and as Kokumi caches them (argocd.Application,
 // and the managed-by selector). Its fixture, RealisticApplication, is shared with the
-// transform's unit test.
+// cached Application's unit test (internal/controller).
 package memory
 
 import (

@@ -20,6 +20,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
+	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
@@ -164,15 +165,21 @@ func TestAServingReportsItsClusters(t *testing.T) {
 			}
 			return nil
 		})
-		// They are the status' counts.
-		must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(serving), serving))
-		if serving.Status.Clusters != want {
-			t.Errorf("status.clusters %+v, the metrics %+v", serving.Status.Clusters, want)
-		}
+		// They are the status' counts, which the reconcile writes after it sets the series.
+		eventually(t, fmt.Sprintf("status.clusters says %+v", want), func() error {
+			must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(serving), serving))
+			if serving.Status.Clusters != want {
+				return fmt.Errorf("status.clusters %+v, the metrics %+v", serving.Status.Clusters, want)
+			}
+			return nil
+		})
 	}
 
 	// The Cluster that answers gets an Application, Progressing; the other is held.
 	counts(v1.ClusterCounts{Selected: 2, Progressing: 1, Held: 1})
+	// The cache of Argo CD's namespace holds it.
+	cachedBefore, _ := before.value(kmetrics.ApplicationsCachedName)
+	metricEquals(t, token, kmetrics.ApplicationsCachedName, cachedBefore+1)
 	ready := fmt.Sprintf(`kokumi_serving_ready{namespace="%s",serving="podinfo"}`, ns)
 	metricEquals(t, token, ready, 0)
 	metricEquals(t, token, fmt.Sprintf(`kokumi_promotions_waiting{kind="serving",namespace="%s",serving="podinfo"}`, ns), 0)
@@ -217,6 +224,7 @@ func TestAServingReportsItsClusters(t *testing.T) {
 
 	// The Serving goes, and its series with it.
 	deleteAndWait(t, serving)
+	metricEquals(t, token, kmetrics.ApplicationsCachedName, cachedBefore)
 	metricGone(t, token, fmt.Sprintf(`kokumi_serving_clusters{namespace="%s",serving="podinfo"`, ns))
 	metricGone(t, token, fmt.Sprintf(`kokumi_serving_ready{namespace="%s",serving="podinfo"`, ns))
 }

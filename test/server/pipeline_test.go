@@ -114,10 +114,14 @@ func TestAPromotionWaitsForTheStagesItsEnvironmentRequires(t *testing.T) {
 		return nil
 	})
 
-	// The Serving page shows the stage prod waits for; the server's cache knows it now.
+	// The Serving page shows the stage prod waits for; the server's cache knows it now, and that
+	// the Preparation is Ready (else a promotion is refused as not checked yet).
 	d := get(t, servingPath(ns, "podinfo-prod"), func(d server.ServingDetail) error {
 		if d.Pipeline == nil || len(d.Pipeline.Stages) != 1 || d.Pipeline.Preparation != "podinfo-prod-1" {
 			return fmt.Errorf("pipeline %+v, want the stage staging for podinfo-prod-1", d.Pipeline)
+		}
+		if d.Promotion == nil || len(d.Promotion.Preparations) != 1 || d.Promotion.Preparations[0].Ready.Status != string(metav1.ConditionTrue) {
+			return fmt.Errorf("promotion %+v, want podinfo-prod-1 Ready", d.Promotion)
 		}
 		return nil
 	})

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kokumi-dev/kokumi/internal/argocd"
@@ -20,91 +18,6 @@ const (
 	// indexApplicationCluster finds the Applications that deploy to a Kokumi Cluster.
 	indexApplicationCluster = "kokumi.cluster"
 )
-
-// lastApplied is kubectl's copy of what it last applied: Kokumi never reads it.
-const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
-
-// TransformApplication keeps of an Argo CD Application only what Kokumi reads (internal/argocd's
-// Build, UpToDate, Apply, IsKokumis and ReadStatus, and the server's pages): its metadata without
-// managedFields and kubectl's last-applied annotation, its spec whole (Kokumi writes it: a few
-// hundred bytes), and of its status sync.status and sync.revision; health.status, message and
-// lastTransitionTime; each condition's type and message; and operationState's phase, message
-// and operation.sync.revision. It drops what makes a real Application 20 KB and more:
-// status.resources (one entry per Kubernetes object deployed), status.history,
-// operationState.syncResult, status.summary and the top-level operation.
-//
-// A transformed Application is never written back whole (it would wipe Argo CD's status, the
-// Application CRD having no status subresource): Kokumi changes Applications with a merge patch
-// from the cached copy, which names only the fields it changes.
-//
-// It changes obj in place, as a cache transform may, and passes anything but an
-// *unstructured.Unstructured through.
-func TransformApplication(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	u.SetManagedFields(nil)
-	if a := u.GetAnnotations(); a[lastApplied] != "" {
-		delete(a, lastApplied)
-		u.SetAnnotations(a)
-	}
-	delete(u.Object, "operation")
-	status, ok := u.Object["status"].(map[string]any)
-	if !ok {
-		return u, nil
-	}
-	kept := map[string]any{}
-	if sync := pick(status["sync"], "status", "revision"); sync != nil {
-		kept["sync"] = sync
-	}
-	if health := pick(status["health"], "status", "message", "lastTransitionTime"); health != nil {
-		kept["health"] = health
-	}
-	if conditions, ok := status["conditions"].([]any); ok {
-		out := make([]any, 0, len(conditions))
-		for _, c := range conditions {
-			if c := pick(c, "type", "message"); c != nil {
-				out = append(out, c)
-			}
-		}
-		kept["conditions"] = out
-	}
-	if op, ok := status["operationState"].(map[string]any); ok {
-		state := pick(op, "phase", "message")
-		if state == nil {
-			state = map[string]any{}
-		}
-		if operation, ok := op["operation"].(map[string]any); ok {
-			if sync := pick(operation["sync"], "revision"); sync != nil {
-				state["operation"] = map[string]any{"sync": sync}
-			}
-		}
-		kept["operationState"] = state
-	}
-	u.Object["status"] = kept
-	return u, nil
-}
-
-// pick returns the keys of m that are set, or nil when m is no map or none is.
-func pick(m any, keys ...string) map[string]any {
-	in, ok := m.(map[string]any)
-	if !ok {
-		return nil
-	}
-	var out map[string]any
-	for _, k := range keys {
-		if v, ok := in[k]; ok {
-			if out == nil {
-				out = make(map[string]any, len(keys))
-			}
-			out[k] = v
-		}
-	}
-	return out
-}
-
-var _ toolscache.TransformFunc = TransformApplication
 
 // applicationSelector selects the Applications a replica caches: Kokumi's own
 // (app.kubernetes.io/managed-by=kokumi), of the replica's shard (see Config.Shard).
@@ -142,10 +55,8 @@ var applicationIndexes = map[string]client.IndexerFunc{
 // indexApplications registers applicationIndexes with the cache of Argo CD's namespace; it runs
 // once Argo CD's Application kind is served (an informer of a kind not served cannot start).
 func (a *ArgoCD) indexApplications(ctx context.Context) error {
-	app := &unstructured.Unstructured{}
-	app.SetGroupVersionKind(argocd.ApplicationGVK)
 	for field, f := range applicationIndexes {
-		if err := a.Cache.IndexField(ctx, app, field, f); err != nil {
+		if err := a.Cache.IndexField(ctx, &argocd.Application{}, field, f); err != nil {
 			return fmt.Errorf("index Applications by %s: %w", field, err)
 		}
 	}
@@ -157,8 +68,7 @@ func (a *ArgoCD) indexApplications(ctx context.Context) error {
 // LabelServingNamespace), else by Cluster when it names one (LabelCluster); only the rest of the
 // labels are matched one Application at a time. The list's items are the cache's own: read them,
 // write copies.
-func (a *ArgoCD) ListApplications(ctx context.Context, list *unstructured.UnstructuredList, namespace string, match client.MatchingLabels) error {
-	list.SetGroupVersionKind(argocd.ApplicationListGVK)
+func (a *ArgoCD) ListApplications(ctx context.Context, list *argocd.ApplicationList, namespace string, match client.MatchingLabels) error {
 	if err := a.ensureIndexed(ctx); err != nil {
 		return err
 	}
