@@ -1,7 +1,6 @@
 package argocd
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -138,12 +137,12 @@ func (s ApplicationSpec) fields() ApplicationFields {
 }
 
 // mustJSON serializes what specMap builds: strings, numbers, booleans, lists and maps of them.
-func mustJSON(v any) json.RawMessage {
+func mustJSON(v any) RawJSON {
 	data, err := json.Marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("serialize an Application's spec: %v", err))
 	}
-	return data
+	return RawJSON(data)
 }
 
 // UpToDate reports whether existing carries everything Build sets: the same labels, owner
@@ -175,16 +174,16 @@ func (s ApplicationSpec) UpToDate(existing *Application) bool {
 
 // sameJSON reports whether have serializes as want does, which json.Marshal wrote (maps with
 // sorted keys): the same bytes, or the same once have is decoded and serialized again.
-func sameJSON(have, want json.RawMessage) bool {
-	if bytes.Equal(have, want) {
+func sameJSON(have, want RawJSON) bool {
+	if have == want {
 		return true
 	}
 	var v any
-	if len(have) == 0 || json.Unmarshal(have, &v) != nil {
+	if have == "" || json.Unmarshal([]byte(have), &v) != nil {
 		return false
 	}
 	again, err := json.Marshal(v)
-	return err == nil && bytes.Equal(again, want)
+	return err == nil && string(again) == string(want)
 }
 
 // Apply copies what Build sets onto existing, keeping everything else, and drops the resources finalizer.

@@ -1,9 +1,9 @@
 package argocd
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
+	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,10 +39,33 @@ type Application struct {
 
 // ApplicationFields are the fields of an Application's spec Kokumi writes, each whole as JSON.
 type ApplicationFields struct {
-	Project     json.RawMessage `json:"project,omitempty"`
-	Source      json.RawMessage `json:"source,omitempty"`
-	Destination json.RawMessage `json:"destination,omitempty"`
-	SyncPolicy  json.RawMessage `json:"syncPolicy,omitempty"`
+	Project     RawJSON `json:"project,omitempty"`
+	Source      RawJSON `json:"source,omitempty"`
+	Destination RawJSON `json:"destination,omitempty"`
+	SyncPolicy  RawJSON `json:"syncPolicy,omitempty"`
+}
+
+// RawJSON is a JSON value kept as the text it was read from (empty for none or null), interned:
+// the sync policy every Application of Kokumi's carries, a Serving's source and a cluster's
+// destination are held once however many Applications share them.
+type RawJSON string
+
+// MarshalJSON writes the value as it was read.
+func (r RawJSON) MarshalJSON() ([]byte, error) {
+	if r == "" {
+		return []byte("null"), nil
+	}
+	return []byte(r), nil
+}
+
+// UnmarshalJSON keeps the value's text.
+func (r *RawJSON) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		*r = ""
+		return nil
+	}
+	*r = RawJSON(unique.Make(string(data)).Value())
+	return nil
 }
 
 // ApplicationList is a list of Applications as Kokumi reads them.
@@ -75,10 +98,45 @@ func (a *Application) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("decode Argo CD Application: %w", err)
 	}
 	a.TypeMeta, a.ObjectMeta, a.Spec, a.Status = w.TypeMeta, w.Metadata.ObjectMeta, w.Spec, w.Status
-	if _, ok := a.Annotations[LastAppliedAnnotation]; ok {
-		delete(a.Annotations, LastAppliedAnnotation)
-	}
+	delete(a.Annotations, LastAppliedAnnotation)
+	a.intern()
 	return nil
+}
+
+// intern makes the strings that many Applications share one copy each: the namespace, labels
+// and annotations (a Serving's, a Cluster's) and the status Argo CD reports (the same words and
+// revisions on every cluster of a Serving). A cache of 100,000 Applications holds each once,
+// not 100,000 times. Names, UIDs and resource versions, each an Application's own, are not.
+func (a *Application) intern() {
+	a.Namespace = unique.Make(a.Namespace).Value()
+	a.Labels = internMap(a.Labels)
+	a.Annotations = internMap(a.Annotations)
+	for i, f := range a.Finalizers {
+		a.Finalizers[i] = unique.Make(f).Value()
+	}
+	st := &a.Status
+	for _, p := range []*string{&st.Sync.Status, &st.Sync.Revision, &st.Health.Status, &st.Health.Message, &st.Health.LastTransitionTime} {
+		*p = unique.Make(*p).Value()
+	}
+	for i := range st.Conditions {
+		st.Conditions[i].Type, st.Conditions[i].Message = unique.Make(st.Conditions[i].Type).Value(), unique.Make(st.Conditions[i].Message).Value()
+	}
+	if op := st.OperationState; op != nil {
+		op.Phase, op.Message = unique.Make(op.Phase).Value(), unique.Make(op.Message).Value()
+		op.Operation.Sync.Revision = unique.Make(op.Operation.Sync.Revision).Value()
+	}
+}
+
+// internMap returns m with its keys and values interned; the decoder's copy becomes garbage.
+func internMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[unique.Make(k).Value()] = unique.Make(v).Value()
+	}
+	return out
 }
 
 // ApplicationFrom reads an unstructured Application as Kokumi reads it.
@@ -112,7 +170,7 @@ func (a *Application) DeepCopy() *Application {
 	if a == nil {
 		return nil
 	}
-	out := &Application{TypeMeta: a.TypeMeta, Spec: a.Spec.deepCopy(), Status: a.Status.deepCopy()}
+	out := &Application{TypeMeta: a.TypeMeta, Spec: a.Spec, Status: a.Status.deepCopy()}
 	a.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	return out
 }
@@ -134,11 +192,6 @@ func (l *ApplicationList) DeepCopy() *ApplicationList {
 		}
 	}
 	return out
-}
-
-func (f ApplicationFields) deepCopy() ApplicationFields {
-	return ApplicationFields{Project: bytes.Clone(f.Project), Source: bytes.Clone(f.Source),
-		Destination: bytes.Clone(f.Destination), SyncPolicy: bytes.Clone(f.SyncPolicy)}
 }
 
 func (st Status) deepCopy() Status {

@@ -30,7 +30,7 @@ func TestUpToDateIsComparedAgainOnlyWhenTheApplicationOrTheWantedSpecChanged(t *
 
 	// Changed behind the memo's back at the same resourceVersion (which the API server never
 	// does): the memo's answer stands, so it was not compared again.
-	app.Spec.Project = []byte(`"other"`)
+	app.Spec.Project = `"other"`
 	r = m.round(key, 1)
 	if !r.upToDate(spec, app) {
 		t.Fatal("the answer of the last reconcile was not reused")
@@ -46,7 +46,7 @@ func TestUpToDateIsComparedAgainOnlyWhenTheApplicationOrTheWantedSpecChanged(t *
 	r.done()
 
 	// So is another wanted spec.
-	app.Spec.Project = []byte(`"p"`)
+	app.Spec.Project = `"p"`
 	app.ResourceVersion = "3"
 	r = m.round(key, 1)
 	if !r.upToDate(spec, app) {
