@@ -138,6 +138,10 @@ test: test-assets browser-deps ## Build the control-plane binaries (cached in bi
 bench: build test-assets fleet-assets ## Measure Kokumi's fan-out to 100, 1,000 and 10,000 fake clusters against a bare client and Argo CD's ApplicationSet controller (docs/performance.md); the table goes to bin/bench.md.
 	go run ./hack/bench -n 100,1000,10000 --kokumi $(BIN)/kokumi --out $(BIN)/bench.md
 
+.PHONY: bench-memory
+bench-memory: build test-assets ## Measure the controller's start and memory over 100 Servings × 1,000 clusters: 100,000 Applications of 20 KB put into etcd (docs/performance.md); the row goes to bin/bench-memory.md.
+	go run ./hack/bench --memory --memory-servings 100 --memory-clusters 1000 --timeout 20m --kokumi $(BIN)/kokumi --out $(BIN)/bench-memory.md
+
 FUZZTIME ?= 10s
 
 .PHONY: fuzz

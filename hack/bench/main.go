@@ -1,8 +1,10 @@
 // Command bench brings up a hub (kube-apiserver and etcd with Argo CD's CRDs), N fake member
 // clusters, the built `kokumi controller` and its peers (a bare client and Argo CD's
 // ApplicationSet controller), for each N of -n, and prints a Markdown table of what Kokumi
-// takes to fan out, and its ratios to the bare client. `make bench` runs it; see
-// docs/performance.md.
+// takes to fan out, and its ratios to the bare client. `make bench` runs it. With --memory it
+// measures instead the controller's start and memory over --memory-servings Servings of
+// --memory-clusters clusters each, their Applications put straight into etcd (`make
+// bench-memory`). See docs/performance.md.
 package main
 
 import (
@@ -57,6 +59,11 @@ func run() error {
 		kokumi   = flag.String("kokumi", "", "the kokumi binary to run (default: go build ./cmd/kokumi)")
 		extra    listFlag
 		maxRatio = flag.Float64("max-ratio", 0, "fail when Kokumi's Serving → N over the bare client's time exceeds this (0: never)")
+		memory   = flag.Bool("memory", false, "measure the controller's start and memory with --memory-servings × --memory-clusters Applications put into etcd, instead of the fan-out (-n is not used)")
+		servings = flag.Int("memory-servings", 100, "with --memory, how many Servings")
+		clusters = flag.Int("memory-clusters", 1000, "with --memory, how many clusters every Serving deploys to")
+		memLimit = flag.String("gomemlimit", "900MiB", "with --memory, the controller's GOMEMLIMIT (the Helm chart's value)")
+		memLive  = flag.Bool("memory-live", false, "with --memory, start the controller before the Applications are put into etcd and create the Servings once it holds them all (no cold start's first list)")
 	)
 	flag.Var(&extra, "controller-arg", "one more flag of `kokumi controller`, such as --controller-arg=--foo=1 (repeatable)")
 	flag.Parse()
@@ -89,6 +96,28 @@ func run() error {
 		}
 	}
 	began := time.Now()
+	if *memory {
+		row, err := bench.RunMemory(ctx, bench.MemoryOptions{Options: bench.Options{
+			N: *clusters, KokumiBinary: bin, ControllerArgs: extra, Timeout: *timeout, KeepWorkDir: *keep, Log: os.Stderr,
+		}, Servings: *servings, GoMemLimit: *memLimit, Live: *memLive})
+		if row == nil {
+			return err
+		}
+		if err != nil {
+			row.Notes = append(row.Notes, "the run failed: "+err.Error())
+		}
+		table := bench.MemoryHeader + row.Markdown()
+		if d := row.Details(); d != "" {
+			table += "\n" + d
+		}
+		fmt.Printf("\n%s\n(in %s)\n", table, time.Since(began).Round(time.Second))
+		if *out != "" {
+			if werr := os.WriteFile(*out, []byte(table), 0o644); werr != nil {
+				return fmt.Errorf("write %s: %w", *out, werr)
+			}
+		}
+		return err
+	}
 	var (
 		rows   []bench.Row
 		failed []string

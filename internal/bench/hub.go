@@ -62,8 +62,18 @@ type hub struct {
 	assets                                sandbox.Assets
 }
 
-// startHub starts the hub with its files in dir. appSetCRD, when not empty, is installed too.
-func startHub(assets sandbox.Assets, dir, appSetCRD string) (*hub, error) {
+// hubOptions are how a hub differs from the default one.
+type hubOptions struct {
+	// appSetCRD, when not empty, is the ApplicationSet CRD to install too.
+	appSetCRD string
+	// bulk starts the API server without its watch cache (which would hold every object, some
+	// 12 GB for 100,000 large Applications) and turns compaction off (a first list or stream
+	// longer than the API server's 5-minute compaction interval would lose its revision).
+	bulk bool
+}
+
+// startHub starts the hub with its files in dir.
+func startHub(assets sandbox.Assets, dir string, o hubOptions) (*hub, error) {
 	crds := filepath.Join(dir, "crds")
 	if err := os.MkdirAll(crds, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", crds, err)
@@ -73,8 +83,8 @@ func startHub(assets sandbox.Assets, dir, appSetCRD string) (*hub, error) {
 			return nil, err
 		}
 	}
-	if appSetCRD != "" {
-		if err := copyFile(appSetCRD, filepath.Join(crds, "applicationset-crd.yaml")); err != nil {
+	if o.appSetCRD != "" {
+		if err := copyFile(o.appSetCRD, filepath.Join(crds, "applicationset-crd.yaml")); err != nil {
 			return nil, err
 		}
 	}
@@ -95,6 +105,11 @@ func startHub(assets sandbox.Assets, dir, appSetCRD string) (*hub, error) {
 	api.Set("audit-log-path", h.auditLog)
 	api.Set("audit-log-format", "json")
 	api.Set("audit-log-mode", "blocking")
+	if o.bulk {
+		h.env.ControlPlane.Etcd.Configure().Set("auto-compaction-retention", "0")
+		api.Set("watch-cache", "false")
+		api.Set("etcd-compaction-interval", "0")
+	}
 	cfg, err := h.env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start kube-apiserver and etcd from %s: %w", assets.BinDir, err)

@@ -217,32 +217,14 @@ func Run(ctx context.Context, opts Options) (row *Row, err error) {
 	if opts.Settle == 0 {
 		opts.Settle = 10 * time.Second
 	}
-	if opts.Timeout == 0 {
-		opts.Timeout = 10 * time.Minute
-	}
-	assets, err := sandbox.FindAssets()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r, err := newRun(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	dir := opts.WorkDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "kokumi-bench-"); err != nil {
-			return nil, fmt.Errorf("create a work directory: %w", err)
-		}
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", dir, err)
-	}
-	defer func() {
-		if err == nil && !opts.KeepWorkDir {
-			_ = os.RemoveAll(dir)
-		} else if err != nil {
-			err = fmt.Errorf("%w (logs kept in %s)", err, dir)
-		}
-	}()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	r := &run{opts: opts, ctx: ctx, dir: dir, assets: assets, row: &Row{N: opts.N, QuietWrites: -1}}
-	defer r.close()
+	defer r.finish(&err)
+	r.row = &Row{N: opts.N, QuietWrites: -1}
 	if err := r.setUp(); err != nil {
 		return r.row, err
 	}
@@ -261,6 +243,38 @@ func Run(ctx context.Context, opts Options) (row *Row, err error) {
 		r.row.AppSetNote = "not run"
 	}
 	return r.row, nil
+}
+
+// newRun finds the assets and makes the work directory of a run (opts.WorkDir, or a temporary
+// one); a zero opts.Timeout is 10 minutes.
+func newRun(ctx context.Context, opts Options) (*run, error) {
+	if opts.Timeout == 0 {
+		opts.Timeout = 10 * time.Minute
+	}
+	assets, err := sandbox.FindAssets()
+	if err != nil {
+		return nil, err
+	}
+	dir := opts.WorkDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "kokumi-bench-"); err != nil {
+			return nil, fmt.Errorf("create a work directory: %w", err)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", dir, err)
+	}
+	return &run{opts: opts, ctx: ctx, dir: dir, assets: assets}, nil
+}
+
+// finish stops what the run started and removes its work directory, unless *err is set (then
+// it says where the logs are) or opts.KeepWorkDir.
+func (r *run) finish(err *error) {
+	r.close()
+	if *err == nil && !r.opts.KeepWorkDir {
+		_ = os.RemoveAll(r.dir)
+	} else if *err != nil {
+		*err = fmt.Errorf("%w (logs kept in %s)", *err, r.dir)
+	}
 }
 
 func (r *run) close() {
@@ -291,8 +305,24 @@ func (r *run) setUp() error {
 			r.opts.AppSet = false
 		}
 	}
+	if err := r.setUpHub(hubOptions{appSetCRD: crd}, argocdNamespace, bareNamespace); err != nil {
+		return err
+	}
 	var err error
-	if r.hub, err = startHub(r.assets, r.dir, crd); err != nil {
+	for i := range r.preps {
+		if r.preps[i], err = r.preparation(orderName, fmt.Sprintf("%s-%d", orderName, i+1)); err != nil {
+			return err
+		}
+	}
+	r.logf("hub, members, registry and RBAC up in %s", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// setUpHub starts the hub, the members, the registry and the observer (of the Applications of
+// observed), and creates namespaces, RBAC, the AppProject and the Environment.
+func (r *run) setUpHub(o hubOptions, observed ...string) error {
+	var err error
+	if r.hub, err = startHub(r.assets, r.dir, o); err != nil {
 		return err
 	}
 	scheme, err := controller.NewScheme()
@@ -316,7 +346,7 @@ func (r *run) setUp() error {
 	if r.reg, err = oci.StartRegistry("127.0.0.1:0", filepath.Join(r.dir, "registry"), false); err != nil {
 		return fmt.Errorf("start the registry: %w", err)
 	}
-	if r.obs, err = startObserver(r.ctx, r.hub, scheme, argocdNamespace, bareNamespace); err != nil {
+	if r.obs, err = startObserver(r.ctx, r.hub, scheme, observed...); err != nil {
 		return err
 	}
 	project := sandbox.AppProject(argocdNamespace, projectName, sandbox.AppProjectSpec{
@@ -332,25 +362,19 @@ func (r *run) setUp() error {
 	}); err != nil {
 		return fmt.Errorf("create the Environment: %w", err)
 	}
-	for i := range r.preps {
-		if r.preps[i], err = r.preparation(fmt.Sprintf("%s-%d", orderName, i+1)); err != nil {
-			return err
-		}
-	}
-	r.logf("hub, members, registry and RBAC up in %s", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-// preparation pushes an artifact to the registry and creates a Preparation of the Order for
-// it, as the Order reconciler would.
-func (r *run) preparation(name string) (prep, error) {
-	repository := r.reg.Addr + "/" + tenantNamespace + "/" + orderName
+// preparation pushes an artifact to the registry and creates a Preparation of order for it,
+// as the Order reconciler would.
+func (r *run) preparation(order, name string) (prep, error) {
+	repository := r.reg.Addr + "/" + tenantNamespace + "/" + order
 	digest, err := (&oci.Client{}).PushArtifact(r.ctx, repository, []byte(name), nil)
 	if err != nil {
 		return prep{}, fmt.Errorf("push the artifact of %s: %w", name, err)
 	}
 	p := &v1.Preparation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenantNamespace}, Spec: v1.PreparationSpec{
-		OrderRef: v1.LocalObjectReference{Name: orderName}, ProductRef: v1.LocalObjectReference{Name: productName},
+		OrderRef: v1.LocalObjectReference{Name: order}, ProductRef: v1.LocalObjectReference{Name: productName},
 		Source:          v1.PreparationSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.14.1", Digest: "sha256:" + strings.Repeat("c", 64)},
 		TargetNamespace: targetNamespace,
 		Artifact:        v1.Artifact{Ref: "oci://" + repository + "@" + digest, Digest: digest},
@@ -367,8 +391,13 @@ func ClusterName(i int) string { return fmt.Sprintf("edge-%05d", i) }
 
 // spec is the Application Kokumi writes for cluster i at p, in namespace.
 func (r *run) spec(i int, p prep, namespace string) argocd.ApplicationSpec {
+	return r.servingSpec(orderName, i, p, namespace)
+}
+
+// servingSpec is the Application the Serving serving writes for cluster i at p, in namespace.
+func (r *run) servingSpec(serving string, i int, p prep, namespace string) argocd.ApplicationSpec {
 	req := fleet.Request{
-		ServingNamespace: tenantNamespace, ServingName: orderName, ArgoCDNamespace: namespace,
+		ServingNamespace: tenantNamespace, ServingName: serving, ArgoCDNamespace: namespace,
 		Preparation: p.name, RepoURL: p.repoURL, Revision: p.digest, TargetNamespace: targetNamespace,
 		Project: argocd.Project{Name: projectName}, Retry: argocd.DefaultSyncRetry,
 	}
