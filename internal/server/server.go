@@ -686,7 +686,7 @@ func (s *Server) applications(ctx context.Context, labels client.MatchingLabels)
 		c = s.argo.Client
 	}
 	if s.argo != nil {
-		// By index (a Serving's, a Cluster's), cut down to what the pages read; copied, as
+		// By index (a Serving's, a Cluster's), as argocd.Application (what the pages read); copied, as
 		// the rows are built from them.
 		if err := s.argo.ListApplications(ctx, list, s.opts.ArgoCDNamespace, labels); err != nil {
 			return nil, err

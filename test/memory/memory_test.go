@@ -67,7 +67,7 @@ type result struct {
 // TestCacheMemory creates KOKUMI_MEMORY_N (300 when unset) of Kokumi's Applications as Argo CD writes them
 // (RealisticApplication, some 67 KB each) and a tenth as many of someone else's in a real API
 // server, then measures, each in a process of its own, the cache of Argo CD's namespace as it
-// was (every Application, whole) and as Kokumi now builds it (Kokumi's only, transformed):
+// was (every Application, whole) and as Kokumi now builds it (Kokumi's only, as argocd.Application):
 //
 //	KOKUMI_MEMORY_N=10000 go test ./test/memory -run TestCacheMemory -v -timeout 60m
 func TestCacheMemory(t *testing.T) {
