@@ -80,21 +80,28 @@ func Owner(servingNamespace, servingName string) string {
 // CreateNamespace, and no resources finalizer, so deleting it leaves what runs in place.
 func (s ApplicationSpec) Build() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"metadata": map[string]any{
-			"name":      s.Name,
-			"namespace": s.Namespace,
-			"labels": map[string]any{
-				LabelServing:          s.ServingName,
-				LabelServingNamespace: s.ServingNamespace,
-				LabelCluster:          s.Cluster,
-				LabelManagedBy:        ManagedByKokumi,
-			},
-			"annotations": map[string]any{AnnotationOwner: Owner(s.ServingNamespace, s.ServingName)},
-		},
-		"spec": s.specMap(),
+		"metadata": map[string]any{"name": s.Name, "namespace": s.Namespace},
+		"spec":     s.specMap(),
 	}}
+	u.SetLabels(s.labels())
+	u.SetAnnotations(s.annotations())
 	u.SetGroupVersionKind(ApplicationGVK)
 	return u
+}
+
+// labels are the labels Build sets: they find the Application by Serving and by Cluster.
+func (s ApplicationSpec) labels() map[string]string {
+	return map[string]string{
+		LabelServing:          s.ServingName,
+		LabelServingNamespace: s.ServingNamespace,
+		LabelCluster:          s.Cluster,
+		LabelManagedBy:        ManagedByKokumi,
+	}
+}
+
+// annotations are the annotations Build sets: the owner.
+func (s ApplicationSpec) annotations() map[string]string {
+	return map[string]string{AnnotationOwner: Owner(s.ServingNamespace, s.ServingName)}
 }
 
 func (s ApplicationSpec) specMap() map[string]any {
@@ -149,13 +156,12 @@ func mustJSON(v any) RawJSON {
 // annotation and spec fields (each whole), and no resources finalizer. Other labels,
 // annotations and spec fields, such as Argo CD's own, are ignored.
 func (s ApplicationSpec) UpToDate(existing *Application) bool {
-	want := s.Build()
-	for k, v := range want.GetLabels() {
+	for k, v := range s.labels() {
 		if existing.Labels[k] != v {
 			return false
 		}
 	}
-	for k, v := range want.GetAnnotations() {
+	for k, v := range s.annotations() {
 		if existing.Annotations[k] != v {
 			return false
 		}
@@ -188,17 +194,16 @@ func sameJSON(have, want RawJSON) bool {
 
 // Apply copies what Build sets onto existing, keeping everything else, and drops the resources finalizer.
 func (s ApplicationSpec) Apply(existing *Application) {
-	want := s.Build()
 	if existing.Labels == nil {
 		existing.Labels = map[string]string{}
 	}
-	for k, v := range want.GetLabels() {
+	for k, v := range s.labels() {
 		existing.Labels[k] = v
 	}
 	if existing.Annotations == nil {
 		existing.Annotations = map[string]string{}
 	}
-	for k, v := range want.GetAnnotations() {
+	for k, v := range s.annotations() {
 		existing.Annotations[k] = v
 	}
 	var finalizers []string

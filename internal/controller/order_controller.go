@@ -379,7 +379,7 @@ func (r *OrderReconciler) unchanged(ctx context.Context, b *preparation.Builder,
 	return nil, "", nil
 }
 
-// stillCurrent returns the Order's Preparation name when its images' tags still point to the
+// stillCurrent returns the Order's Preparation of that name when its images' tags still point to the
 // digests it pinned and the bundled registry holds its artifact; nil when not (see unchanged).
 func (r *OrderReconciler) stillCurrent(ctx context.Context, b *preparation.Builder, order *deliveryv1alpha1.Order, name string) (*deliveryv1alpha1.Preparation, *failure) {
 	var latest deliveryv1alpha1.Preparation
