@@ -221,7 +221,7 @@ func (r *run) fillEtcd(row *MemoryRow, preps []prep, workers int) error {
 	if err := parallel(workers, n, func(i int) error {
 		s, c := i/r.opts.N, i%r.opts.N
 		spec := r.servingSpec(servingName(s), c, preps[s], argocdNamespace)
-		value, err := json.Marshal(syncedApplication(spec, created, c).Object)
+		value, err := json.Marshal(SyncedApplication(spec, created, memoryResources, memoryHistory, c).Object)
 		if err != nil {
 			return fmt.Errorf("encode Application %s: %w", spec.Name, err)
 		}
@@ -400,11 +400,11 @@ func (o *observer) servingsDeployed(ctx context.Context, clusters int) (int, err
 	return n, nil
 }
 
-// syncedApplication is the Application of spec as the API server stores it once Argo CD synced
+// SyncedApplication is the Application of spec as the API server stores it once Argo CD synced
 // it at spec.Revision, some syncs in: metadata with a uid, generation and managedFields, and a
-// status with memoryResources resources (and as many in the last sync's result) and
-// memoryHistory entries of history, Synced and Healthy. i varies the history's revisions.
-func syncedApplication(spec argocd.ApplicationSpec, created metav1.Time, i int) *unstructured.Unstructured {
+// status with resources resources (and as many in the last sync's result) and history entries
+// of history, Synced and Healthy. i varies the history's revisions.
+func SyncedApplication(spec argocd.ApplicationSpec, created metav1.Time, resources, history, i int) *unstructured.Unstructured {
 	app := spec.Build()
 	app.SetUID(uuid.NewUUID())
 	app.SetGeneration(1)
@@ -416,8 +416,8 @@ func syncedApplication(spec argocd.ApplicationSpec, created metav1.Time, i int) 
 	kinds := [][3]string{{"apps", "v1", "Deployment"}, {"", "v1", "Service"}, {"", "v1", "ConfigMap"}, {"", "v1", "ServiceAccount"},
 		{"rbac.authorization.k8s.io", "v1", "Role"}, {"rbac.authorization.k8s.io", "v1", "RoleBinding"}, {"networking.k8s.io", "v1", "Ingress"},
 		{"autoscaling", "v2", "HorizontalPodAutoscaler"}, {"policy", "v1", "PodDisruptionBudget"}, {"monitoring.coreos.com", "v1", "ServiceMonitor"}}
-	resources, results := make([]any, 0, memoryResources), make([]any, 0, memoryResources)
-	for j := range memoryResources {
+	statusResources, results := make([]any, 0, resources), make([]any, 0, resources)
+	for j := range resources {
 		k := kinds[j%len(kinds)]
 		obj := fmt.Sprintf("%s-%s-%02d", spec.ServingName, strings.ToLower(k[2]), j)
 		res := map[string]any{"version": k[1], "kind": k[2], "namespace": spec.TargetNamespace, "name": obj,
@@ -425,17 +425,17 @@ func syncedApplication(spec argocd.ApplicationSpec, created metav1.Time, i int) 
 		if k[0] != "" { // omitempty in status.resources, always in the sync result
 			res["group"] = k[0]
 		}
-		resources = append(resources, res)
+		statusResources = append(statusResources, res)
 		results = append(results, map[string]any{"group": k[0], "version": k[1], "kind": k[2], "namespace": spec.TargetNamespace,
 			"name": obj, "status": "Synced", "message": strings.ToLower(k[2]) + "/" + obj + " configured", "syncPhase": "Sync"})
 	}
-	history := make([]any, 0, memoryHistory)
-	for h := range memoryHistory {
-		revision := fmt.Sprintf("sha256:%064x", i*memoryHistory+h+1)
-		if h == memoryHistory-1 {
+	entries := make([]any, 0, history)
+	for h := range history {
+		revision := fmt.Sprintf("sha256:%064x", i*history+h+1)
+		if h == history-1 {
 			revision = spec.Revision
 		}
-		history = append(history, map[string]any{"id": int64(h), "revision": revision, "source": source(revision),
+		entries = append(entries, map[string]any{"id": int64(h), "revision": revision, "source": source(revision),
 			"deployStartedAt": ts(time.Duration(h)*time.Hour - time.Minute), "deployedAt": ts(time.Duration(h) * time.Hour),
 			"initiatedBy": map[string]any{"automated": true}})
 	}
@@ -443,19 +443,19 @@ func syncedApplication(spec argocd.ApplicationSpec, created metav1.Time, i int) 
 	for j := range 6 {
 		images = append(images, fmt.Sprintf("ghcr.io/stefanprodan/podinfo-component-%d@sha256:%064x", j, j+1))
 	}
-	synced := ts(memoryHistory * time.Hour)
+	synced := ts(time.Duration(history) * time.Hour)
 	app.Object["status"] = map[string]any{
 		"sync": map[string]any{"status": argocd.SyncSynced, "revision": spec.Revision, "comparedTo": map[string]any{
 			"source": source(spec.Revision), "destination": map[string]any{"server": spec.Server, "namespace": spec.TargetNamespace}}},
 		"health":              map[string]any{"status": argocd.HealthHealthy, "lastTransitionTime": synced},
-		"resources":           resources,
-		"history":             history,
+		"resources":           statusResources,
+		"history":             entries,
 		"summary":             map[string]any{"images": images, "externalURLs": []any{"https://" + spec.ServingName + "." + spec.Cluster + ".example"}},
 		"reconciledAt":        synced,
 		"sourceType":          "Directory",
 		"controllerNamespace": spec.Namespace,
 		"operationState": map[string]any{
-			"phase": "Succeeded", "message": "successfully synced (all tasks run)", "startedAt": ts(memoryHistory*time.Hour - time.Minute), "finishedAt": synced,
+			"phase": "Succeeded", "message": "successfully synced (all tasks run)", "startedAt": ts(time.Duration(history)*time.Hour - time.Minute), "finishedAt": synced,
 			"operation": map[string]any{
 				"sync":        map[string]any{"revision": spec.Revision, "prune": true, "syncOptions": []any{"CreateNamespace=true"}},
 				"initiatedBy": map[string]any{"automated": true},

@@ -65,7 +65,7 @@ type result struct {
 }
 
 // TestCacheMemory creates KOKUMI_MEMORY_N (300 when unset) of Kokumi's Applications as Argo CD writes them
-// (RealisticApplication, some 67 KB each) and a tenth as many of someone else's in a real API
+// (RealisticApplication, some 76 KB each) and a tenth as many of someone else's in a real API
 // server, then measures, each in a process of its own, the cache of Argo CD's namespace as it
 // was (every Application, whole) and as Kokumi now builds it (Kokumi's only, as argocd.Application):
 //
