@@ -146,10 +146,10 @@ FUZZTIME ?= 10s
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME past its seed corpus (testdata/fuzz).
-	go test ./internal/images -run '^$$' -fuzz '^FuzzPinnedRef$$' -fuzztime $(FUZZTIME)
-	go test ./internal/images -run '^$$' -fuzz '^FuzzVendorRepository$$' -fuzztime $(FUZZTIME)
-	go test ./internal/images -run '^$$' -fuzz '^FuzzFindAndRewrite$$' -fuzztime $(FUZZTIME)
-	go test ./internal/render -run '^$$' -fuzz '^FuzzHelmValues$$' -fuzztime $(FUZZTIME)
+	hack/fuzz.sh ./internal/images FuzzPinnedRef $(FUZZTIME)
+	hack/fuzz.sh ./internal/images FuzzVendorRepository $(FUZZTIME)
+	hack/fuzz.sh ./internal/images FuzzFindAndRewrite $(FUZZTIME)
+	hack/fuzz.sh ./internal/render FuzzHelmValues $(FUZZTIME)
 
 .PHONY: test-assets
 test-assets: $(ENVTEST_DIR)/.stamp-$(KUBE_VERSION)-$(ETCD_VERSION)-$(ARGOCD_VERSION)-$(COSIGN_VERSION) ## Build kube-apiserver, kubectl, etcd, cosign; fetch Argo CD's CRDs.
