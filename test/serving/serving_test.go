@@ -24,10 +24,14 @@ func TestDeploysToEveryClusterThroughOneApplicationEach(t *testing.T) {
 	f.order("edge", prep.Name)
 
 	f.ready(v1.ReasonProgressing, "waiting for a1, b1, c1")
-	apps := f.apps()
-	if len(apps) != 3 {
-		t.Fatalf("want 3 Applications, got %d", len(apps))
-	}
+	// A cluster whose Application is not written yet is Progressing too ("creating
+	// Application"), and under API faults a create may fail and be retried: so wait for the three.
+	f.eventually("3 Applications", func() error {
+		if n := len(f.apps()); n != 3 {
+			return fmt.Errorf("want 3 Applications, got %d", n)
+		}
+		return nil
+	})
 	app, err := f.app("b1")
 	must(t, err)
 	want := map[string]string{
