@@ -89,8 +89,10 @@ type Options struct {
 // Row is what one run measured. A zero duration was not measured.
 type Row struct {
 	N int
-	// Bare is how long the bare client took to create N Applications, until all were seen.
-	Bare time.Duration
+	// Bare is how long the bare client took to create N Applications, until all were seen;
+	// BarePatch, to patch their targetRevision to another digest as Kokumi does (a merge patch
+	// with an optimistic lock), until all were seen at it.
+	Bare, BarePatch time.Duration
 	// AppSet is how long from creating the ApplicationSet until its N Applications existed;
 	// AppSetNote says why it was not measured.
 	AppSet     time.Duration
@@ -430,6 +432,28 @@ func (r *run) bare() error {
 	}
 	r.row.Bare = d
 	r.logf("bare client: %d Applications in %s", n, d.Round(time.Millisecond))
+
+	// The same Applications patched to the next Preparation's digest: the floor of a change's
+	// roll-out, which the API server answers with a read, a merge and an update of each.
+	start = time.Now()
+	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
+		next := objs[i].DeepCopy()
+		if err := unstructured.SetNestedField(next.Object, r.preps[1].digest, "spec", "source", "targetRevision"); err != nil {
+			return fmt.Errorf("set the targetRevision of Application %s: %w", objs[i].GetName(), err)
+		}
+		if err := r.admin.Patch(r.ctx, next, client.MergeFromWithOptions(objs[i], client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("patch Application %s: %w", objs[i].GetName(), err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if r.row.BarePatch, err = waitCount(r.ctx, start, r.opts.Timeout, "the bare client's Applications at the next digest", n, func() (int, error) {
+		return r.obs.applications(r.ctx, bareNamespace, nil, r.preps[1].digest)
+	}, nil); err != nil {
+		return err
+	}
+	r.logf("bare client: %d Applications patched in %s", n, r.row.BarePatch.Round(time.Millisecond))
 	if err := r.admin.DeleteAllOf(r.ctx, newApplication(), client.InNamespace(bareNamespace)); err != nil {
 		return fmt.Errorf("delete the bare client's Applications: %w", err)
 	}

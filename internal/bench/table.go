@@ -9,11 +9,11 @@ import (
 )
 
 // Header is the table's header and separator lines.
-const Header = "| N | bare client creates N | ApplicationSet | Kokumi Serving → N Applications | change → N at new digest | Order deleted → 0 | all Clusters Ready | writes in a quiet minute | health change → status p50 | Kokumi RSS |\n" +
-	"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+const Header = "| N | bare client creates N | bare client patches N | ApplicationSet | Kokumi Serving → N Applications | change → N at new digest | Order deleted → 0 | all Clusters Ready | writes in a quiet minute | health change → status p50 | Kokumi RSS |\n" +
+	"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
 
 // RatioHeader is the header of the ratios' table.
-const RatioHeader = "| N | Serving → N / bare | change → N / bare | ApplicationSet / bare |\n|---:|---:|---:|---:|\n"
+const RatioHeader = "| N | Serving → N / bare | change → N / bare | change → N / bare patch | ApplicationSet / bare |\n|---:|---:|---:|---:|---:|\n"
 
 // HealthP50 is the median time a health change took to reach the Serving's status (0 when
 // not measured).
@@ -41,13 +41,14 @@ func (r Row) Markdown() string {
 	if len(r.Health) > 0 {
 		health = fmt.Sprintf("%d ms", r.HealthP50().Milliseconds())
 	}
-	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", thousands(r.N), secs(r.Bare), secs(r.AppSet),
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", thousands(r.N), secs(r.Bare), secs(r.BarePatch), secs(r.AppSet),
 		secs(r.Serving), secs(r.Change), secs(r.Deleted), secs(r.ClustersReady), quiet, health, rss)
 }
 
 // RatioMarkdown is the row's ratios to the bare client as a line of the ratios' table.
 func (r Row) RatioMarkdown() string {
-	return fmt.Sprintf("| %s | %s | %s | %s |\n", thousands(r.N), times(ratio(r.Serving, r.Bare)), times(ratio(r.Change, r.Bare)), times(ratio(r.AppSet, r.Bare)))
+	return fmt.Sprintf("| %s | %s | %s | %s | %s |\n", thousands(r.N), times(ratio(r.Serving, r.Bare)), times(ratio(r.Change, r.Bare)),
+		times(ratio(r.Change, r.BarePatch)), times(ratio(r.AppSet, r.Bare)))
 }
 
 // Details says what the table leaves out: why a column is missing, the quiet window's writes
