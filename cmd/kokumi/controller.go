@@ -16,6 +16,7 @@ func bindControllerFlags(fs *flag.FlagSet, o *controller.Options) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", `address of the metrics endpoint ("0" turns it off)`)
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "serve the metrics over HTTPS to clients the API server authenticates and authorizes to get /metrics (false: plain HTTP to anyone)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "0", `address of Go's profiles at /debug/pprof/, unauthenticated: bind to loopback and port-forward ("0" turns them off)`)
 	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader so that one replica reconciles at a time")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader lease (default: Kokumi's own)")
 	fs.DurationVar(&o.CacheSyncTimeout, "cache-sync-timeout", controller.DefaultCacheSyncTimeout, "how long the controllers wait for their caches to list what they watch at start before the controller exits (a hub with 100,000 Argo CD Applications takes minutes)")

@@ -62,7 +62,7 @@ func run() error {
 		memory   = flag.Bool("memory", false, "measure the controller's start and memory with --memory-servings × --memory-clusters Applications put into etcd, instead of the fan-out (-n is not used)")
 		servings = flag.Int("memory-servings", 100, "with --memory, how many Servings")
 		clusters = flag.Int("memory-clusters", 1000, "with --memory, how many clusters every Serving deploys to")
-		memLimit = flag.String("gomemlimit", "900MiB", "with --memory, the controller's GOMEMLIMIT (the Helm chart's value)")
+		memLimit = flag.String("gomemlimit", "900MiB", "the controller's GOMEMLIMIT (the Helm chart's value; empty: none)")
 		memLive  = flag.Bool("memory-live", false, "with --memory, start the controller before the Applications are put into etcd and create the Servings once it holds them all (no cold start's first list)")
 	)
 	flag.Var(&extra, "controller-arg", "one more flag of `kokumi controller`, such as --controller-arg=--foo=1 (repeatable)")
@@ -99,7 +99,8 @@ func run() error {
 	if *memory {
 		row, err := bench.RunMemory(ctx, bench.MemoryOptions{Options: bench.Options{
 			N: *clusters, KokumiBinary: bin, ControllerArgs: extra, Timeout: *timeout, KeepWorkDir: *keep, Log: os.Stderr,
-		}, Servings: *servings, GoMemLimit: *memLimit, Live: *memLive})
+			GoMemLimit: *memLimit,
+		}, Servings: *servings, Live: *memLive})
 		if row == nil {
 			return err
 		}
@@ -124,7 +125,7 @@ func run() error {
 	)
 	for _, n := range sizes {
 		row, err := bench.Run(ctx, bench.Options{
-			N: n, KokumiBinary: bin, ApplicationWriters: *writers, ProbePeriod: *probe, ControllerArgs: extra,
+			N: n, KokumiBinary: bin, ApplicationWriters: *writers, ProbePeriod: *probe, ControllerArgs: extra, GoMemLimit: *memLimit,
 			AppSet: *appSet, AppSetUpdates: *updates, Quiet: *quiet, ArgoCDStatus: *argoCD, HealthChanges: *health,
 			Timeout: *timeout, KeepWorkDir: *keep, Log: os.Stderr,
 		})

@@ -38,14 +38,12 @@ const MemoryHeader = "| Servings × clusters | Applications | average size | etc
 	"|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
 
 // MemoryOptions configure RunMemory. Of Options, N is the number of clusters; KokumiBinary,
-// ControllerArgs, Settle (10 s when zero), Timeout, WorkDir, KeepWorkDir and Log mean what they
-// mean for Run; the rest is not used.
+// ControllerArgs, GoMemLimit (900MiB, the Helm chart's, when empty), Settle (10 s when zero),
+// Timeout, WorkDir, KeepWorkDir and Log mean what they mean for Run; the rest is not used.
 type MemoryOptions struct {
 	Options
 	// Servings is how many Servings deploy to every one of the N clusters (100 when zero).
 	Servings int
-	// GoMemLimit is the controller's GOMEMLIMIT (900MiB, the Helm chart's, when empty).
-	GoMemLimit string
 	// FillWorkers is how many puts into etcd run at a time (16 when zero).
 	FillWorkers int
 	// Live starts the controller first, on a hub without Applications, puts them into etcd

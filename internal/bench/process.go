@@ -91,6 +91,34 @@ type Memory struct {
 	RSS, HWM int64
 }
 
+// cpu reads the CPU time the process has used so far, in user and system mode.
+func (p *process) cpu() (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("read the CPU time of %s: %w", p.name, err)
+	}
+	// The command name, in parentheses, may hold spaces: fields are counted after it.
+	rest := string(stat)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	fields := strings.Fields(rest)
+	// utime and stime are the 14th and 15th fields of the line, the 12th and 13th after ")".
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("read the CPU time of %s: /proc/%d/stat has %d fields", p.name, p.cmd.Process.Pid, len(fields))
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("read the CPU time of %s: %w", p.name, err)
+		}
+		ticks += n
+	}
+	// Linux counts in USER_HZ, 100 a second on every architecture Go supports.
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
+
 // memory reads the process's VmRSS and VmHWM.
 func (p *process) memory() (Memory, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))

@@ -60,6 +60,8 @@ type Options struct {
 	ProbePeriod        time.Duration
 	// ControllerArgs are more flags of `kokumi controller`.
 	ControllerArgs []string
+	// GoMemLimit, when not empty, is the controller's GOMEMLIMIT (the Helm chart sets 900MiB).
+	GoMemLimit string
 	// BareWorkers is how many workers the bare client creates with (16 when zero).
 	BareWorkers int
 	// AppSet runs Argo CD's ApplicationSet controller too; AppSetUpdates is its
@@ -108,6 +110,8 @@ type Row struct {
 	QuietWrites int64
 	Quiet       time.Duration
 	QuietBy     map[string]int64
+	// QuietCPU is the CPU time the controller used in Quiet: its Cluster probes, mostly.
+	QuietCPU time.Duration
 	// Health holds how long each health change took to reach the Serving's status, sorted.
 	Health []time.Duration
 	// Memory is the controller's memory after the quiet window (HWM is the peak until then).
@@ -482,13 +486,16 @@ func (r *run) kokumiRun() error {
 	}
 	args = append(args, r.opts.ControllerArgs...)
 	var err error
-	r.kokumi, err = startProcess("kokumi controller", filepath.Join(r.dir, "kokumi-controller.log"), r.opts.KokumiBinary, args,
-		[]string{"KUBECONFIG=" + r.hub.controllerKubeconfig})
+	env := []string{"KUBECONFIG=" + r.hub.controllerKubeconfig}
+	if r.opts.GoMemLimit != "" {
+		env = append(env, "GOMEMLIMIT="+r.opts.GoMemLimit)
+	}
+	r.kokumi, err = startProcess("kokumi controller", filepath.Join(r.dir, "kokumi-controller.log"), r.opts.KokumiBinary, args, env)
 	if err != nil {
 		return err
 	}
 	alive := r.kokumi.alive
-	r.logf("kokumi %s", strings.Join(args, " "))
+	r.logf("GOMEMLIMIT=%s kokumi %s", r.opts.GoMemLimit, strings.Join(args, " "))
 
 	if err := r.warmUp(); err != nil {
 		return err
@@ -724,6 +731,10 @@ func (r *run) quiet() error {
 		return r.ctx.Err()
 	}
 	from := time.Now()
+	cpuFrom, err := r.kokumi.cpu()
+	if err != nil {
+		return err
+	}
 	select {
 	case <-time.After(r.opts.Quiet):
 	case <-r.ctx.Done():
@@ -733,13 +744,18 @@ func (r *run) quiet() error {
 	if err := r.kokumi.alive(); err != nil {
 		return err
 	}
+	cpuTo, err := r.kokumi.cpu()
+	if err != nil {
+		return err
+	}
+	r.row.QuietCPU = cpuTo - cpuFrom
 	time.Sleep(time.Second) // the audit log is written as the requests complete
 	n, by, err := r.hub.controllerWrites(from, to)
 	if err != nil {
 		return err
 	}
 	r.row.QuietWrites, r.row.QuietBy, r.row.Quiet = n, by, to.Sub(from)
-	r.logf("quiet %s: %d writes by the controller %v", r.row.Quiet.Round(time.Second), n, by)
+	r.logf("quiet %s: %d writes by the controller %v, %s of CPU", r.row.Quiet.Round(time.Second), n, by, r.row.QuietCPU)
 	return nil
 }
 

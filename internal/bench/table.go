@@ -61,6 +61,10 @@ func (r Row) Details() string {
 	if len(r.QuietBy) > 0 {
 		fmt.Fprintf(&b, "- N = %s: the quiet minute's writes: %s\n", thousands(r.N), byVerb(r.QuietBy))
 	}
+	if r.QuietCPU > 0 {
+		fmt.Fprintf(&b, "- N = %s: the controller's CPU in the quiet window (its Cluster probes, mostly): %s, %.0f%% of one core\n",
+			thousands(r.N), r.QuietCPU.Round(10*time.Millisecond), 100*float64(r.QuietCPU)/float64(r.Quiet))
+	}
 	if len(r.Health) > 0 {
 		fmt.Fprintf(&b, "- N = %s: %d health changes (one Application Degraded, then Healthy) reached the Serving's status in p50 %d ms, p90 %d ms, max %d ms\n",
 			thousands(r.N), len(r.Health), r.HealthP50().Milliseconds(), r.Health[len(r.Health)*9/10].Milliseconds(), r.Health[len(r.Health)-1].Milliseconds())

@@ -36,6 +36,8 @@ type Options struct {
 	MetricsSecure bool
 	// ProbeAddr serves /healthz and /readyz.
 	ProbeAddr string
+	// PprofAddr serves Go's profiles at /debug/pprof/ ("" or "0": off).
+	PprofAddr string
 	// LeaderElection makes only one replica reconcile at a time.
 	LeaderElection bool
 	// LeaderElectionNamespace holds the lease; empty means the namespace Kokumi runs in.
@@ -228,6 +230,7 @@ func newManager(cfg *rest.Config, opts Options, only ...Setup) (ctrl.Manager, er
 		Cache:                   cacheOptions(opts.Config),
 		Metrics:                 metricsOptions(opts),
 		HealthProbeBindAddress:  opts.ProbeAddr,
+		PprofBindAddress:        opts.PprofAddr,
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        leaderElectionID(opts.Config.Shard),
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,

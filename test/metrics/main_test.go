@@ -40,8 +40,8 @@ import (
 
 var (
 	env *harness.Env
-	// metricsURL is where the manager serves its metrics.
-	metricsURL string
+	// metricsURL is where the manager serves its metrics; pprofURL, Go's profiles.
+	metricsURL, pprofURL string
 	// registry holds the artifacts of the Preparations the tests deploy.
 	registry *oci.Registry
 	cfg      = controller.Config{
@@ -103,7 +103,12 @@ func setUp(ctx context.Context) (interface{ Start(context.Context) error }, erro
 		return nil, err
 	}
 	metricsURL = "https://" + addr + "/metrics"
-	mgr, err := controller.NewManager(sa, controller.Options{MetricsAddr: addr, MetricsSecure: true, ProbeAddr: "0", Config: cfg})
+	pprofAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	pprofURL = "http://" + pprofAddr + "/debug/pprof/"
+	mgr, err := controller.NewManager(sa, controller.Options{MetricsAddr: addr, MetricsSecure: true, ProbeAddr: "0", PprofAddr: pprofAddr, Config: cfg})
 	if err != nil {
 		_ = registry.Stop()
 		return nil, err
@@ -139,7 +144,12 @@ func freeAddr() (string, error) {
 // scrape gets the metrics with a bearer token (none when empty). The certificate is the
 // controller's self-signed one, as a ServiceMonitor with insecureSkipVerify sees it.
 func scrape(token string) (int, string, error) {
-	req, err := http.NewRequest(http.MethodGet, metricsURL, nil)
+	return scrapePath(metricsURL, token)
+}
+
+// scrapePath gets url of the metrics' server as scrape does.
+func scrapePath(url, token string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		return 0, "", err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -76,6 +77,25 @@ func TestOnlyAMetricsReaderScrapes(t *testing.T) {
 		if resp.StatusCode == http.StatusOK {
 			t.Errorf("plain HTTP scrape: HTTP %d", resp.StatusCode)
 		}
+	}
+}
+
+// --pprof-bind-address serves Go's heap profile on its own address, and the metrics' port does
+// not serve profiles.
+func TestProfilesAreServedOnTheirOwnAddress(t *testing.T) {
+	resp, err := http.Get(pprofURL + "heap") //nolint:noctx // a test
+	must(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	must(t, err)
+	// A heap profile is a gzipped protocol buffer.
+	if resp.StatusCode != http.StatusOK || len(body) < 2 || body[0] != 0x1f || body[1] != 0x8b {
+		t.Errorf("GET %sheap: HTTP %d, %d bytes; want a gzipped profile", pprofURL, resp.StatusCode, len(body))
+	}
+	code, body2, err := scrapePath(strings.TrimSuffix(metricsURL, "/metrics")+"/debug/pprof/heap", readerToken(t))
+	must(t, err)
+	if code == http.StatusOK {
+		t.Errorf("the metrics' port serves profiles too: HTTP %d, %d bytes", code, len(body2))
 	}
 }
 
