@@ -36,7 +36,7 @@ func (r Result) Connected() bool { return r.Reason == v1.ReasonConnected }
 // client for this one probe and closes its connections after: a Prober's Client is what probes
 // a fleet.
 func Probe(ctx context.Context, server string, c Credentials, timeout time.Duration) Result {
-	pc, res := NewClient(server, c, timeout)
+	pc, res := NewClient(server, c, timeout, false)
 	if pc == nil {
 		return res
 	}
@@ -45,14 +45,13 @@ func Probe(ctx context.Context, server string, c Credentials, timeout time.Durat
 }
 
 // Client probes one server with one set of credentials again and again. It keeps what is
-// costly to build (the TLS configuration, with its parsed CA and client certificate) but no
-// connection: each probe dials, makes a TLS handshake, and closes the connection after the
-// answer. A fleet of 10,000 Clusters then holds no 10,000 idle connections, each with its
-// buffers and two goroutines, between probes (about 30 KB of memory per Cluster); and each
-// probe sees the server, its certificate included, as it is then. TLS session resumption is
-// not used: against Go's TLS server, a client resuming again and again met a 200 ms stall on
-// every probe after about 300. Build a new Client when the server or the credentials change
-// (see Key).
+// costly to build (the TLS configuration, with its parsed CA and client certificate) and, when
+// built to keep alive, its connection from probe to probe: no handshake after the first, for
+// about 30 KB of buffers and one or two goroutines per Client between probes. Otherwise each
+// probe dials, makes a TLS handshake and closes the connection after the answer: nothing is held
+// between probes, for a handshake's CPU each probe, and each probe sees the server, its
+// certificate included, as it is then. Build a new Client when the server or the credentials
+// change (see Key).
 type Client struct {
 	server    string
 	creds     Credentials
@@ -61,9 +60,10 @@ type Client struct {
 	discovery *discovery.DiscoveryClient
 }
 
-// NewClient builds a Client of server with the credentials, each probe giving up after timeout.
-// When the configuration is unusable it returns nil and the Result that says why.
-func NewClient(server string, c Credentials, timeout time.Duration) (*Client, Result) {
+// NewClient builds a Client of server with the credentials, each probe giving up after timeout
+// and keeping its connection for the next when keepAlive. When the configuration is unusable it
+// returns nil and the Result that says why.
+func NewClient(server string, c Credentials, timeout time.Duration, keepAlive bool) (*Client, Result) {
 	cfg := c.RESTConfig(server, timeout)
 	unusable := func(err error) (*Client, Result) {
 		return nil, Result{Reason: v1.ReasonUnreachable, Message: c.Redact(fmt.Sprintf("build a client for %s: %v", server, err))}
@@ -83,7 +83,7 @@ func NewClient(server string, c Credentials, timeout time.Duration) (*Client, Re
 		TLSClientConfig:     tlsConfig,
 		TLSHandshakeTimeout: timeout,
 		DialContext:         (&net.Dialer{Timeout: timeout}).DialContext,
-		DisableKeepAlives:   true,
+		DisableKeepAlives:   !keepAlive,
 	})
 	rt, err := transport.HTTPWrappersForConfig(tc, base)
 	if err != nil {
@@ -102,13 +102,15 @@ func (p *Client) Probe(ctx context.Context) Result {
 	defer cancel()
 	info, err := p.discovery.ServerVersionWithContext(ctx)
 	if err != nil {
+		// A connection that failed may be half open: the next probe dials afresh, and sees the
+		// server as it is then.
+		p.transport.CloseIdleConnections()
 		return Classify(p.server, p.creds, err)
 	}
 	return Result{Reason: v1.ReasonConnected, Message: fmt.Sprintf("%s answered as Kubernetes %s", p.server, info.GitVersion), Version: info.GitVersion}
 }
 
-// Close closes what the Client may still hold open (an HTTP/2 server keeps a connection
-// open past a request); a Client is not used after.
+// Close closes the Client's idle connections; a Client is not used after.
 func (p *Client) Close() { p.transport.CloseIdleConnections() }
 
 // Key identifies a server and credentials without holding them: a Client built for another Key

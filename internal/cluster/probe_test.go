@@ -174,52 +174,62 @@ func BenchmarkProbe(b *testing.B) {
 	}
 }
 
-// A Client holds no connection between probes (10,000 idle connections are 10,000 sets of
-// buffers and 20,000 goroutines), over HTTP/1.1 and HTTP/2 alike.
-func TestAClientHoldsNoConnectionBetweenProbes(t *testing.T) {
+// A Client built to keep alive probes over one connection; one built not to holds no
+// connection between probes (10,000 idle connections are 10,000 sets of buffers and up to
+// 20,000 goroutines). Over HTTP/1.1 and HTTP/2 alike.
+func TestAClientKeepsItsConnectionOnlyWhenAskedTo(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
-		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) {
-			var opened, closed atomic.Int64
-			var protos sync.Map
-			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				protos.Store(r.Proto, true)
-				fmt.Fprint(w, `{"major":"1","minor":"37","gitVersion":"v1.37.2"}`)
-			}))
-			srv.EnableHTTP2 = h2
-			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-				switch s {
-				case http.StateNew:
-					opened.Add(1)
-				case http.StateClosed, http.StateHijacked:
-					closed.Add(1)
+		for _, keep := range []bool{true, false} {
+			name := map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2] + map[bool]string{true: " keep-alive", false: " close"}[keep]
+			t.Run(name, func(t *testing.T) {
+				var opened, closed atomic.Int64
+				var protos sync.Map
+				srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					protos.Store(r.Proto, true)
+					fmt.Fprint(w, `{"major":"1","minor":"37","gitVersion":"v1.37.2"}`)
+				}))
+				srv.EnableHTTP2 = h2
+				srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+					switch s {
+					case http.StateNew:
+						opened.Add(1)
+					case http.StateClosed, http.StateHijacked:
+						closed.Add(1)
+					}
 				}
-			}
-			srv.StartTLS()
-			defer srv.Close()
-			c, res := cluster.NewClient(srv.URL, cluster.Credentials{BearerToken: token, Insecure: true}, 2*time.Second)
-			if c == nil {
-				t.Fatalf("no client: %+v", res)
-			}
-			defer c.Close()
-			const probes = 5
-			for i := range probes {
-				if got := c.Probe(context.Background()); !got.Connected() {
-					t.Fatalf("probe: %+v", got)
+				srv.StartTLS()
+				defer srv.Close()
+				c, res := cluster.NewClient(srv.URL, cluster.Credentials{BearerToken: token, Insecure: true}, 2*time.Second, keep)
+				if c == nil {
+					t.Fatalf("no client: %+v", res)
 				}
-				// The server sees the client's close a moment after the answer.
-				deadline := time.Now().Add(5 * time.Second)
-				for closed.Load() != opened.Load() && time.Now().Before(deadline) {
-					time.Sleep(5 * time.Millisecond)
+				defer c.Close()
+				const probes = 5
+				for i := range probes {
+					if got := c.Probe(context.Background()); !got.Connected() {
+						t.Fatalf("probe: %+v", got)
+					}
+					if keep {
+						continue
+					}
+					// The server sees the client's close a moment after the answer.
+					deadline := time.Now().Add(5 * time.Second)
+					for closed.Load() != opened.Load() && time.Now().Before(deadline) {
+						time.Sleep(5 * time.Millisecond)
+					}
+					if o, cl := opened.Load(), closed.Load(); o != int64(i+1) || cl != o {
+						t.Fatalf("after probe %d: %d connections opened, %d closed; want %d and %d", i+1, o, cl, i+1, i+1)
+					}
 				}
-				if o, cl := opened.Load(), closed.Load(); o != int64(i+1) || cl != o {
-					t.Fatalf("after probe %d: %d connections opened, %d closed; want %d and %d", i+1, o, cl, i+1, i+1)
+				if o, cl := opened.Load(), closed.Load(); keep && (o != 1 || cl != 0) {
+					t.Errorf("%d probes opened %d connections and closed %d; want 1 kept open", probes, o, cl)
 				}
-			}
-			want := map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[h2]
-			if _, ok := protos.Load(want); !ok {
-				t.Errorf("the probes did not speak %s", want)
-			}
-		})
+				want := map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[h2]
+				if _, ok := protos.Load(want); !ok {
+					t.Errorf("the probes did not speak %s", want)
+				}
+			})
+		}
 	}
 }
 
@@ -248,14 +258,14 @@ func TestKeyChangesWithTheServerAndEachCredential(t *testing.T) {
 }
 
 // BenchmarkClientProbe measures one probe of a loopback TLS server over a Client kept from
-// probe to probe, as the Prober does: a new connection and TLS handshake each time, without
-// building the TLS configuration again.
+// probe to probe with its connection kept, as the Prober does by default: no handshake after the
+// first. BenchmarkProbe is the cost of a probe that dials and handshakes.
 func BenchmarkClientProbe(b *testing.B) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `{"major":"1","minor":"37","gitVersion":"v1.37.2"}`)
 	}))
 	defer srv.Close()
-	c, res := cluster.NewClient(srv.URL, cluster.Credentials{BearerToken: token, Insecure: true}, 2*time.Second)
+	c, res := cluster.NewClient(srv.URL, cluster.Credentials{BearerToken: token, Insecure: true}, 2*time.Second, true)
 	if c == nil {
 		b.Fatal(res.Message)
 	}

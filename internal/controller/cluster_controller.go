@@ -98,7 +98,7 @@ func SetupClusterController(mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	prober := NewProber(cfg.ProbePeriod, cfg.ProbeWorkers)
+	prober := NewProber(cfg.ProbePeriod, cfg.ProbeWorkers, cfg.ProbeKeepAlive)
 	if err := mgr.Add(prober); err != nil {
 		return fmt.Errorf("add the cluster prober: %w", err)
 	}

@@ -83,6 +83,9 @@ type Config struct {
 	// ProbeWorkers is how many Cluster probes run at a time, apart from the reconcile workers;
 	// 0 means 32.
 	ProbeWorkers int
+	// ProbeKeepAlive keeps each Cluster's probe connection open from probe to probe (no TLS
+	// handshake after the first, about 30 KB held per Cluster); false closes it after each probe.
+	ProbeKeepAlive bool
 	// UnreachableClusterDeletion is how long a Cluster being deleted waits for the Argo CD
 	// Applications that still deploy to it once its server is Unreachable: Argo CD cannot delete
 	// anything there, so Kokumi lets the Cluster go; 0 waits forever.
@@ -117,6 +120,7 @@ func DefaultConfig() Config {
 		ApplicationWriters:         16,
 		ApplicationWriteSlice:      1000,
 		ProbeWorkers:               32,
+		ProbeKeepAlive:             true,
 		UnreachableClusterDeletion: 10 * time.Minute,
 		PreparationHistory:         10,
 		RenderBudgets:              preparation.DefaultBudgets(),

@@ -27,8 +27,8 @@ const DefaultProbeWorkers = 32
 
 // Prober probes the server of every Cluster it tracks on a period, with jitter, in a bounded
 // pool of workers of its own: a slow or dead server holds a probe worker, never a reconcile
-// worker. Each Cluster keeps one transport (and so its TLS connection) from probe to probe,
-// until its server or credentials change or it is forgotten.
+// worker. Each Cluster keeps one transport (and, with keepAlive, its TLS connection) from probe
+// to probe, until its server or credentials change or it is forgotten.
 //
 // A probe's result goes back to the Cluster reconcile, which writes the status, only when it
 // changes what the status says (Ready, its reason, the version), or after the failures in a row
@@ -36,9 +36,10 @@ const DefaultProbeWorkers = 32
 //
 // It is a manager Runnable, and Source is the source that feeds the Cluster controller.
 type Prober struct {
-	period  time.Duration
-	workers int
-	log     logr.Logger
+	period    time.Duration
+	workers   int
+	keepAlive bool
+	log       logr.Logger
 
 	mu      sync.Mutex
 	targets map[string]*probeTarget
@@ -84,17 +85,19 @@ type probeTarget struct {
 	again      bool // probe again as soon as the running probe ends
 }
 
-// NewProber probes every period with workers probes at a time (DefaultProbeWorkers when 0).
-func NewProber(period time.Duration, workers int) *Prober {
+// NewProber probes every period with workers probes at a time (DefaultProbeWorkers when 0),
+// keeping each Cluster's connection from probe to probe when keepAlive.
+func NewProber(period time.Duration, workers int, keepAlive bool) *Prober {
 	if workers <= 0 {
 		workers = DefaultProbeWorkers
 	}
 	return &Prober{
-		period:  period,
-		workers: workers,
-		log:     ctrl.Log.WithName("cluster-prober"),
-		targets: map[string]*probeTarget{},
-		wake:    make(chan struct{}, 1),
+		period:    period,
+		workers:   workers,
+		keepAlive: keepAlive,
+		log:       ctrl.Log.WithName("cluster-prober"),
+		targets:   map[string]*probeTarget{},
+		wake:      make(chan struct{}, 1),
 	}
 }
 
@@ -192,7 +195,7 @@ func (p *Prober) run(ctx context.Context, t *probeTarget) {
 	start := time.Now()
 	if client == nil {
 		var built *cluster.Client
-		built, res = cluster.NewClient(server, creds, cluster.Timeout(p.period))
+		built, res = cluster.NewClient(server, creds, cluster.Timeout(p.period), p.keepAlive)
 		if built != nil {
 			p.mu.Lock()
 			if t.epoch == epoch && t.client == nil && p.targets[t.name] == t {

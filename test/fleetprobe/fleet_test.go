@@ -203,7 +203,7 @@ func TestAFleetIsProbedWithoutReconcileWork(t *testing.T) {
 	// A quiet fleet: probes go on, nothing is written, nothing reconciled. The first probes of
 	// every Cluster are done before the window starts: they came together, at creation.
 	time.Sleep(5 * time.Second)
-	updates0, reconciles0, probes0, t0 := obs.snapshot(), clusterReconciles(t), members.probes.Load(), time.Now()
+	updates0, reconciles0, probes0, conns0, t0 := obs.snapshot(), clusterReconciles(t), members.probes.Load(), members.conns.Load(), time.Now()
 	window := config.ProbePeriod + config.ProbePeriod/5
 	time.Sleep(window)
 	elapsed := time.Since(t0)
@@ -217,6 +217,11 @@ func TestAFleetIsProbedWithoutReconcileWork(t *testing.T) {
 	}
 	if updates != 0 || reconciles != 0 {
 		t.Errorf("a quiet fleet made %d Cluster writes and %.0f reconciles, want none", updates, reconciles)
+	}
+	// --probe-keep-alive (on, as by default): every probe of the window reused its Cluster's
+	// connection.
+	if conns := members.conns.Load() - conns0; conns != 0 {
+		t.Errorf("%d probes of a quiet fleet opened %d connections; with keep-alive they reuse one per Cluster", probes, conns)
 	}
 
 	// 50 clusters refuse the credentials, then accept them again.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -35,6 +36,7 @@ var (
 		ArgoCDNamespace: "argocd",
 		ProbePeriod:     30 * time.Second,
 		ProbeWorkers:    controller.DefaultProbeWorkers,
+		ProbeKeepAlive:  true,
 	}
 )
 
@@ -85,7 +87,8 @@ type fakeMembers struct {
 	CA  []byte
 
 	probes  atomic.Int64
-	refused sync.Map // name → true
+	conns   atomic.Int64 // connections opened
+	refused sync.Map     // name → true
 
 	mu      sync.Mutex
 	answers map[string][]answer // the last answers per cluster
@@ -107,6 +110,11 @@ func startMembers() (*fakeMembers, error) {
 	m.srv = httptest.NewUnstartedServer(http.HandlerFunc(m.serve))
 	m.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	m.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	m.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			m.conns.Add(1)
+		}
+	}
 	m.srv.StartTLS()
 	return m, nil
 }
