@@ -62,7 +62,7 @@ func run() error {
 		memory   = flag.Bool("memory", false, "measure the controller's start and memory with --memory-servings × --memory-clusters Applications put into etcd, instead of the fan-out (-n is not used)")
 		servings = flag.Int("memory-servings", 100, "with --memory, how many Servings")
 		clusters = flag.Int("memory-clusters", 1000, "with --memory, how many clusters every Serving deploys to")
-		memLimit = flag.String("gomemlimit", "900MiB", "the controller's GOMEMLIMIT (the Helm chart's value; empty: none)")
+		memLimit = flag.String("gomemlimit", "", "the controller's GOMEMLIMIT, such as 900MiB, the Helm chart's (default: none for the fan-out, 900MiB with --memory)")
 		memLive  = flag.Bool("memory-live", false, "with --memory, start the controller before the Applications are put into etcd and create the Servings once it holds them all (no cold start's first list)")
 	)
 	flag.Var(&extra, "controller-arg", "one more flag of `kokumi controller`, such as --controller-arg=--foo=1 (repeatable)")
