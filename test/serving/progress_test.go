@@ -22,8 +22,8 @@ import (
 // joins in a later reconcile, with an Event of its own; and an Event may be lost, as Events are
 // in Kubernetes (client-go drops one the API server answers with an error, and a create whose
 // answer was lost is not known to have joined), so there no cluster is named twice, and after
-// waiting 30 s for client-go's retries (as expectEvents does) none may be named at all: clusters that joined together
-// share one Event, which may be the one lost.
+// waiting 30 s for client-go's retries (as expectEvents does) none may be named at all:
+// clusters that joined together share one Event, which may be the one lost.
 func (f *fixture) expectJoined(clusters ...string) {
 	f.t.Helper()
 	start := time.Now()
