@@ -84,7 +84,7 @@ type Config struct {
 	// 0 means 32.
 	ProbeWorkers int
 	// ProbeKeepAlive keeps each Cluster's probe connection open from probe to probe (no TLS
-	// handshake after the first, about 30 KB held per Cluster); false closes it after each probe.
+	// handshake after the first, about 60 KB held per Cluster); false closes it after each probe.
 	ProbeKeepAlive bool
 	// UnreachableClusterDeletion is how long a Cluster being deleted waits for the Argo CD
 	// Applications that still deploy to it once its server is Unreachable: Argo CD cannot delete
