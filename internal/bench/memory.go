@@ -24,6 +24,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
+	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
 // What RunMemory writes into each Application's status, as Argo CD leaves it after some syncs
@@ -96,14 +97,14 @@ func (m MemoryRow) Markdown() string {
 	if m.Live {
 		mode = " (live)"
 	}
-	return fmt.Sprintf("| %s × %s%s | %s | %s | %s | %s | %s | %s | %s | %s |\n", thousands(m.Servings), thousands(m.Clusters), mode,
-		thousands(m.Applications), size, secs(m.Fill), secs(m.Cached), secs(m.Deployed), writes, m.GoMemLimit, rss)
+	return fmt.Sprintf("| %s × %s%s | %s | %s | %s | %s | %s | %s | %s | %s |\n", text.Thousands(m.Servings), text.Thousands(m.Clusters), mode,
+		text.Thousands(m.Applications), size, secs(m.Fill), secs(m.Cached), secs(m.Deployed), writes, m.GoMemLimit, rss)
 }
 
 // Details lists the controller's writes by verb and resource, and the notes.
 func (m MemoryRow) Details() string {
 	var b strings.Builder
-	what := thousands(m.Servings) + " × " + thousands(m.Clusters)
+	what := text.Thousands(m.Servings) + " × " + text.Thousands(m.Clusters)
 	if m.Live {
 		fmt.Fprintf(&b, "- %s: live: the controller started on a hub without Applications; all cached is timed from the first put into etcd, every Serving Deployed from creating the Servings\n", what)
 	}

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/kokumi-dev/kokumi/internal/text"
+
 	"fmt"
 	"maps"
 	"slices"
@@ -41,13 +43,13 @@ func (r Row) Markdown() string {
 	if len(r.Health) > 0 {
 		health = fmt.Sprintf("%d ms", r.HealthP50().Milliseconds())
 	}
-	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", thousands(r.N), secs(r.Bare), secs(r.BarePatch), secs(r.AppSet),
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", text.Thousands(r.N), secs(r.Bare), secs(r.BarePatch), secs(r.AppSet),
 		secs(r.Serving), secs(r.Change), secs(r.Deleted), secs(r.ClustersReady), quiet, health, rss)
 }
 
 // RatioMarkdown is the row's ratios to the bare client as a line of the ratios' table.
 func (r Row) RatioMarkdown() string {
-	return fmt.Sprintf("| %s | %s | %s | %s | %s |\n", thousands(r.N), times(ratio(r.Serving, r.Bare)), times(ratio(r.Change, r.Bare)),
+	return fmt.Sprintf("| %s | %s | %s | %s | %s |\n", text.Thousands(r.N), times(ratio(r.Serving, r.Bare)), times(ratio(r.Change, r.Bare)),
 		times(ratio(r.Change, r.BarePatch)), times(ratio(r.AppSet, r.Bare)))
 }
 
@@ -56,24 +58,24 @@ func (r Row) RatioMarkdown() string {
 func (r Row) Details() string {
 	var b strings.Builder
 	if r.AppSet == 0 && r.AppSetNote != "" {
-		fmt.Fprintf(&b, "- N = %s: ApplicationSet not measured: %s\n", thousands(r.N), r.AppSetNote)
+		fmt.Fprintf(&b, "- N = %s: ApplicationSet not measured: %s\n", text.Thousands(r.N), r.AppSetNote)
 	}
 	if len(r.QuietBy) > 0 {
-		fmt.Fprintf(&b, "- N = %s: the quiet minute's writes: %s\n", thousands(r.N), byVerb(r.QuietBy))
+		fmt.Fprintf(&b, "- N = %s: the quiet minute's writes: %s\n", text.Thousands(r.N), byVerb(r.QuietBy))
 	}
 	if r.QuietCPU > 0 {
 		fmt.Fprintf(&b, "- N = %s: the controller's CPU in the quiet window (its Cluster probes, mostly): %s, %.0f%% of one core\n",
-			thousands(r.N), r.QuietCPU.Round(10*time.Millisecond), 100*float64(r.QuietCPU)/float64(r.Quiet))
+			text.Thousands(r.N), r.QuietCPU.Round(10*time.Millisecond), 100*float64(r.QuietCPU)/float64(r.Quiet))
 	}
 	if len(r.Health) > 0 {
 		fmt.Fprintf(&b, "- N = %s: %d health changes (one Application Degraded, then Healthy) reached the Serving's status in p50 %d ms, p90 %d ms, max %d ms\n",
-			thousands(r.N), len(r.Health), r.HealthP50().Milliseconds(), r.Health[len(r.Health)*9/10].Milliseconds(), r.Health[len(r.Health)-1].Milliseconds())
+			text.Thousands(r.N), len(r.Health), r.HealthP50().Milliseconds(), r.Health[len(r.Health)*9/10].Milliseconds(), r.Health[len(r.Health)-1].Milliseconds())
 	}
 	for _, p := range r.PhaseWrites {
-		fmt.Fprintf(&b, "- N = %s: the controller's writes during %s: %d (%s)\n", thousands(r.N), p.Phase, p.Total, byVerb(p.By))
+		fmt.Fprintf(&b, "- N = %s: the controller's writes during %s: %d (%s)\n", text.Thousands(r.N), p.Phase, p.Total, byVerb(p.By))
 	}
 	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "- N = %s: %s\n", thousands(r.N), n)
+		fmt.Fprintf(&b, "- N = %s: %s\n", text.Thousands(r.N), n)
 	}
 	return b.String()
 }
@@ -116,14 +118,6 @@ func times(f float64) string {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }
-
-func thousands(n int) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
 
 // byVerb lists counts by verb and resource, sorted.
 func byVerb(by map[string]int64) string {

@@ -86,16 +86,3 @@ func describe(s labels.Selector) string {
 
 // MaxMessage caps a condition message, so that status stays small.
 const MaxMessage = 1024
-
-// Truncate cuts s to at most n bytes, marking the cut, without splitting a UTF-8 sequence.
-func Truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "…"
-	cut := max(n-len(mark), 0)
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + mark
-}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -139,17 +138,6 @@ func TestSyncSecretWritesOnlyWhatChanged(t *testing.T) {
 	stripped := &corev1.Secret{Data: have.Data}
 	if !cluster.SyncSecret(stripped, rotated) || stripped.Labels[argocd.LabelSecretType] != "cluster" {
 		t.Fatal("the labels Argo CD reads were not restored")
-	}
-}
-
-func TestTruncateKeepsMessagesSmallAndValid(t *testing.T) {
-	s := strings.Repeat("é", 1000)
-	got := cluster.Truncate(s, cluster.MaxMessage)
-	if len(got) > cluster.MaxMessage || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
-		t.Fatalf("truncated to %d bytes, valid %v", len(got), utf8.ValidString(got))
-	}
-	if cluster.Truncate("short", 10) != "short" {
-		t.Fatal("a short message changed")
 	}
 }
 

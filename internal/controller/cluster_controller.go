@@ -30,6 +30,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
+	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
 func init() { setups = append(setups, SetupClusterController) }
@@ -498,7 +499,7 @@ func setClusterReady(c *v1.Cluster, status metav1.ConditionStatus, reason, messa
 		Type:               v1.ConditionReady,
 		Status:             status,
 		Reason:             reason,
-		Message:            cluster.Truncate(message, cluster.MaxMessage),
+		Message:            text.Truncate(message, cluster.MaxMessage),
 		ObservedGeneration: c.Generation,
 	})
 }

@@ -26,6 +26,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
+	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
 func init() { setups = append(setups, SetupEnvironmentController) }
@@ -205,7 +206,7 @@ func (r *EnvironmentReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		Type:               v1.ConditionReady,
 		Status:             status,
 		Reason:             reason,
-		Message:            cluster.Truncate(message, cluster.MaxMessage),
+		Message:            text.Truncate(message, cluster.MaxMessage),
 		ObservedGeneration: env.Generation,
 	})
 	if !equality.Semantic.DeepEqual(before, &env.Status) {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -35,6 +34,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/render"
+	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
 // Labels on the Preparations Kokumi creates.
@@ -837,7 +837,7 @@ func (r *OrderReconciler) setFailed(order *deliveryv1alpha1.Order, before *deliv
 	what := shorten(f.Message)
 	msg := what
 	if retry != "" {
-		what = shortenTo(f.Message, maxMessage-len(retrySeparator)-len(retry))
+		what = text.ShortenMiddle(f.Message, maxMessage-len(retrySeparator)-len(retry))
 		msg = what + retrySeparator + retry
 	}
 	meta.SetStatusCondition(&order.Status.Conditions, metav1.Condition{
@@ -853,25 +853,7 @@ func (r *OrderReconciler) setFailed(order *deliveryv1alpha1.Order, before *deliv
 // retrySeparator separates a failure from when it is tried again in the Ready message.
 const retrySeparator = " — "
 
-func shorten(s string) string { return shortenTo(s, maxMessage) }
-
-// shortenTo cuts s to at most n bytes by taking out its middle: the start (what failed) and
-// the end (the fix, which messages put last) stay, and no cut splits a UTF-8 sequence.
-func shortenTo(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = " … "
-	keep := max(n-len(mark), 0)
-	head, tail := keep-min(keep/3, 300), len(s)-min(keep/3, 300)
-	for head > 0 && !utf8.RuneStart(s[head]) {
-		head--
-	}
-	for tail < len(s) && !utf8.RuneStart(s[tail]) {
-		tail++
-	}
-	return s[:head] + mark + s[tail:]
-}
+func shorten(s string) string { return text.ShortenMiddle(s, maxMessage) }
 
 // promote keeps the Serving (same name as the Order). Automatic mode points it at the Order's
 // newest Ready Preparation once the gate allows, and otherwise returns why it waits; Manual

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kokumi-dev/kokumi/internal/cluster"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
+	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
 // DefaultProbeWorkers is how many probes run at a time when Config.ProbeWorkers is 0: at a
@@ -367,7 +368,7 @@ func probeVersion(r cluster.Result, known string) string {
 	if r.Version == "" {
 		return known
 	}
-	return cluster.Truncate(r.Version, clusterMaxVersion)
+	return text.Truncate(r.Version, clusterMaxVersion)
 }
 
 // probeHeap orders targets by when they are due.

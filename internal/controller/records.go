@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
-	"github.com/kokumi-dev/kokumi/internal/fleet"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
 // MaxDeploymentRecords is how many records a Preparation's status lists, newest first.
@@ -68,7 +68,7 @@ func (r *ServingReconciler) recordDeployment(ctx context.Context, s *v1.Serving,
 		digest, err := r.Records.Attach(ctx, repository, prep.Spec.Artifact.Digest, signer, want)
 		if err != nil {
 			r.Recorder.Eventf(s, prep, corev1.EventTypeWarning, "RecordFailed", "RecordDeployment",
-				"Deployment record of Preparation %s could not be attached to %s: %s", prep.Name, repository, fleet.Truncate(err.Error(), 512))
+				"Deployment record of Preparation %s could not be attached to %s: %s", prep.Name, repository, text.Truncate(err.Error(), 512))
 			return fmt.Errorf("attach the deployment record of Preparation %s: %w", prep.Name, err)
 		}
 		kmetrics.RecordSigned()
@@ -84,7 +84,7 @@ func (r *ServingReconciler) recordDeployment(ctx context.Context, s *v1.Serving,
 		return fmt.Errorf("list the deployment record in the status of Preparation %s: %w", prep.Name, err)
 	}
 	r.Recorder.Eventf(s, prep, corev1.EventTypeNormal, "Recorded", "RecordDeployment",
-		"Signed deployment record %s of Preparation %s in Environment %s: healthy on %s", entry.Digest, prep.Name, environment, fleet.Names(healthy))
+		"Signed deployment record %s of Preparation %s in Environment %s: healthy on %s", entry.Digest, prep.Name, environment, text.Names(healthy))
 	return nil
 }
 

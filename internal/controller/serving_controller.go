@@ -34,6 +34,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
 // ServingFinalizer lets a deleted Serving delete its Applications first (what runs stays).
@@ -236,7 +237,7 @@ func (r *ServingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // outcome sets the Serving's Ready condition, keeping its transition time when unchanged.
 func (r *ServingReconciler) outcome(s *v1.Serving, status metav1.ConditionStatus, reason, message string) {
 	apimeta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
-		Type: v1.ConditionReady, Status: status, Reason: reason, Message: fleet.Truncate(message, 2048),
+		Type: v1.ConditionReady, Status: status, Reason: reason, Message: text.Truncate(message, 2048),
 		ObservedGeneration: s.Generation,
 		// Kept when the status does not change: a Deployed Serving's transition time starts the
 		// soak of the stages after it.

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
+	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
 const (
@@ -254,7 +254,7 @@ func (r *ServingReconciler) sliceOutcome(s *v1.Serving, sl *writeSlice, preparat
 	if more {
 		r.outcome(s, metav1.ConditionFalse, v1.ReasonProgressing, fmt.Sprintf(
 			"Rolling out Preparation %s: writing Applications: %s of %s; the rest follow in the next reconcile",
-			preparation, countText(min(sl.current+sl.done, sl.total)), countText(sl.total)))
+			preparation, text.Thousands(min(sl.current+sl.done, sl.total)), text.Thousands(sl.total)))
 	}
 	return more
 }
@@ -269,7 +269,7 @@ func (r *ServingReconciler) joinedEvent(s *v1.Serving, joined []string) {
 	default:
 		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, "ClusterJoined", "CreateApplications",
 			"Deployed to %s joining clusters: %s (created their Argo CD Applications in %s)",
-			countText(len(joined)), cappedNames(joined), r.Config.ArgoCDNamespace)
+			text.Thousands(len(joined)), text.FirstNames(joined, maxEventNames), r.Config.ArgoCDNamespace)
 	}
 }
 
@@ -285,24 +285,6 @@ func (r *ServingReconciler) leftEvent(s *v1.Serving, environment string, left []
 	default:
 		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, "ClusterLeft", "DeleteApplications",
 			"%s clusters left Environment %s: %s; deleted their Applications; what runs there keeps running",
-			countText(len(left)), environment, cappedNames(left))
+			text.Thousands(len(left)), environment, text.FirstNames(left, maxEventNames))
 	}
-}
-
-// cappedNames lists the first maxEventNames names and counts the others:
-// "edge-0001, edge-0002, … (+22 more)".
-func cappedNames(names []string) string {
-	if len(names) <= maxEventNames {
-		return strings.Join(names, ", ")
-	}
-	return strings.Join(names[:maxEventNames], ", ") + ", … (+" + countText(len(names)-maxEventNames) + " more)"
-}
-
-// countText writes n with thousands separators: "10,000".
-func countText(n int) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
 // State is the state of one cluster's deployment.
@@ -288,9 +289,6 @@ type Summary struct {
 	HealthyClusters []string
 }
 
-// MaxNamed is how many clusters a Ready message names before it counts the rest.
-const MaxNamed = 5
-
 // Fold folds the Decisions into counts, the capped list of targets and the Ready condition.
 // previous carries the targets of the last status, so that a cluster keeps the time it entered
 // its state; now stamps the others.
@@ -339,7 +337,7 @@ func Fold(preparation, environment string, decisions []Decision, previous []v1.T
 	for _, d := range ordered {
 		t := v1.Target{
 			Cluster: d.Cluster, Application: d.Application, Revision: d.Revision,
-			Conditions: []v1.TargetCondition{{Type: d.State.String(), Reason: d.Reason, Message: Truncate(d.Message, 1024)}},
+			Conditions: []v1.TargetCondition{{Type: d.State.String(), Reason: d.Reason, Message: text.Truncate(d.Message, 1024)}},
 			Since:      now,
 		}
 		if p, ok := since[d.Cluster]; ok && len(p.Conditions) > 0 && p.Conditions[0].Reason == d.Reason && p.Conditions[0].Type == t.Conditions[0].Type {
@@ -356,56 +354,26 @@ func readyCondition(preparation, environment string, selected int, healthy, notR
 	c := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse}
 	notReadyPart := ""
 	if len(notReady) > 0 {
-		notReadyPart = "; not ready: " + Names(notReady)
+		notReadyPart = "; not ready: " + text.Names(notReady)
 	}
 	switch {
 	case len(notReady) == selected:
 		c.Reason = v1.ReasonDeploymentFailed
-		c.Message = fmt.Sprintf("No Cluster of Environment %s is Ready: %s", environment, Names(notReady))
+		c.Message = fmt.Sprintf("No Cluster of Environment %s is Ready: %s", environment, text.Names(notReady))
 	case len(failing) > 0:
 		c.Reason = v1.ReasonDeploymentFailed
-		c.Message = fmt.Sprintf("Preparation %s failed on %s", preparation, Names(failing))
+		c.Message = fmt.Sprintf("Preparation %s failed on %s", preparation, text.Names(failing))
 		if len(healthy) > 0 {
-			c.Message += "; healthy on " + Names(healthy)
+			c.Message += "; healthy on " + text.Names(healthy)
 		}
 		c.Message += notReadyPart
 	case len(progressing) == 0 && len(healthy) > 0:
 		c.Status, c.Reason = metav1.ConditionTrue, v1.ReasonDeployed
-		c.Message = fmt.Sprintf("Deployed Preparation %s to %s%s", preparation, Names(healthy), notReadyPart)
+		c.Message = fmt.Sprintf("Deployed Preparation %s to %s%s", preparation, text.Names(healthy), notReadyPart)
 	default:
 		c.Reason = v1.ReasonProgressing
 		c.Message = fmt.Sprintf("Deploying Preparation %s: healthy on %d of %d Ready clusters; waiting for %s%s",
-			preparation, len(healthy), selected-len(notReady), Names(progressing), notReadyPart)
+			preparation, len(healthy), selected-len(notReady), text.Names(progressing), notReadyPart)
 	}
 	return c
 }
-
-// Names lists the first MaxNamed names and counts the others: "a, b, c, d, e … and 1,997 more".
-func Names(names []string) string {
-	if len(names) <= MaxNamed {
-		return strings.Join(names, ", ")
-	}
-	return strings.Join(names[:MaxNamed], ", ") + " … and " + thousands(len(names)-MaxNamed) + " more"
-}
-
-func thousands(n int) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
-
-// Truncate shortens s to at most max bytes, marking the cut with "…".
-func Truncate(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max - len("…")
-	for cut > 0 && !isRuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -309,13 +309,6 @@ func TestFoldKeepsSinceWhileTheReasonStays(t *testing.T) {
 	}
 }
 
-func TestTruncateKeepsRunesWhole(t *testing.T) {
-	s := Truncate(strings.Repeat("é", 10), 7)
-	if len(s) > 7 || !strings.HasSuffix(s, "…") || strings.ContainsRune(s, '\uFFFD') {
-		t.Errorf("%q", s)
-	}
-}
-
 func TestApplyDeadlineFailsClustersProgressingTooLong(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
 	target := func(cluster, reason string, since time.Duration) v1.Target {

@@ -12,7 +12,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/changes"
 	"github.com/kokumi-dev/kokumi/internal/controller"
-	"github.com/kokumi-dev/kokumi/internal/fleet"
+	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
 // The UI shows what a Preparation renders and what changes from one Preparation to another, as
@@ -103,7 +103,7 @@ func (s *Server) preparationManifests(w http.ResponseWriter, r *http.Request) {
 	}
 	objs, err := s.objectsOf(r.Context(), prep)
 	if err != nil {
-		writeError(w, http.StatusBadGateway, fleet.Truncate(err.Error(), maxProblem))
+		writeError(w, http.StatusBadGateway, text.Truncate(err.Error(), maxProblem))
 		return
 	}
 	out := PreparationManifests{Preparation: prep.Name, Digest: prep.Spec.Artifact.Digest, Images: prep.Spec.Images, Objects: []ManifestObject{}}
@@ -117,7 +117,7 @@ func (s *Server) preparationManifests(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Objects = append(out.Objects, ManifestObject{
 			Kind: o.Kind, Namespace: o.Namespace, Name: o.Name,
-			YAML: truncateText(o.YAML, "the object's YAML"),
+			YAML: text.TruncateLines(o.YAML, MaxObjectText, "the object's YAML"),
 		})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -163,12 +163,12 @@ func (s *Server) preparationDiff(w http.ResponseWriter, r *http.Request) {
 	}
 	oa, err := s.objectsOf(r.Context(), &from)
 	if err != nil {
-		writeError(w, http.StatusBadGateway, fleet.Truncate(err.Error(), maxProblem))
+		writeError(w, http.StatusBadGateway, text.Truncate(err.Error(), maxProblem))
 		return
 	}
 	ob, err := s.objectsOf(r.Context(), to)
 	if err != nil {
-		writeError(w, http.StatusBadGateway, fleet.Truncate(err.Error(), maxProblem))
+		writeError(w, http.StatusBadGateway, text.Truncate(err.Error(), maxProblem))
 		return
 	}
 	objects, _, err := changes.DiffObjects(from.Name, to.Name, oa, ob)
@@ -183,7 +183,7 @@ func (s *Server) preparationDiff(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Objects = append(out.Objects, ObjectDiff{
 			Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, Change: string(c.Change),
-			Diff: truncateText(c.Diff, "the diff"),
+			Diff: text.TruncateLines(c.Diff, MaxObjectText, "the diff"),
 		})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -224,22 +224,4 @@ func imageRef(p v1.ImagePin) string {
 		return p.Original
 	}
 	return p.Original + "@" + changes.PinnedDigest(p.Pinned)
-}
-
-// truncateText cuts text to at most MaxObjectText bytes, at the end of a line, and says so in a
-// last line (which the cap leaves room for); what names the text in that note.
-func truncateText(text, what string) string {
-	if len(text) <= MaxObjectText {
-		return text
-	}
-	room := MaxObjectText - 256 // the note
-	cut := strings.LastIndexByte(text[:room], '\n') + 1
-	if cut == 0 {
-		cut = room
-	}
-	kept := strings.ToValidUTF8(text[:cut], "")
-	if !strings.HasSuffix(kept, "\n") {
-		kept += "\n"
-	}
-	return kept + fmt.Sprintf("# … truncated: %s is %d bytes, only the first %d are shown\n", what, len(text), len(kept))
 }

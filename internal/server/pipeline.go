@@ -12,9 +12,9 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/controller"
-	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
 const (
@@ -79,7 +79,7 @@ func (s *Server) pipelineOf(ctx context.Context, sv *v1.Serving, order *v1.Order
 		if client.IgnoreNotFound(err) == nil {
 			return nil // the Serving says so
 		}
-		return &Pipeline{Environment: key.Name, Stages: []Stage{}, Error: fleet.Truncate(fmt.Sprintf("get Environment %s: %v", key.Name, err), maxProblem)}
+		return &Pipeline{Environment: key.Name, Stages: []Stage{}, Error: text.Truncate(fmt.Sprintf("get Environment %s: %v", key.Name, err), maxProblem)}
 	}
 	if len(env.Spec.Requires) == 0 {
 		return nil
@@ -98,7 +98,7 @@ func (s *Server) pipelineOf(ctx context.Context, sv *v1.Serving, order *v1.Order
 	defer cancel()
 	verdict, err := s.pipeline.Check(ctx, sv.Namespace, env.Name, prep)
 	if err != nil {
-		p.Error = fleet.Truncate(err.Error(), maxProblem)
+		p.Error = text.Truncate(err.Error(), maxProblem)
 		return p
 	}
 	p.Allowed, p.Message = verdict.Allowed, verdict.Message
@@ -200,7 +200,7 @@ func (s *Server) recordsOf(ctx context.Context, sv *v1.Serving, preps []v1.Prepa
 	out.Verify = CosignVerifyCommand(out.Artifact)
 	recs, err := s.readRecords(ctx, prep, repository)
 	if err != nil {
-		out.Error = fleet.Truncate(err.Error(), maxProblem)
+		out.Error = text.Truncate(err.Error(), maxProblem)
 		for _, r := range prep.Status.DeploymentRecords {
 			t := r.Time.Time
 			out.Items = append(out.Items, RecordRow{Digest: r.Digest, Environment: r.Environment, Clusters: int(r.Clusters), Time: &t, KeyID: r.KeyID})

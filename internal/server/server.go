@@ -24,7 +24,6 @@ import (
 	"net/http"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -42,6 +41,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
 // The server reads what the UI shows; the opt-in admin token creates Orders with the server's
@@ -641,10 +641,8 @@ func validateOrder(req OrderRequest, ns string, environments, products []string)
 		switch {
 		case len(names) == 0:
 			msg += none
-		case len(names) > maxNamesOffered:
-			msg += fmt.Sprintf("pick one of %s (and %d more)", strings.Join(names[:maxNamesOffered], ", "), len(names)-maxNamesOffered)
 		default:
-			msg += "pick one of " + strings.Join(names, ", ")
+			msg += "pick one of " + text.FirstNames(names, maxNamesOffered)
 		}
 		errs = append(errs, FieldError{field, msg})
 	}

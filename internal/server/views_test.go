@@ -8,6 +8,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
 func testApp(cluster, health, sync string) argocd.Application {
@@ -108,12 +109,12 @@ func TestRowQueryFiltersThenPages(t *testing.T) {
 }
 
 func TestTruncateTextCutsAtALineAndSaysSo(t *testing.T) {
-	text := strings.Repeat("0123456789\n", 10000)
-	got := truncateText(text, "the object's YAML")
-	if len(got) > MaxObjectText || !strings.HasSuffix(got, fmt.Sprintf("the object's YAML is %d bytes, only the first %d are shown\n", len(text), len(got)-len(got[strings.LastIndex(got[:len(got)-1], "\n")+1:]))) {
+	long := strings.Repeat("0123456789\n", 10000)
+	got := text.TruncateLines(long, MaxObjectText, "the object's YAML")
+	if len(got) > MaxObjectText || !strings.HasSuffix(got, fmt.Sprintf("the object's YAML is %d bytes, only the first %d are shown\n", len(long), len(got)-len(got[strings.LastIndex(got[:len(got)-1], "\n")+1:]))) {
 		t.Errorf("%d bytes ending %q", len(got), got[len(got)-120:])
 	}
-	if truncateText("short\n", "x") != "short\n" {
+	if text.TruncateLines("short\n", MaxObjectText, "x") != "short\n" {
 		t.Error("a short text was changed")
 	}
 }

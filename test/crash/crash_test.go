@@ -30,6 +30,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/text"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -441,7 +442,7 @@ func (r *crashRun) applicationsConverged(want expectation) error {
 	} {
 		if len(p.names) > 0 {
 			slices.Sort(p.names)
-			problems = append(problems, fmt.Sprintf("%d %s (%s)", len(p.names), p.what, fleet.Names(p.names)))
+			problems = append(problems, fmt.Sprintf("%d %s (%s)", len(p.names), p.what, text.Names(p.names)))
 		}
 	}
 	if len(problems) > 0 {
@@ -485,11 +486,11 @@ func (r *crashRun) clustersConverged(expectation) error {
 	case len(clusters.Items) != selectedClusters+spareClusters:
 		return fmt.Errorf("%d Clusters, want %d", len(clusters.Items), selectedClusters+spareClusters)
 	case len(unprobed) > 0:
-		return fmt.Errorf("%d Clusters not probed Ready by the controller (%s)", len(unprobed), fleet.Names(unprobed))
+		return fmt.Errorf("%d Clusters not probed Ready by the controller (%s)", len(unprobed), text.Names(unprobed))
 	case len(noFinalizer) > 0:
-		return fmt.Errorf("%d Clusters without the finalizer %s (%s)", len(noFinalizer), controller.ClusterFinalizer, fleet.Names(noFinalizer))
+		return fmt.Errorf("%d Clusters without the finalizer %s (%s)", len(noFinalizer), controller.ClusterFinalizer, text.Names(noFinalizer))
 	case len(badSecret) > 0 || len(secrets.Items) != len(clusters.Items):
-		return fmt.Errorf("%d Argo CD cluster Secrets for %d Clusters; %d Clusters without exactly their own (%s)", len(secrets.Items), len(clusters.Items), len(badSecret), fleet.Names(badSecret))
+		return fmt.Errorf("%d Argo CD cluster Secrets for %d Clusters; %d Clusters without exactly their own (%s)", len(secrets.Items), len(clusters.Items), len(badSecret), text.Names(badSecret))
 	}
 	return nil
 }

@@ -92,7 +92,7 @@ func TestTheOrderFormRefusesWhatTheNamespaceLacksAllAtOnce(t *testing.T) {
 	if want := `no Product "podinfo" in team-order-refs: it has none`; !strings.HasPrefix(out.field("product"), want) || out.Error != "product: "+out.field("product") {
 		t.Errorf("product: %+v, want %q first", out, want)
 	}
-	if want := `no Environment "edgy" in team-order-refs: pick one of dev, edge, lab, prod, qa (and 1 more)`; out.field("environment") != want {
+	if want := `no Environment "edgy" in team-order-refs: pick one of dev, edge, lab, prod, qa … and 1 more`; out.field("environment") != want {
 		t.Errorf("environment: %q, want %q", out.field("environment"), want)
 	}
 
