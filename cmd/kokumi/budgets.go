@@ -6,17 +6,17 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/kokumi-dev/kokumi/internal/preparation"
+	"github.com/kokumi-dev/kokumi/internal/config"
 )
 
 // bindBudgetFlags binds the render budgets, with the defaults d.
-func bindBudgetFlags(fs *flag.FlagSet, b *preparation.Budgets, d preparation.Budgets) {
+func bindBudgetFlags(fs *flag.FlagSet, b *config.RenderBudgets, d config.RenderBudgets) {
 	*b = d
-	fs.Var(bytesValue{&b.PulledBytes}, preparation.FlagPulledBytes, "the most bytes one render pulls from the source's registry, manifest and layers, as a `size`: 100Mi, 1Gi or bytes")
-	fs.IntVar(&b.Layers, preparation.FlagLayers, d.Layers, "the most layers a source's manifest may list")
-	fs.Var(bytesValue{&b.UncompressedBytes}, preparation.FlagUncompressedBytes, "the most bytes one render decompresses out of the source's layers, counted as they are decompressed, as a `size`")
-	fs.IntVar(&b.Objects, preparation.FlagObjects, d.Objects, "the most objects one render may make")
-	fs.Var(bytesValue{&b.OutputBytes}, preparation.FlagOutputBytes, "the most bytes of YAML one render may make (the Helm output, a bundle's files, the artifact's manifests), as a `size`")
+	fs.Var(bytesValue{&b.PulledBytes}, config.FlagPulledBytes, "the most bytes one render pulls from the source's registry, manifest and layers, as a `size`: 100Mi, 1Gi or bytes")
+	fs.IntVar(&b.Layers, config.FlagLayers, d.Layers, "the most layers a source's manifest may list")
+	fs.Var(bytesValue{&b.UncompressedBytes}, config.FlagUncompressedBytes, "the most bytes one render decompresses out of the source's layers, counted as they are decompressed, as a `size`")
+	fs.IntVar(&b.Objects, config.FlagObjects, d.Objects, "the most objects one render may make")
+	fs.Var(bytesValue{&b.OutputBytes}, config.FlagOutputBytes, "the most bytes of YAML one render may make (the Helm output, a bundle's files, the artifact's manifests), as a `size`")
 }
 
 // bytesValue is a flag of a size in bytes: a quantity as Kubernetes writes them (100Mi, 1Gi,

@@ -5,11 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/shard"
 )
 
 func bindControllerFlags(fs *flag.FlagSet, o *controller.Options) {
@@ -23,13 +26,13 @@ func bindControllerFlags(fs *flag.FlagSet, o *controller.Options) {
 	bindConfigFlags(fs, &o.Config)
 	// Without --shard the controller is the main shard: the delivery objects without the label,
 	// and the work that runs once.
-	o.Config.Shard = controller.MainShard
-	fs.Func("shard", "reconcile only the Orders, Servings, Preparations and Products labelled "+controller.LabelShard+"=NAME, with a lease and field manager of the shard's own (default: the main shard, which reconciles those without the label and runs the shared work: Clusters, Environments, Argo CD cluster Secrets, the bundled registry's credentials)", func(v string) error {
+	o.Config.Shard = shard.Main
+	fs.Func("shard", "reconcile only the Orders, Servings, Preparations and Products labelled "+shard.Label+"=NAME, with a lease and field manager of the shard's own (default: the main shard, which reconciles those without the label and runs the shared work: Clusters, Environments, Argo CD cluster Secrets, the bundled registry's credentials)", func(v string) error {
 		if v == "" {
-			o.Config.Shard = controller.MainShard
+			o.Config.Shard = shard.Main
 			return nil
 		}
-		if err := controller.CheckShard(v); err != nil || v == controller.MainShard {
+		if err := shard.Check(v); err != nil || v == shard.Main {
 			return fmt.Errorf("%q is not a label value", v)
 		}
 		o.Config.Shard = v
@@ -38,8 +41,8 @@ func bindControllerFlags(fs *flag.FlagSet, o *controller.Options) {
 }
 
 // bindConfigFlags binds the configuration of Kokumi itself, with the defaults of DefaultConfig.
-func bindConfigFlags(fs *flag.FlagSet, c *controller.Config) {
-	d := controller.DefaultConfig()
+func bindConfigFlags(fs *flag.FlagSet, c *config.Config) {
+	d := config.Default()
 	fs.StringVar(&c.Namespace, "namespace", d.Namespace, "Kokumi's own namespace, where Cluster credentials live")
 	fs.StringVar(&c.ArgoCDNamespace, "argocd-namespace", d.ArgoCDNamespace, "namespace Argo CD runs in")
 	fs.StringVar(&c.LocalProject, "local-project", d.LocalProject, "dedicated Argo CD AppProject of the Environment local (never default); empty turns local off")
@@ -56,7 +59,31 @@ func bindConfigFlags(fs *flag.FlagSet, c *controller.Config) {
 	fs.IntVar(&c.ApplicationWriteSlice, "application-write-slice", d.ApplicationWriteSlice, "how many Argo CD Applications one reconcile of a Serving writes at most (and at most about 10 s of writes) before it writes its progress and goes on in the next reconcile")
 	fs.IntVar(&c.ProbeWorkers, "probe-workers", d.ProbeWorkers, "how many Cluster probes run at a time, apart from the reconcile workers")
 	fs.BoolVar(&c.ProbeKeepAlive, "probe-keep-alive", d.ProbeKeepAlive, "keep each Cluster's probe connection open from probe to probe (false: close it after each probe, holding about 60 KB less memory per Cluster for a TLS handshake each probe)")
+	bindConcurrencyFlags(fs, c)
 	fs.DurationVar(&c.UnreachableClusterDeletion, "unreachable-cluster-deletion", d.UnreachableClusterDeletion, "how long a deleted Cluster whose server is Unreachable waits for the Argo CD Applications still deploying to it (0: forever)")
+}
+
+// concurrencyUsage says what each --<kind>-concurrency flag runs at a time.
+var concurrencyUsage = map[string]string{
+	config.OrderConcurrency:       "how many Orders render at a time (each holds up to its render budgets in memory)",
+	config.ServingConcurrency:     "how many Servings roll out at a time",
+	config.ClusterConcurrency:     "how many Clusters reconcile at a time (probes run apart, --probe-workers)",
+	config.EnvironmentConcurrency: "how many Environments reconcile at a time",
+}
+
+// bindConcurrencyFlags binds --<kind>-concurrency for each reconciler with a worker count.
+func bindConcurrencyFlags(fs *flag.FlagSet, c *config.Config) {
+	c.Concurrency = map[string]int{}
+	for _, kind := range []string{config.OrderConcurrency, config.ServingConcurrency, config.ClusterConcurrency, config.EnvironmentConcurrency} {
+		fs.Func(kind+"-concurrency", fmt.Sprintf("%s (default %d)", concurrencyUsage[kind], config.DefaultConcurrency[kind]), func(v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return fmt.Errorf("%q is not a whole number of at least 1", v)
+			}
+			c.Concurrency[kind] = n
+			return nil
+		})
+	}
 }
 
 func runController(ctx context.Context, args []string, stderr io.Writer) error {

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/sandbox"
 	"github.com/kokumi-dev/kokumi/internal/server"
@@ -54,7 +55,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		ExampleNamespace: *exampleNS,
 		Out:              stdout,
 		RunController: func(ctx context.Context, hub *rest.Config, s sandbox.ControllerSettings) error {
-			cfg := controller.DefaultConfig()
+			cfg := config.Default()
 			cfg.Namespace = s.Namespace
 			cfg.ArgoCDNamespace = s.ArgoCDNamespace
 			cfg.BundledRegistry = s.Registry

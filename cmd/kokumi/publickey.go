@@ -8,7 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/internal/server"
 )
@@ -17,7 +17,7 @@ import (
 // ConfigMap in Kokumi's namespace with the usual kubeconfig: `kokumi public-key > kokumi.pub`.
 func runPublicKey(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("public-key", stderr)
-	namespace := fs.String("namespace", controller.DefaultConfig().Namespace, "Kokumi's own namespace, where the ConfigMap "+record.ConfigMapName+" lists the keys")
+	namespace := fs.String("namespace", config.Default().Namespace, "Kokumi's own namespace, where the ConfigMap "+record.ConfigMapName+" lists the keys")
 	all := fs.Bool("all", false, "print every listed key (the current one and previous ones), each after a \"# <keyid>\" line")
 	if err := fs.Parse(args); err != nil {
 		return err

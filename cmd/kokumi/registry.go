@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
 )
 
 // runRegistry serves the bundled OCI registry until ctx ends.
@@ -23,14 +24,14 @@ func runRegistry(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	o := oci.RegistryOptions{Dir: *dir, Verbose: *verbose, NoAuth: *noAuth, GCPeriod: *gcPeriod, GCGrace: oci.DefaultGCGrace}
+	o := registry.Options{Dir: *dir, Verbose: *verbose, NoAuth: *noAuth, GCPeriod: *gcPeriod, GCGrace: registry.DefaultGCGrace}
 	if !*noAuth {
 		if _, err := oci.ReadRegistryCredentials(*credsDir); err != nil {
 			return fmt.Errorf("refusing to serve without credentials: %w (mount the Secret %s there; Kokumi's controller creates it)", err, oci.RegistryCredentialsSecret)
 		}
 		o.Credentials = func() (oci.RegistryCredentials, error) { return oci.ReadRegistryCredentials(*credsDir) }
 	}
-	reg, err := oci.StartRegistryWithOptions(*addr, o)
+	reg, err := registry.StartWithOptions(*addr, o)
 	if err != nil {
 		return err
 	}

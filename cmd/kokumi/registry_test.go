@@ -20,6 +20,7 @@ import (
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
 )
 
 // startRegistryCommand runs `kokumi registry` with args on a free loopback port and returns
@@ -167,8 +168,8 @@ func TestShippedRegistryConfigSignsInAndAdmitsOnlyTheControllerAndArgoCD(t *test
 		t.Errorf("--credentials-dir=%q, but the Secret %s is mounted (read-only, whole) at %q", credsDir, oci.RegistryCredentialsSecret, mounted)
 	}
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
-		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != oci.HealthPath {
-			t.Errorf("probe %+v does not ask %s", p, oci.HealthPath)
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != registry.HealthPath {
+			t.Errorf("probe %+v does not ask %s", p, registry.HealthPath)
 		}
 	}
 

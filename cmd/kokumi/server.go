@@ -20,11 +20,12 @@ import (
 // serverSetup adds the API and UI server to a manager, reading through its cache, with
 // Kokumi's configuration (--namespace, --argocd-namespace, --bundled-registry).
 func serverSetup(o server.Options) controller.Setup {
-	return func(mgr ctrl.Manager, c controller.Config) error {
+	return func(mgr ctrl.Manager, shared controller.Shared) error {
+		c := shared.Config
 		o.ArgoCDNamespace = c.ArgoCDNamespace
 		o.Namespace = c.Namespace
 		o.BundledRegistry = c.BundledRegistry
-		return server.AddToManager(mgr, o, nil)
+		return server.AddToManager(mgr, shared.ArgoCD, o, nil)
 	}
 }
 

@@ -67,6 +67,9 @@ type SyncRetry struct {
 	MaxBackoff time.Duration
 }
 
+// InClusterName is the name of the cluster Kokumi runs in, as Argo CD names it.
+const InClusterName = "in-cluster"
+
 // DefaultSyncRetry retries a failed sync five times, waiting 5 s, 10 s, 20 s, 40 s and 80 s.
 var DefaultSyncRetry = SyncRetry{Limit: 5, Backoff: 5 * time.Second, Factor: 2, MaxBackoff: 3 * time.Minute}
 

@@ -26,12 +26,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kscheme "github.com/kokumi-dev/kokumi/api/scheme"
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
-	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
 	"github.com/kokumi-dev/kokumi/internal/sandbox"
 )
 
@@ -181,7 +182,7 @@ type run struct {
 	admin   client.Client
 	obs     *observer
 	members *Members
-	reg     *oci.Registry
+	reg     *registry.Registry
 	kokumi  *process
 	preps   [2]prep
 	row     *Row
@@ -331,7 +332,7 @@ func (r *run) setUpHub(o hubOptions, observed ...string) error {
 	if r.hub, err = startHub(r.assets, r.dir, o); err != nil {
 		return err
 	}
-	scheme, err := controller.NewScheme()
+	scheme, err := kscheme.New()
 	if err != nil {
 		return fmt.Errorf("scheme: %w", err)
 	}
@@ -349,7 +350,7 @@ func (r *run) setUpHub(o hubOptions, observed ...string) error {
 	if r.members, err = StartMembers(); err != nil {
 		return err
 	}
-	if r.reg, err = oci.StartRegistry("127.0.0.1:0", filepath.Join(r.dir, "registry"), false); err != nil {
+	if r.reg, err = registry.Start("127.0.0.1:0", filepath.Join(r.dir, "registry"), false); err != nil {
 		return fmt.Errorf("start the registry: %w", err)
 	}
 	if r.obs, err = startObserver(r.ctx, r.hub, scheme, observed...); err != nil {

@@ -9,9 +9,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/stages"
 )
 
 // stagesTimeout bounds the check of the stages of an Environment, which reads deployment
@@ -164,21 +165,21 @@ func (o *options) promote(ctx context.Context, c client.Client, sv *v1.Serving, 
 // kubeconfig's user: the Environments, Orders, Servings and Preparations of the namespace,
 // Kokumi's public keys (readable by every authenticated user), and the records in the
 // registries with the docker config's credentials.
-func (o *options) pipeline(ctx context.Context, c client.Client, ns string) *controller.Pipeline {
+func (o *options) pipeline(ctx context.Context, c client.Client, ns string) *stages.Pipeline {
 	// The records live beside the artifacts of the namespace's Preparations.
 	hosts := []string{o.bundledRegistry}
 	var preps v1.PreparationList
 	if err := c.List(ctx, &preps, client.InNamespace(ns)); err == nil {
 		seen := map[string]bool{o.bundledRegistry: true}
 		for i := range preps.Items {
-			repository, _ := controller.ArtifactLocation(o.bundledRegistry, &preps.Items[i])
+			repository, _ := preparation.ArtifactLocation(o.bundledRegistry, &preps.Items[i])
 			if h := registryHost(repository); !seen[h] {
 				seen[h] = true
 				hosts = append(hosts, h)
 			}
 		}
 	}
-	return &controller.Pipeline{
+	return &stages.Pipeline{
 		Client:          c,
 		Records:         &record.Store{Client: o.registryClient(hosts...)},
 		Keys:            &record.Keys{Client: c, Namespace: o.kokumiNamespace},

@@ -17,8 +17,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kscheme "github.com/kokumi-dev/kokumi/api/scheme"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/config"
 )
 
 // DisplayName is how the plugin is run.
@@ -42,7 +43,7 @@ type options struct {
 // NewCommand returns the root command of the plugin, writing to streams.
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &options{streams: streams, flags: genericclioptions.NewConfigFlags(true)}
-	defaults := controller.DefaultConfig()
+	defaults := config.Default()
 	root := &cobra.Command{
 		Use:   "kokumi",
 		Short: "Look at and promote Kokumi's Servings and Preparations from a terminal",
@@ -123,7 +124,7 @@ func (o *options) client() (client.Client, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	scheme, err := controller.NewScheme()
+	scheme, err := kscheme.New()
 	if err != nil {
 		return nil, "", err
 	}

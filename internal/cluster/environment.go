@@ -83,6 +83,3 @@ func describe(s labels.Selector) string {
 	}
 	return fmt.Sprintf("%q", s.String())
 }
-
-// MaxMessage caps a condition message, so that status stays small.
-const MaxMessage = 1024

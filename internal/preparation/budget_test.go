@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/images"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
@@ -15,14 +16,14 @@ import (
 )
 
 func TestZeroBudgetsAreTheDefaults(t *testing.T) {
-	d := preparation.DefaultBudgets()
+	d := config.DefaultRenderBudgets()
 	if d.PulledBytes != 100<<20 || d.Layers != 256 || d.UncompressedBytes != 128<<20 || d.Objects != 10_000 || d.OutputBytes != 32<<20 {
 		t.Errorf("defaults %+v", d)
 	}
-	if got := (preparation.Budgets{}).WithDefaults(); got != d {
+	if got := (config.RenderBudgets{}).WithDefaults(); got != d {
 		t.Errorf("zero budgets %+v, want the defaults %+v", got, d)
 	}
-	if got := (preparation.Budgets{Objects: 5, PulledBytes: -1}).WithDefaults(); got.Objects != 5 || got.PulledBytes != d.PulledBytes || got.OutputBytes != d.OutputBytes {
+	if got := (config.RenderBudgets{Objects: 5, PulledBytes: -1}).WithDefaults(); got.Objects != 5 || got.PulledBytes != d.PulledBytes || got.OutputBytes != d.OutputBytes {
 		t.Errorf("partial budgets %+v", got)
 	}
 }
@@ -57,23 +58,23 @@ func TestEachBudgetFailsTheBuildNamingItsLimitAndFlag(t *testing.T) {
 
 	for _, c := range []struct {
 		name    string
-		budgets preparation.Budgets
+		budgets config.RenderBudgets
 		in      preparation.Input
 		limit   string
 		flag    string
 		says    []string
 	}{
-		{"pulled bytes", preparation.Budgets{PulledBytes: 1024}, f.input(), oci.LimitPulledBytes, "render-max-pulled-bytes",
+		{"pulled bytes", config.RenderBudgets{PulledBytes: 1024}, f.input(), oci.LimitPulledBytes, "render-max-pulled-bytes",
 			[]string{f.chartURL + ":6.14.1", "pulled bytes, over the limit of 1Ki", "push a smaller chart"}},
-		{"layers", preparation.Budgets{Layers: 2}, preparation.Input{SourceURL: layersURL, Version: "v1"}, oci.LimitLayers, "render-max-layers",
+		{"layers", config.RenderBudgets{Layers: 2}, preparation.Input{SourceURL: layersURL, Version: "v1"}, oci.LimitLayers, "render-max-layers",
 			[]string{"3 layers, over the limit of 2", "fewer layers"}},
 		// Zero budgets are the defaults: the bomb of 1 GiB stops at 128 MiB.
-		{"uncompressed bytes", preparation.Budgets{}, preparation.Input{SourceURL: bombURL, Version: "v1"}, oci.LimitUncompressedBytes, "render-max-uncompressed-bytes",
+		{"uncompressed bytes", config.RenderBudgets{}, preparation.Input{SourceURL: bombURL, Version: "v1"}, oci.LimitUncompressedBytes, "render-max-uncompressed-bytes",
 			[]string{bombURL + "@sha256:", "over the limit of 128Mi"}},
-		{"objects", preparation.Budgets{Objects: 100}, preparation.Input{SourceURL: manyURL, Version: "1.0.0", Render: render.Options{
+		{"objects", config.RenderBudgets{Objects: 100}, preparation.Input{SourceURL: manyURL, Version: "1.0.0", Render: render.Options{
 			ReleaseName: "many", TargetNamespace: "many", Values: map[string]any{"count": 101}}}, render.LimitObjects, "render-max-objects",
 			[]string{"more than the limit of 100 objects", "render fewer objects"}},
-		{"output bytes of the artifact", preparation.Budgets{OutputBytes: int64(len("\n---\n" + compact))}, preparation.Input{SourceURL: compactURL, Version: "v1",
+		{"output bytes of the artifact", config.RenderBudgets{OutputBytes: int64(len("\n---\n" + compact))}, preparation.Input{SourceURL: compactURL, Version: "v1",
 			Render: render.Options{TargetNamespace: "x"}}, render.LimitOutputBytes, "render-max-output-bytes",
 			[]string{"output bytes, over the limit of"}},
 	} {
@@ -108,7 +109,7 @@ func TestEachBudgetFailsTheBuildNamingItsLimitAndFlag(t *testing.T) {
 		}
 		in = preparation.Input{SourceURL: manyURL, Version: "1.0.0", Render: render.Options{
 			ReleaseName: "many", TargetNamespace: "many", Values: map[string]any{"count": 100}}}
-		b := &preparation.Builder{Sources: &oci.Client{}, Images: &images.Resolver{}, Budgets: preparation.Budgets{Objects: 100}}
+		b := &preparation.Builder{Sources: &oci.Client{}, Images: &images.Resolver{}, Budgets: config.RenderBudgets{Objects: 100}}
 		if built, err := b.Build(ctx, in); err != nil || built.Objects != 100 {
 			t.Fatalf("100 objects within 100: %v", err)
 		}

@@ -16,6 +16,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/images"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/render"
@@ -103,14 +104,14 @@ type Builder struct {
 	// Images pins or vendors images.
 	Images *images.Resolver
 	// Budgets bound the pull, the render and the artifact; zero fields mean their defaults.
-	Budgets Budgets
+	Budgets config.RenderBudgets
 }
 
 // Build pulls the source, renders it, pins or vendors every image, and packs the manifests.
 // A failure is an *Error naming the step; going over a budget is ReasonBudgetExceeded.
 func (b *Builder) Build(ctx context.Context, in Input) (*Built, error) {
 	budgets := b.Budgets.WithDefaults()
-	pulled, err := b.Sources.PullWithin(ctx, in.SourceURL, in.Version, budgets.pullLimits())
+	pulled, err := b.Sources.PullWithin(ctx, in.SourceURL, in.Version, pullLimits(budgets))
 	if err != nil {
 		if be := overBudget(err, sourceRef(in.SourceURL, in.Version)); be != nil {
 			return nil, be
@@ -125,7 +126,7 @@ func (b *Builder) Build(ctx context.Context, in Input) (*Built, error) {
 		return nil, fail(ReasonSourceNotFound, "cannot pull version %s of %s: check spec.source.url, that the registry is reachable from Kokumi, and spec.source.credentialsRef (%v)", version, in.SourceURL, err)
 	}
 	opts := in.Render
-	opts.Limits = budgets.renderLimits()
+	opts.Limits = renderLimits(budgets)
 	res, err := render.Render(ctx, pulled.Layers, opts)
 	if err != nil {
 		if be := overBudget(err, in.SourceURL+"@"+pulled.Digest); be != nil {
@@ -155,7 +156,7 @@ func (b *Builder) Build(ctx context.Context, in Input) (*Built, error) {
 	if err != nil {
 		return nil, fail(ReasonRenderFailed, "write manifests: %v", err)
 	}
-	if err := budgets.checkOutput(manifests); err != nil {
+	if err := checkOutput(budgets, manifests); err != nil {
 		return nil, overBudget(err, in.SourceURL+"@"+pulled.Digest)
 	}
 	layer, err := oci.TarGz(map[string][]byte{ManifestsFile: manifests})

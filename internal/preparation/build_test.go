@@ -10,13 +10,14 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/images"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/render"
 )
 
 // fixture is a loopback registry holding the podinfo-like chart and its images.
 type fixture struct {
-	reg           *oci.Registry
+	reg           *registry.Registry
 	chartURL      string
 	chartDigest   string
 	podinfoImage  string

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
 	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/internal/record/recordtest"
 )
@@ -25,7 +26,7 @@ import (
 // startRegistry runs a registry on loopback for the test. Before it stops, the shared
 // transports drop their idle connections: a connection dialed but never used counts as active
 // for five seconds when the registry shuts down.
-func startRegistry(tb testing.TB) *oci.Registry {
+func startRegistry(tb testing.TB) *registry.Registry {
 	tb.Helper()
 	reg := ocitest.Start(tb)
 	tb.Cleanup(closeIdleConnections)

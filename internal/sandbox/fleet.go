@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
 )
 
 // FleetOptions configures a local fleet.
@@ -55,7 +55,7 @@ type Fleet struct {
 	mu       sync.Mutex
 	members  map[string]*Cluster
 	procs    []*process
-	registry *oci.Registry
+	registry *registry.Registry
 	hub      client.Client
 }
 

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
 )
 
 // The fleet's bundled registry runs in this process with authentication on, as an installation
@@ -26,9 +27,9 @@ func (f *Fleet) startRegistry() error {
 	if err != nil {
 		return err
 	}
-	r, err := oci.StartRegistryWithOptions(addr, oci.RegistryOptions{
+	r, err := registry.StartWithOptions(addr, registry.Options{
 		Dir:      filepath.Join(f.opts.StateDir, "registry"),
-		GCPeriod: time.Hour, GCGrace: oci.DefaultGCGrace,
+		GCPeriod: time.Hour, GCGrace: registry.DefaultGCGrace,
 		Credentials: func() (oci.RegistryCredentials, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -11,7 +11,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/changes"
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
@@ -204,12 +204,12 @@ func (s *Server) readablePreparation(w http.ResponseWriter, r *http.Request, nam
 	return &prep, true
 }
 
-// objectsOf pulls the artifact of prep, where it is now (controller.ArtifactLocation), as the
+// objectsOf pulls the artifact of prep, where it is now (preparation.ArtifactLocation), as the
 // bundled registry's puller, and returns its rendered objects.
 func (s *Server) objectsOf(ctx context.Context, prep *v1.Preparation) ([]changes.Object, error) {
 	ctx, cancel := context.WithTimeout(ctx, artifactTimeout)
 	defer cancel()
-	repository, digest := controller.ArtifactLocation(s.opts.BundledRegistry, prep)
+	repository, digest := preparation.ArtifactLocation(s.opts.BundledRegistry, prep)
 	m, err := changes.PullManifests(ctx, s.puller, prep.Name, repository, digest, maxArtifactBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read the manifests from the registry: %w", err)

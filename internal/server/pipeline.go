@@ -11,9 +11,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/stages"
 	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
@@ -254,7 +255,7 @@ func (s *Server) readRecords(ctx context.Context, prep *v1.Preparation, reposito
 // artifactRepository is the repository (host/path) of a Preparation's artifact now, in the
 // bundled registry at its address bundled should it have moved.
 func artifactRepository(bundled string, prep *v1.Preparation) string {
-	repository, _ := controller.ArtifactLocation(bundled, prep)
+	repository, _ := preparation.ArtifactLocation(bundled, prep)
 	return repository
 }
 
@@ -270,14 +271,14 @@ const maxCachedArtifacts = 512
 // trustedKeys reads the trusted public keys at most every keysTTL. A failed read is not kept,
 // nor an empty list (the controller has not made its key yet, and soon will).
 type trustedKeys struct {
-	source controller.TrustedKeySource
+	source stages.TrustedKeySource
 
 	mu   sync.Mutex
 	keys record.TrustedKeys
 	at   time.Time
 }
 
-// Trusted implements controller.TrustedKeySource.
+// Trusted implements stages.TrustedKeySource.
 func (t *trustedKeys) Trusted(ctx context.Context) (record.TrustedKeys, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

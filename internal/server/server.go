@@ -38,9 +38,12 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/argocd/argocache"
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/bundled"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/stages"
 	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
@@ -138,12 +141,12 @@ type Server struct {
 	secureCookies bool
 	// pipeline decides promotions as the Serving reconciler does; its Records and Keys read
 	// the deployment records the Serving page shows.
-	pipeline *controller.Pipeline
+	pipeline *stages.Pipeline
 	records  *ttlCache[string, recordEntry]
 	// puller reads the artifacts of Preparations, as the bundled registry's puller.
 	puller *oci.Client
 	// argo reads Argo CD's Applications; nil reads them through client.
-	argo *controller.ArgoCD
+	argo *argocache.Cache
 	// limiter throttles failed sign-ins per client address; hosts decides which Host headers
 	// are served.
 	limiter *limiter
@@ -165,7 +168,7 @@ func New(cfg *rest.Config, c client.Client, reader client.Reader, informers cach
 	if o.ArgoCDNamespace == "" {
 		o.ArgoCDNamespace = argocd.DefaultNamespace
 	}
-	d := controller.DefaultConfig()
+	d := config.Default()
 	if o.Namespace == "" {
 		o.Namespace = d.Namespace
 	}
@@ -185,14 +188,14 @@ func New(cfg *rest.Config, c client.Client, reader client.Reader, informers cach
 	if o.FailedLoginInterval <= 0 {
 		o.FailedLoginInterval = DefaultFailedLoginInterval
 	}
-	kokumi := controller.Config{Namespace: o.Namespace, ArgoCDNamespace: o.ArgoCDNamespace, BundledRegistry: o.BundledRegistry}
-	p := controller.NewPipeline(c, reader, kokumi)
+	kokumi := config.Config{Namespace: o.Namespace, ArgoCDNamespace: o.ArgoCDNamespace, BundledRegistry: o.BundledRegistry}
+	p := stages.NewPipeline(c, reader, kokumi)
 	// The keys are read without the cache, which would list and watch every ConfigMap of the
 	// cluster: the server may only get the one in Kokumi's namespace.
 	p.Keys = &trustedKeys{source: &record.Keys{Client: uncached{Client: c, reader: reader}, Namespace: o.Namespace}}
 	// Records and artifacts are read as the bundled registry's puller, Argo CD's read-only
 	// identity.
-	puller := controller.PullerClient(reader, kokumi)
+	puller := bundled.Puller(reader, kokumi)
 	p.Records = &record.Store{Client: puller}
 	return &Server{
 		opts: o, config: cfg, client: c, reader: reader, informers: informers,
@@ -244,10 +247,12 @@ func (s *Server) Handler() http.Handler {
 }
 
 // AddToManager runs a server in mgr, reading through the manager's client, reading the public
-// keys through its API reader, watching through its cache and acting as people with its config:
+// keys through its API reader, watching through its cache, reading Argo CD's Applications from
+// argo (the manager's one cache of Argo CD's namespace, of every shard: the pages show every
+// Serving, whichever replica deploys it) and acting as people with its config:
 // on ln, or on o.Addr when ln is nil. With ln and no o.Addr, ln's address decides whether the
 // session cookie is Secure by default.
-func AddToManager(mgr manager.Manager, o Options, ln net.Listener) error {
+func AddToManager(mgr manager.Manager, argo *argocache.Cache, o Options, ln net.Listener) error {
 	if ln != nil && o.Addr == "" {
 		o.Addr = ln.Addr().String()
 	}
@@ -257,11 +262,6 @@ func AddToManager(mgr manager.Manager, o Options, ln net.Listener) error {
 	}
 	// Argo CD's Applications come from a cache of Argo CD's namespace, watched from when Argo
 	// CD's CRDs are served: the server starts before Argo CD is installed.
-	// Every shard's Applications: the pages show every Serving, whichever replica deploys it.
-	argo, err := controller.ArgoCDOf(mgr, controller.Config{ArgoCDNamespace: s.opts.ArgoCDNamespace, Shard: controller.AllShards})
-	if err != nil {
-		return err
-	}
 	s.argo = argo
 	argo.OnInstalled(func(ctx context.Context) error {
 		return s.publishChanges(ctx, argo.Cache, "Application", &argocd.Application{})

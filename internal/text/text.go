@@ -9,6 +9,9 @@ import (
 	"unicode/utf8"
 )
 
+// MaxMessage caps a condition message, so that status stays small.
+const MaxMessage = 1024
+
 // MaxNamed is how many names Names lists before it counts the rest.
 const MaxNamed = 5
 

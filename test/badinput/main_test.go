@@ -28,8 +28,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -37,12 +39,12 @@ var (
 	env *harness.Env
 	// cfg is the controller's configuration: the shipped defaults, the bundled registry on
 	// loopback, and a shorter probe period so that a Cluster's fault shows within the deadlines.
-	cfg controller.Config
+	cfg config.Config
 	// bundled plays the bundled registry, authentication on.
-	bundled    *oci.Registry
+	bundled    *registry.Registry
 	bundledDir string
 	// sources holds the charts, bundles and images the Products name.
-	sources *oci.Registry
+	sources *registry.Registry
 	// failing answers every request with 500; hanging accepts every request and never answers.
 	failing *httptest.Server
 	hanging *stall
@@ -103,11 +105,11 @@ func (suite) setUp() error {
 	if bundledDir, err = os.MkdirTemp("", "kokumi-bundled-"); err != nil {
 		return err
 	}
-	cfg = controller.DefaultConfig()
+	cfg = config.Default()
 	cfg.ProbePeriod = probePeriod
 	// The bundled registry runs as Kokumi ships it, authentication on: it signs in the pusher and
 	// the puller of the Secret the controller creates at start.
-	bundled, err = oci.StartRegistryWithOptions("127.0.0.1:0", oci.RegistryOptions{Dir: bundledDir, Credentials: func() (oci.RegistryCredentials, error) {
+	bundled, err = registry.StartWithOptions("127.0.0.1:0", registry.Options{Dir: bundledDir, Credentials: func() (oci.RegistryCredentials, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var s corev1.Secret
@@ -124,7 +126,7 @@ func (suite) setUp() error {
 	if err != nil {
 		return err
 	}
-	if sources, err = oci.StartRegistry("127.0.0.1:0", dir, false); err != nil {
+	if sources, err = registry.Start("127.0.0.1:0", dir, false); err != nil {
 		return err
 	}
 	failing = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -23,12 +23,14 @@ import (
 	"testing"
 	"time"
 
+	ociregistry "github.com/kokumi-dev/kokumi/internal/oci/registry"
+
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
-	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/server"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
@@ -51,7 +53,7 @@ var (
 	// control is where scenarios.mjs asks the test to act (control.go).
 	control string
 	// registry holds the Preparations' artifacts.
-	registry *oci.Registry
+	registry *ociregistry.Registry
 	// missing says what is not installed; every test then fails with it.
 	missing error
 )
@@ -100,7 +102,7 @@ func (r runWithServer) Run() int {
 		return fail(err)
 	}
 	defer os.RemoveAll(dir)
-	if registry, err = oci.StartRegistry("127.0.0.1:0", dir, false); err != nil {
+	if registry, err = ociregistry.Start("127.0.0.1:0", dir, false); err != nil {
 		return fail(err)
 	}
 	defer func() { _ = registry.Stop() }()
@@ -113,12 +115,13 @@ func (r runWithServer) Run() int {
 		return fail(err)
 	}
 	defer stopControl()
-	setup := func(mgr ctrl.Manager, c controller.Config) error {
+	setup := func(mgr ctrl.Manager, shared controller.Shared) error {
+		c := shared.Config
 		o := server.Options{AdminToken: token, ArgoCDNamespace: c.ArgoCDNamespace, ArgoCDURL: "https://argocd.example",
 			Namespace: c.Namespace, BundledRegistry: registry.Addr}
-		return server.AddToManager(mgr, o, gate)
+		return server.AddToManager(mgr, shared.ArgoCD, o, gate)
 	}
-	cfg := controller.Config{ArgoCDNamespace: argoNS, Namespace: kokumiNS, BundledRegistry: registry.Addr}
+	cfg := config.Config{ArgoCDNamespace: argoNS, Namespace: kokumiNS, BundledRegistry: registry.Addr}
 	mgr, err := controller.NewManager(env.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg}, setup)
 	if err != nil {
 		return fail(err)

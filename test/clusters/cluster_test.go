@@ -21,7 +21,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/controller/clusters"
 )
 
 // putCredentials creates or replaces the credentials Secret name in Kokumi's namespace.
@@ -196,8 +196,8 @@ func TestAClusterWithATokenIsReadyAndDeclaredToArgoCD(t *testing.T) {
 	if !strings.Contains(readyMessage(c), member.Server) {
 		t.Errorf("Ready message %q does not name the server", readyMessage(c))
 	}
-	if !containsString(c.Finalizers, controller.ClusterFinalizer) {
-		t.Errorf("finalizers %v lack %s", c.Finalizers, controller.ClusterFinalizer)
+	if !containsString(c.Finalizers, clusters.Finalizer) {
+		t.Errorf("finalizers %v lack %s", c.Finalizers, clusters.Finalizer)
 	}
 
 	s := waitArgoCDSecret(t, "member")

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	kconfig "github.com/kokumi-dev/kokumi/internal/config"
 )
 
 // render runs `kubectl kustomize` on a directory of config/ with the built kubectl.
@@ -136,7 +136,7 @@ func TestConfigDefaultInstallsKokumi(t *testing.T) {
 	if ctrl.Spec.Template.Spec.ServiceAccountName != "kokumi-controller" {
 		t.Errorf("controller runs as %q", ctrl.Spec.Template.Spec.ServiceAccountName)
 	}
-	d := controller.DefaultConfig()
+	d := kconfig.Default()
 	for _, arg := range []string{
 		"controller", "--leader-elect",
 		"--namespace=" + d.Namespace,

@@ -14,6 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/argocd/argocache"
+	"github.com/kokumi-dev/kokumi/internal/controller/environment"
+
+	kconfig "github.com/kokumi-dev/kokumi/internal/config"
+
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	kscheme "github.com/kokumi-dev/kokumi/api/scheme"
+	"github.com/kokumi-dev/kokumi/internal/controller/clusters"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -38,7 +44,7 @@ var env *harness.Env
 var member *memberCluster
 
 // config is what the controllers under test run with: a short probe period.
-var config = controller.Config{
+var config = kconfig.Config{
 	Namespace:       "kokumi-system",
 	ArgoCDNamespace: "argocd",
 	LocalProject:    "kokumi-local",
@@ -84,7 +90,7 @@ func setUp(ctx context.Context) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	scheme, err := controller.NewScheme()
+	scheme, err := kscheme.New()
 	if err != nil {
 		return nil, err
 	}
@@ -96,10 +102,14 @@ func setUp(ctx context.Context) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	if err := controller.SetupClusterController(mgr, config); err != nil {
+	if err := clusters.Setup(mgr, config); err != nil {
 		return nil, err
 	}
-	if err := controller.SetupEnvironmentController(mgr, config); err != nil {
+	argo, err := argocache.New(mgr, config)
+	if err != nil {
+		return nil, err
+	}
+	if err := environment.Setup(mgr, config, argo); err != nil {
 		return nil, err
 	}
 	mgrCtx, mgrCancel := context.WithCancel(ctx)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	clusterctrl "github.com/kokumi-dev/kokumi/internal/controller/clusters"
+
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +28,6 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/bench"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
-	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/record"
@@ -475,7 +476,7 @@ func (r *crashRun) clustersConverged(expectation) error {
 		if c.Status.LastProbeTime == nil || c.Status.Version != bench.MemberVersion || ready == nil || ready.Status != metav1.ConditionTrue || ready.Reason != v1.ReasonConnected {
 			unprobed = append(unprobed, c.Name)
 		}
-		if !slices.Contains(c.Finalizers, controller.ClusterFinalizer) {
+		if !slices.Contains(c.Finalizers, clusterctrl.Finalizer) {
 			noFinalizer = append(noFinalizer, c.Name)
 		}
 		if s := secretsOf[c.Name]; len(s) != 1 || s[0] != cluster.SecretName(c.Name) {
@@ -488,7 +489,7 @@ func (r *crashRun) clustersConverged(expectation) error {
 	case len(unprobed) > 0:
 		return fmt.Errorf("%d Clusters not probed Ready by the controller (%s)", len(unprobed), text.Names(unprobed))
 	case len(noFinalizer) > 0:
-		return fmt.Errorf("%d Clusters without the finalizer %s (%s)", len(noFinalizer), controller.ClusterFinalizer, text.Names(noFinalizer))
+		return fmt.Errorf("%d Clusters without the finalizer %s (%s)", len(noFinalizer), clusterctrl.Finalizer, text.Names(noFinalizer))
 	case len(badSecret) > 0 || len(secrets.Items) != len(clusters.Items):
 		return fmt.Errorf("%d Argo CD cluster Secrets for %d Clusters; %d Clusters without exactly their own (%s)", len(secrets.Items), len(clusters.Items), len(badSecret), text.Names(badSecret))
 	}

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	ociregistry "github.com/kokumi-dev/kokumi/internal/oci/registry"
+
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -23,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kokumi-dev/kokumi/internal/bench"
-	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -37,7 +38,7 @@ var (
 	logDir string
 	// registry is the bundled registry: it holds the Preparations' artifacts and their
 	// deployment records.
-	registry *oci.Registry
+	registry *ociregistry.Registry
 	// servers plays the member clusters' API servers.
 	servers *bench.Members
 )
@@ -74,7 +75,7 @@ func (s suite) run() (int, error) {
 	if logDir, err = os.MkdirTemp("", "kokumi-crash-logs-"); err != nil {
 		return 0, fmt.Errorf("create the log directory: %w", err)
 	}
-	if registry, err = oci.StartRegistry("127.0.0.1:0", filepath.Join(tmp, "registry"), false); err != nil {
+	if registry, err = ociregistry.Start("127.0.0.1:0", filepath.Join(tmp, "registry"), false); err != nil {
 		return 0, err
 	}
 	defer func() { _ = registry.Stop() }()

@@ -20,8 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/bundled"
 	"github.com/kokumi-dev/kokumi/internal/sandbox"
 	"github.com/kokumi-dev/kokumi/internal/server"
 )
@@ -130,7 +132,7 @@ func startController() (stop func(), err error) {
 		return nil, fmt.Errorf("create the controller's log: %w", err)
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
-	cfg := controller.DefaultConfig()
+	cfg := config.Default()
 	cfg.Namespace = sandbox.KokumiNamespace
 	cfg.ArgoCDNamespace = fleet.ArgoCDNamespace
 	cfg.BundledRegistry = fleet.Registry
@@ -140,8 +142,9 @@ func startController() (stop func(), err error) {
 		return nil, fmt.Errorf("listen for the UI: %w", err)
 	}
 	uiBase = "http://" + ln.Addr().String()
-	ui := func(mgr ctrl.Manager, c controller.Config) error {
-		return server.AddToManager(mgr, server.Options{AdminToken: uiToken, ArgoCDNamespace: c.ArgoCDNamespace, Namespace: c.Namespace, BundledRegistry: c.BundledRegistry}, ln)
+	ui := func(mgr ctrl.Manager, shared controller.Shared) error {
+		c := shared.Config
+		return server.AddToManager(mgr, shared.ArgoCD, server.Options{AdminToken: uiToken, ArgoCDNamespace: c.ArgoCDNamespace, Namespace: c.Namespace, BundledRegistry: c.BundledRegistry}, ln)
 	}
 	mgr, err := controller.NewManager(fleet.Hub.Config, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg, Also: []controller.Setup{ui}})
 	if err != nil {
@@ -162,7 +165,7 @@ func startController() (stop func(), err error) {
 // waitArgoCDRegistryCredentials waits for the credential template the controller keeps for Argo
 // CD's repo-server in Argo CD's namespace, as it does installed.
 func waitArgoCDRegistryCredentials(ctx context.Context) error {
-	key := client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: controller.ArgoCDRegistryCredentialsSecret}
+	key := client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: bundled.ArgoCDSecret}
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var s corev1.Secret

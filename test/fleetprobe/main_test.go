@@ -18,24 +18,27 @@ import (
 	"testing"
 	"time"
 
+	kconfig "github.com/kokumi-dev/kokumi/internal/config"
+
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	kscheme "github.com/kokumi-dev/kokumi/api/scheme"
 	"github.com/kokumi-dev/kokumi/internal/bench"
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/controller/clusters"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
 var (
 	env     *harness.Env
 	members *fakeMembers
-	config  = controller.Config{
+	config  = kconfig.Config{
 		Namespace:       "kokumi-system",
 		ArgoCDNamespace: "argocd",
 		ProbePeriod:     30 * time.Second,
-		ProbeWorkers:    controller.DefaultProbeWorkers,
+		ProbeWorkers:    clusters.DefaultProbeWorkers,
 		ProbeKeepAlive:  true,
 	}
 )
@@ -62,7 +65,7 @@ func (s suite) Run() int {
 		return 1
 	}
 	sa.QPS, sa.Burst = -1, 0 // as a manager's own configuration: the API server's fairness limits
-	scheme, err := controller.NewScheme()
+	scheme, err := kscheme.New()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -72,7 +75,7 @@ func (s suite) Run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := controller.SetupClusterController(mgr, config); err != nil {
+	if err := clusters.Setup(mgr, config); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	kscheme "github.com/kokumi-dev/kokumi/api/scheme"
 	"github.com/kokumi-dev/kokumi/internal/sandbox"
 )
 
@@ -59,7 +59,7 @@ func start(argoCD bool) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	scheme, err := controller.NewScheme()
+	scheme, err := kscheme.New()
 	if err != nil {
 		_ = cp.Stop()
 		return nil, err

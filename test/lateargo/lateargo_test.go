@@ -21,15 +21,18 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/argocd/argocache"
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
 var (
 	env *harness.Env
-	cfg = controller.Config{Namespace: "kokumi-system", ArgoCDNamespace: "argocd", LocalProject: "kokumi-local",
+	cfg = config.Config{Namespace: "kokumi-system", ArgoCDNamespace: "argocd", LocalProject: "kokumi-local",
 		ProbePeriod: 30 * time.Second, SyncRetry: argocd.DefaultSyncRetry, ApplicationWriters: 4}
 )
 
@@ -74,10 +77,10 @@ func readyReason(obj client.Object, conditions func() []metav1.Condition, want s
 func TestKokumiStartsBeforeArgoCDAndBeginsWatchingWhenItArrives(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	controller.ArgoCDPollInterval = 500 * time.Millisecond
+	argocache.PollInterval = 500 * time.Millisecond
 
 	dir := t.TempDir()
-	registry, err := oci.StartRegistry("127.0.0.1:0", dir, false)
+	registry, err := registry.Start("127.0.0.1:0", dir, false)
 	must(t, err)
 	t.Cleanup(func() { _ = registry.Stop() })
 	sa, err := env.ControllerConfig(ctx)
@@ -151,7 +154,7 @@ func TestKokumiStartsBeforeArgoCDAndBeginsWatchingWhenItArrives(t *testing.T) {
 		readyReason(environment, func() []metav1.Condition { return environment.Status.Conditions }, v1.ReasonEnvironmentReady))
 	app := &unstructured.Unstructured{}
 	app.SetGroupVersionKind(argocd.ApplicationGVK)
-	key := client.ObjectKey{Namespace: cfg.ArgoCDNamespace, Name: fleet.ApplicationName(ns, "podinfo", controller.InClusterName)}
+	key := client.ObjectKey{Namespace: cfg.ArgoCDNamespace, Name: fleet.ApplicationName(ns, "podinfo", argocd.InClusterName)}
 	eventually(t, "the Serving writes its Application", 30*time.Second, func() error { return env.Client.Get(ctx, key, app) })
 	if got, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision"); got != digest {
 		t.Errorf("the Application deploys %q, want %s", got, digest)

@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kscheme "github.com/kokumi-dev/kokumi/api/scheme"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
-	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -176,7 +176,7 @@ func measure(variant string) error {
 		return fmt.Errorf("read the kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = 100, 200
-	scheme, err := controller.NewScheme()
+	scheme, err := kscheme.New()
 	if err != nil {
 		return fmt.Errorf("scheme: %w", err)
 	}

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	ociregistry "github.com/kokumi-dev/kokumi/internal/oci/registry"
+
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -33,8 +35,8 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
-	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -43,8 +45,8 @@ var (
 	// metricsURL is where the manager serves its metrics; pprofURL, Go's profiles.
 	metricsURL, pprofURL string
 	// registry holds the artifacts of the Preparations the tests deploy.
-	registry *oci.Registry
-	cfg      = controller.Config{
+	registry *ociregistry.Registry
+	cfg      = config.Config{
 		Namespace:       "kokumi-system",
 		ArgoCDNamespace: "argocd",
 		ProbePeriod:     2 * time.Second,
@@ -94,7 +96,7 @@ func setUp(ctx context.Context) (interface{ Start(context.Context) error }, erro
 	if err != nil {
 		return nil, fmt.Errorf("create the registry's directory: %w", err)
 	}
-	if registry, err = oci.StartRegistry("127.0.0.1:0", dir, false); err != nil {
+	if registry, err = ociregistry.Start("127.0.0.1:0", dir, false); err != nil {
 		return nil, fmt.Errorf("start a registry: %w", err)
 	}
 	cfg.BundledRegistry = registry.Addr

@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
-	"github.com/kokumi-dev/kokumi/internal/preparation"
 )
 
 // controllerMemoryLimit is resources.limits.memory of the controller in config/manager.
@@ -60,7 +60,7 @@ func TestHostileSourcesGoOverBudgetWhileAGoodOrderRenders(t *testing.T) {
 	ctx := context.Background()
 	src := newSource(t)
 	ns := newNamespace(t)
-	budgets := preparation.DefaultBudgets()
+	budgets := config.DefaultRenderBudgets()
 
 	manyURL := "oci://" + ocitest.Repo(src.reg, "charts/many")
 	ocitest.PushChart(t, oci.TrimScheme(manyURL), "1.0.0", "many", "1.0.0", ocitest.ManyObjectsChart(t))
@@ -108,9 +108,9 @@ func TestHostileSourcesGoOverBudgetWhileAGoodOrderRenders(t *testing.T) {
 		order string
 		says  []string
 	}{
-		{"many", []string{manyURL + "@sha256:", "render budget of objects", "more than the limit of 10000 objects", "--" + preparation.FlagObjects}},
-		{"bomb", []string{bombURL + "@sha256:", "render budget of uncompressed bytes", "over the limit of 128Mi", "--" + preparation.FlagUncompressedBytes}},
-		{"loop", []string{loopURL + "@sha256:", "render budget of output bytes", "16000000000 output bytes, over the limit of 32Mi", "--" + preparation.FlagOutputBytes}},
+		{"many", []string{manyURL + "@sha256:", "render budget of objects", "more than the limit of 10000 objects", "--" + config.FlagObjects}},
+		{"bomb", []string{bombURL + "@sha256:", "render budget of uncompressed bytes", "over the limit of 128Mi", "--" + config.FlagUncompressedBytes}},
+		{"loop", []string{loopURL + "@sha256:", "render budget of output bytes", "16000000000 output bytes, over the limit of 32Mi", "--" + config.FlagOutputBytes}},
 	} {
 		o := waitReady(t, ns, c.order, v1.ReasonBudgetExceeded)
 		t.Logf("order %s: %s after %v", c.order, v1.ReasonBudgetExceeded, time.Since(start).Round(time.Millisecond))

@@ -16,7 +16,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/controller/gc"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 	"github.com/kokumi-dev/kokumi/internal/record"
@@ -179,7 +179,7 @@ func TestOldPreparationsAndTheirArtifactsAreCollected(t *testing.T) {
 			return false, err.Error()
 		}
 		for _, e := range evs.Items {
-			if e.Reason == controller.ReasonPreparationsCollected && e.Regarding.Name == "history" && strings.Contains(e.Note, history[0].Name) {
+			if e.Reason == gc.ReasonPreparationsCollected && e.Regarding.Name == "history" && strings.Contains(e.Note, history[0].Name) {
 				return true, ""
 			}
 		}

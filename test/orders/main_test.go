@@ -19,8 +19,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/config"
+	"github.com/kokumi-dev/kokumi/internal/controller/gc"
+	orderctrl "github.com/kokumi-dev/kokumi/internal/controller/order"
+	"github.com/kokumi-dev/kokumi/internal/controller/registrycreds"
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
@@ -28,9 +32,9 @@ import (
 var (
 	env *harness.Env
 	// bundled plays the bundled registry: Preparations are pushed there.
-	bundled *oci.Registry
+	bundled *registry.Registry
 	// cfg is the controller's configuration.
-	cfg controller.Config
+	cfg config.Config
 	// bundledDir holds its content, so that it can be stopped and started again.
 	bundledDir string
 )
@@ -74,7 +78,7 @@ func (s suite) Run() int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg = controller.DefaultConfig()
+	cfg = config.Default()
 	cfg.BundledRegistry = bundled.Addr
 	for _, ns := range []string{cfg.Namespace, cfg.ArgoCDNamespace} {
 		if err := env.CreateNamespace(ctx, ns); err != nil {
@@ -96,19 +100,19 @@ func (s suite) Run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	r := &controller.OrderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"), Config: cfg,
+	r := &orderctrl.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"), Config: cfg,
 		RetryAfter: 2 * time.Second, Resync: 3 * time.Second, Gate: holdGate}
 	if err := r.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	// The controller creates the bundled registry's credentials at start, as it does installed.
-	if err := controller.SetupRegistryCredentials(mgr, cfg); err != nil {
+	if err := registrycreds.Setup(mgr, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	// Old Preparations are collected, with their artifacts, as installed (history 10).
-	if err := controller.SetupGC(mgr, cfg); err != nil {
+	if err := gc.Setup(mgr, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -118,8 +122,8 @@ func (s suite) Run() int {
 // startBundled runs the bundled registry as Kokumi ships it, authentication on: it signs in the
 // pusher and the puller of the Secret the controller creates at start, read from the API server
 // (until then nobody gets in).
-func startBundled(addr string) (*oci.Registry, error) {
-	return oci.StartRegistryWithOptions(addr, oci.RegistryOptions{Dir: bundledDir, Credentials: func() (oci.RegistryCredentials, error) {
+func startBundled(addr string) (*registry.Registry, error) {
+	return registry.StartWithOptions(addr, registry.Options{Dir: bundledDir, Credentials: func() (oci.RegistryCredentials, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var s corev1.Secret

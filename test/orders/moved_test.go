@@ -18,8 +18,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	orderctrl "github.com/kokumi-dev/kokumi/internal/controller/order"
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
+	"github.com/kokumi-dev/kokumi/internal/preparation"
 )
 
 // movedNamespace is where the tests run Order reconcilers of their own, each with its address
@@ -42,7 +44,7 @@ func startOrders(t *testing.T, addr string) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &controller.OrderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"),
+	r := &orderctrl.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"),
 		Config: c, RetryAfter: time.Second, Resync: 2 * time.Second}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
@@ -65,10 +67,10 @@ func startOrders(t *testing.T, addr string) (stop func()) {
 
 // startRegistry runs a bundled registry with its content in dir, signing in the controller's
 // pusher and puller, until the stop it returns is called or the test ends.
-func startRegistry(t *testing.T, dir string) (reg *oci.Registry, stop func()) {
+func startRegistry(t *testing.T, dir string) (reg *registry.Registry, stop func()) {
 	t.Helper()
 	creds := registryCredentials(t)
-	reg, err := oci.StartRegistryWithOptions("127.0.0.1:0", oci.RegistryOptions{Dir: dir,
+	reg, err := registry.StartWithOptions("127.0.0.1:0", registry.Options{Dir: dir,
 		Credentials: func() (oci.RegistryCredentials, error) { return creds, nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +118,7 @@ func TestTheBundledRegistryMovesAndLosesItsContent(t *testing.T) {
 	moved := newCounting(t, backend.Addr)
 	old.retarget("127.0.0.1:1")
 	startOrders(t, moved.Addr)
-	repository, digest := controller.ArtifactLocation(moved.Addr, &pinned)
+	repository, digest := preparation.ArtifactLocation(moved.Addr, &pinned)
 	if repository != moved.Addr+"/kokumi/"+ns+"/pinned" || digest != pinned.Spec.Artifact.Digest {
 		t.Errorf("the Preparation's artifact is read at %s@%s, want the same digest in the registry at %s", repository, digest, moved.Addr)
 	}

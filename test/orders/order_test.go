@@ -18,12 +18,13 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 )
 
 // source is a registry on loopback holding the podinfo-like chart, a bundle and images.
 type source struct {
-	reg           *oci.Registry
+	reg           *registry.Registry
 	chartURL      string
 	podinfoRepo   string
 	podinfoDigest string

@@ -15,8 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/controller/registrycreds"
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	ocibundled "github.com/kokumi-dev/kokumi/internal/oci/bundled"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 )
 
@@ -81,7 +82,7 @@ func TestControllerCreatesTheRegistryCredentialsAndArgoCDsAtStart(t *testing.T) 
 	}
 	var argo corev1.Secret
 	eventually(t, "Argo CD's credentials of the bundled registry", func() (bool, string) {
-		err := env.Client.Get(ctx, client.ObjectKey{Namespace: cfg.ArgoCDNamespace, Name: controller.ArgoCDRegistryCredentialsSecret}, &argo)
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: cfg.ArgoCDNamespace, Name: ocibundled.ArgoCDSecret}, &argo)
 		return err == nil, fmt.Sprint(err)
 	})
 	want := map[string]string{
@@ -98,7 +99,7 @@ func TestControllerCreatesTheRegistryCredentialsAndArgoCDsAtStart(t *testing.T) 
 	}
 
 	// A controller that starts again keeps the credentials the registry already signs in.
-	again, err := (&controller.RegistryCredentialsKeeper{Client: env.Client, Reader: env.Client, Config: cfg}).Ensure(ctx)
+	again, err := (&registrycreds.Keeper{Client: env.Client, Reader: env.Client, Config: cfg}).Ensure(ctx)
 	if err != nil || again != creds {
 		t.Errorf("a second start gave other credentials (%v)", err)
 	}

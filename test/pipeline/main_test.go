@@ -26,21 +26,26 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/controller/order"
+	"github.com/kokumi-dev/kokumi/internal/controller/serving"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/stages"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
 var (
 	env     *harness.Env
-	bundled *oci.Registry
-	cfg     controller.Config
+	bundled *registry.Registry
+	cfg     config.Config
 	clock   = &fakeClock{}
 	// pipeline is the tests' own view of the pipeline, with the same clock and keys.
-	pipeline *controller.Pipeline
+	pipeline *stages.Pipeline
 )
 
 // waitTimeout bounds every wait: generous, for a loaded machine.
@@ -80,7 +85,7 @@ func (s suite) Run() int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	bundled, err = oci.StartRegistry("127.0.0.1:0", dir, false)
+	bundled, err = registry.Start("127.0.0.1:0", dir, false)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -88,7 +93,7 @@ func (s suite) Run() int {
 	defer func() { _ = bundled.Stop() }()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg = controller.DefaultConfig()
+	cfg = config.Default()
 	cfg.BundledRegistry, cfg.ArgoCDNamespace = bundled.Addr, "argocd"
 	for _, ns := range []string{cfg.ArgoCDNamespace, cfg.Namespace} {
 		if err := env.CreateNamespace(ctx, ns); err != nil {
@@ -105,7 +110,7 @@ func (s suite) Run() int {
 		return 1
 	}
 	mgr, err := controller.NewManager(sa, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg},
-		setupOrder, setupServing, controller.SetupEnvironmentController)
+		setupOrder, setupServing, controller.Environment.Setup)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -113,21 +118,21 @@ func (s suite) Run() int {
 	return harness.RunWithManager(ctx, mgr, s.m.Run)
 }
 
-func newPipeline(c client.Client, reader client.Reader) *controller.Pipeline {
-	p := controller.NewPipeline(c, reader, cfg)
+func newPipeline(c client.Client, reader client.Reader) *stages.Pipeline {
+	p := stages.NewPipeline(c, reader, cfg)
 	p.Now = clock.Now
 	return p
 }
 
-func setupOrder(mgr ctrl.Manager, cfg controller.Config) error {
-	r := &controller.OrderReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"),
+func setupOrder(mgr ctrl.Manager, _ controller.Shared) error {
+	r := &order.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"),
 		Config: cfg, RetryAfter: 2 * time.Second, Resync: 2 * time.Second, Gate: newPipeline(mgr.GetClient(), mgr.GetAPIReader()).Gate}
 	return r.SetupWithManager(mgr)
 }
 
-func setupServing(mgr ctrl.Manager, cfg controller.Config) error {
+func setupServing(mgr ctrl.Manager, shared controller.Shared) error {
 	p := newPipeline(mgr.GetClient(), mgr.GetAPIReader())
-	r := &controller.ServingReconciler{Client: mgr.GetClient(), Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving"),
+	r := &serving.Reconciler{Client: mgr.GetClient(), Config: shared.Config, ArgoCD: shared.ArgoCD, Recorder: mgr.GetEventRecorder("kokumi-serving"),
 		Now: clock.Now, Pipeline: p, Records: p.Records, Keys: p.Keys.(*record.Keys)}
 	return r.SetupWithManager(mgr)
 }
@@ -147,7 +152,7 @@ func source(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reg, err := oci.StartRegistry("127.0.0.1:0", dir, false)
+		reg, err := registry.Start("127.0.0.1:0", dir, false)
 		if err != nil {
 			t.Fatal(err)
 		}

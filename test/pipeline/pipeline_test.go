@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/record"
 )
@@ -310,7 +311,7 @@ func TestAClusterProgressingPastTheDeadlineFailsTheDeployment(t *testing.T) {
 	f := newFixture(t, 0)
 	f.order("staging", v1.PromotionAutomatic)
 	f.servingReady("app-staging", v1.ReasonProgressing)
-	deadline := controller.DefaultConfig().ProgressDeadline
+	deadline := config.Default().ProgressDeadline
 	clock.Advance(deadline + time.Minute)
 	f.poke("app-staging") // stands in for the requeue at the deadline, which the fake clock does not reach
 	s := f.servingReady("app-staging", v1.ReasonDeploymentFailed, f.clusterName("staging-1")+" ("+v1.ReasonProgressDeadlineExceeded+")")

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/server"
 	"github.com/kokumi-dev/kokumi/test/harness"
@@ -102,18 +103,19 @@ func (r runWithServer) Run() int {
 	}
 	base, k8sBase = "http://"+withAdmin.Addr().String(), "http://"+withoutAdmin.Addr().String()
 	hardBase = "http://" + hardened.Addr().String()
-	setup := func(mgr ctrl.Manager, c controller.Config) error {
+	setup := func(mgr ctrl.Manager, shared controller.Shared) error {
+		c := shared.Config
 		o := server.Options{AdminToken: token, ArgoCDNamespace: c.ArgoCDNamespace, ArgoCDURL: argoURL, Namespace: c.Namespace}
-		if err := server.AddToManager(mgr, withShortTimeouts(o), hardened); err != nil {
+		if err := server.AddToManager(mgr, shared.ArgoCD, withShortTimeouts(o), hardened); err != nil {
 			return err
 		}
-		if err := server.AddToManager(mgr, o, withAdmin); err != nil {
+		if err := server.AddToManager(mgr, shared.ArgoCD, o, withAdmin); err != nil {
 			return err
 		}
 		o.AdminToken = ""
-		return server.AddToManager(mgr, o, withoutAdmin)
+		return server.AddToManager(mgr, shared.ArgoCD, o, withoutAdmin)
 	}
-	cfg := controller.Config{ArgoCDNamespace: argoNS, Namespace: kokumiNS}
+	cfg := config.Config{ArgoCDNamespace: argoNS, Namespace: kokumiNS}
 	mgr, err := controller.NewManager(serverConfig, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg}, setup)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

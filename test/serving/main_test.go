@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/argocd/argocache"
+	ociregistry "github.com/kokumi-dev/kokumi/internal/oci/registry"
+
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +26,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/oci"
@@ -32,12 +36,14 @@ import (
 var (
 	env *harness.Env
 	mgr ctrl.Manager
+	// argo is the manager's cache of Argo CD's namespace, which the Serving reconciler reads.
+	argo *argocache.Cache
 	// A roll-out writes at most 50 Applications a reconcile: the tests of more clusters roll out
 	// in slices (progress_test.go).
-	cfg = controller.Config{ArgoCDNamespace: "argocd", LocalProject: "kokumi-local", Namespace: "kokumi-system", SyncRetry: argocd.DefaultSyncRetry,
+	cfg = config.Config{ArgoCDNamespace: "argocd", LocalProject: "kokumi-local", Namespace: "kokumi-system", SyncRetry: argocd.DefaultSyncRetry,
 		ApplicationWriteSlice: 50}
 	// registry holds the Preparations' deployment records.
-	registry *oci.Registry
+	registry *ociregistry.Registry
 	// faults, when harness.EnvFaults is set, fails that share of the controller's API requests;
 	// the tests' own client stays clean.
 	faults *harness.Faults
@@ -66,7 +72,7 @@ func (r runWithManager) Run() int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	if registry, err = oci.StartRegistry("127.0.0.1:0", dir, false); err != nil {
+	if registry, err = ociregistry.Start("127.0.0.1:0", dir, false); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -87,7 +93,8 @@ func (r runWithManager) Run() int {
 	if faults != nil {
 		sa = faults.Config(sa)
 	}
-	mgr, err = controller.NewManager(sa, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg}, controller.SetupServing)
+	keepArgo := func(_ ctrl.Manager, s controller.Shared) error { argo = s.ArgoCD; return nil }
+	mgr, err = controller.NewManager(sa, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg}, controller.Serving.Setup, keepArgo)
 	// NewManager tries again after a failed discovery request, as under faults.
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

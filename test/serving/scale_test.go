@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
-	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/controller/serving"
 )
 
 // manyClusters registers n Clusters named prefix-00000… in parallel; ready decides each one's readiness.
@@ -94,12 +94,8 @@ func cachedClient() client.WithWatch {
 	return c
 }
 
-func reconciler(c client.Client) *controller.ServingReconciler {
-	argo, err := controller.ArgoCDOf(mgr, cfg)
-	if err != nil {
-		panic(err)
-	}
-	return &controller.ServingReconciler{Client: c, Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving-test"), Now: time.Now, ArgoCD: argo}
+func reconciler(c client.Client) *serving.Reconciler {
+	return &serving.Reconciler{Client: c, Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving-test"), Now: time.Now, ArgoCD: argo}
 }
 
 func (f *fixture) request() ctrl.Request {

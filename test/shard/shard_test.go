@@ -21,8 +21,11 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/argocd/argocache"
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
+	kshard "github.com/kokumi-dev/kokumi/internal/shard"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -58,21 +61,25 @@ func TestTwoShardsSplitServingsAndWriteOnlyTheirOwn(t *testing.T) {
 	defer cancel()
 	sa, err := env.ControllerConfig(ctx)
 	must(t, err)
-	base := controller.Config{Namespace: "kokumi-system", ArgoCDNamespace: "argocd", LocalProject: "kokumi-local",
+	base := config.Config{Namespace: "kokumi-system", ArgoCDNamespace: "argocd", LocalProject: "kokumi-local",
 		BundledRegistry: "127.0.0.1:1", ProbePeriod: 30 * time.Second, SyncRetry: argocd.DefaultSyncRetry, ApplicationWriters: 4}
 	var dones []chan error
-	var mainMgr ctrl.Manager
-	for _, shard := range []string{controller.MainShard, "b"} {
+	var mainArgo *argocache.Cache
+	for _, shard := range []string{kshard.Main, "b"} {
 		cfg := base
 		cfg.Shard = shard
 		// Every reconciler of the shard, as `kokumi controller [--shard=b]` runs them, with the
 		// shipped RBAC and leader election on (a lease per shard).
-		mgr, err := controller.NewManager(sa, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg,
-			LeaderElection: true, LeaderElectionNamespace: harness.ControllerNamespace})
-		must(t, err)
-		if shard == controller.MainShard {
-			mainMgr = mgr
+		// The main shard's cache of Argo CD's namespace, as its reconcilers read it.
+		keep := func(_ ctrl.Manager, s controller.Shared) error {
+			if shard == kshard.Main {
+				mainArgo = s.ArgoCD
+			}
+			return nil
 		}
+		mgr, err := controller.NewManager(sa, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg,
+			LeaderElection: true, LeaderElectionNamespace: harness.ControllerNamespace, Also: []controller.Setup{keep}})
+		must(t, err)
 		done := make(chan error, 1)
 		go func() { done <- mgr.Start(ctx) }()
 		dones = append(dones, done)
@@ -103,7 +110,7 @@ func TestTwoShardsSplitServingsAndWriteOnlyTheirOwn(t *testing.T) {
 		must(t, env.CreateNamespace(ctx, ns))
 		labels := map[string]string{}
 		if shard != "" {
-			labels[controller.LabelShard] = shard
+			labels[kshard.Label] = shard
 		}
 		for i := range servings / 2 {
 			name := fmt.Sprintf("app-%02d", i)
@@ -126,22 +133,22 @@ func TestTwoShardsSplitServingsAndWriteOnlyTheirOwn(t *testing.T) {
 
 	want := func(shard string) string {
 		if shard == "" {
-			return controller.FieldManager(controller.MainShard)
+			return kshard.FieldManager(kshard.Main)
 		}
-		return controller.FieldManager(shard)
+		return kshard.FieldManager(shard)
 	}
 	harness.Eventually(t, "every Serving has its Application, written by its own shard alone", 3*time.Minute, func() error {
 		for _, k := range all {
 			app := &unstructured.Unstructured{}
 			app.SetGroupVersionKind(argocd.ApplicationGVK)
-			name := fleet.ApplicationName(k.ns, k.name, controller.InClusterName)
+			name := fleet.ApplicationName(k.ns, k.name, argocd.InClusterName)
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: base.ArgoCDNamespace, Name: name}, app); err != nil {
 				return fmt.Errorf("Serving %s/%s: %w", k.ns, k.name, err)
 			}
 			if m := kokumiManagers(app); len(m) != 1 || !m[want(k.shard)] {
 				return fmt.Errorf("Application %s is managed by %v, want %s alone", name, m, want(k.shard))
 			}
-			if got := app.GetLabels()[controller.LabelShard]; got != k.shard {
+			if got := app.GetLabels()[kshard.Label]; got != k.shard {
 				return fmt.Errorf("Application %s has shard label %q, want %q", name, got, k.shard)
 			}
 			var s v1.Serving
@@ -173,7 +180,7 @@ func TestTwoShardsSplitServingsAndWriteOnlyTheirOwn(t *testing.T) {
 		"destination": map[string]any{"server": v1.InClusterServer, "namespace": "x"}}}}
 	foreign.SetGroupVersionKind(argocd.ApplicationGVK)
 	foreign.SetNamespace(base.ArgoCDNamespace)
-	foreign.SetName(fleet.ApplicationName("team-main", "taken", controller.InClusterName))
+	foreign.SetName(fleet.ApplicationName("team-main", "taken", argocd.InClusterName))
 	must(t, env.Client.Create(ctx, foreign))
 	must(t, env.Client.Create(ctx, &v1.Preparation{ObjectMeta: metav1.ObjectMeta{Name: "taken-1", Namespace: "team-main"}, Spec: v1.PreparationSpec{
 		OrderRef: v1.LocalObjectReference{Name: "taken"}, ProductRef: v1.LocalObjectReference{Name: "taken"},
@@ -199,8 +206,7 @@ func TestTwoShardsSplitServingsAndWriteOnlyTheirOwn(t *testing.T) {
 		}
 		return fmt.Errorf("targets %+v", s.Status.Targets)
 	})
-	argo, err := controller.ArgoCDOf(mainMgr, base)
-	must(t, err)
+	argo := mainArgo
 	cached := &unstructured.Unstructured{}
 	cached.SetGroupVersionKind(argocd.ApplicationGVK)
 	if err := argo.Cache.Get(ctx, client.ObjectKeyFromObject(foreign), cached); err == nil {
@@ -216,7 +222,7 @@ func TestTwoShardsSplitServingsAndWriteOnlyTheirOwn(t *testing.T) {
 	for _, k := range []key{all[0], all[len(all)-1]} {
 		app := &unstructured.Unstructured{}
 		app.SetGroupVersionKind(argocd.ApplicationGVK)
-		must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: base.ArgoCDNamespace, Name: fleet.ApplicationName(k.ns, k.name, controller.InClusterName)}, app))
+		must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: base.ArgoCDNamespace, Name: fleet.ApplicationName(k.ns, k.name, argocd.InClusterName)}, app))
 		rev, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision")
 		resources := make([]any, 0, 200)
 		for i := range 200 {

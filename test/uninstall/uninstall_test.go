@@ -25,9 +25,11 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -83,10 +85,10 @@ func uninstallCommands(t *testing.T) [][]string {
 func TestTheDocumentedUninstallRemovesEverythingWithoutHanging(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg := controller.Config{Namespace: "kokumi-system", ArgoCDNamespace: "argocd", LocalProject: "kokumi-local",
+	cfg := config.Config{Namespace: "kokumi-system", ArgoCDNamespace: "argocd", LocalProject: "kokumi-local",
 		ProbePeriod: 30 * time.Second, SyncRetry: argocd.DefaultSyncRetry, ApplicationWriters: 4,
 		UnreachableClusterDeletion: 10 * time.Minute}
-	registry, err := oci.StartRegistry("127.0.0.1:0", t.TempDir(), false)
+	registry, err := registry.Start("127.0.0.1:0", t.TempDir(), false)
 	must(t, err)
 	t.Cleanup(func() { _ = registry.Stop() })
 	sa, err := env.ControllerConfig(ctx)
@@ -141,7 +143,7 @@ func TestTheDocumentedUninstallRemovesEverythingWithoutHanging(t *testing.T) {
 
 	app := &unstructured.Unstructured{}
 	app.SetGroupVersionKind(argocd.ApplicationGVK)
-	appKey := client.ObjectKey{Namespace: cfg.ArgoCDNamespace, Name: fleet.ApplicationName(ns, "podinfo", controller.InClusterName)}
+	appKey := client.ObjectKey{Namespace: cfg.ArgoCDNamespace, Name: fleet.ApplicationName(ns, "podinfo", argocd.InClusterName)}
 	eventually(t, "the Serving writes its Application", time.Minute, func() error { return env.Client.Get(ctx, appKey, app) })
 	kokumisSecrets := func() ([]string, error) {
 		var list corev1.SecretList

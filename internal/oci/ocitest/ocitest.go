@@ -24,13 +24,14 @@ import (
 	"oras.land/oras-go/v2/registry/remote/errcode"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
 )
 
 // Start runs a bundled registry on 127.0.0.1 with its content in a temporary directory,
 // stopped when the test ends.
-func Start(tb testing.TB) *oci.Registry {
+func Start(tb testing.TB) *registry.Registry {
 	tb.Helper()
-	reg, err := oci.StartRegistry("127.0.0.1:0", tb.TempDir(), false)
+	reg, err := registry.Start("127.0.0.1:0", tb.TempDir(), false)
 	if err != nil {
 		tb.Fatalf("start registry: %v", err)
 	}
@@ -48,7 +49,7 @@ var credentials = oci.Credentials{}
 
 // StartWithAuth runs a registry like Start that only user with password may push to or pull
 // from (and a puller of its own, whom no test knows).
-func StartWithAuth(tb testing.TB, user, password string) *oci.Registry {
+func StartWithAuth(tb testing.TB, user, password string) *registry.Registry {
 	tb.Helper()
 	return StartWithCredentials(tb, oci.RegistryCredentials{
 		Pusher: oci.Credential{Username: user, Password: password},
@@ -59,9 +60,9 @@ func StartWithAuth(tb testing.TB, user, password string) *oci.Registry {
 // StartWithCredentials runs a registry like Start with authentication on, as the bundled
 // registry runs: creds.Pusher pulls, pushes and deletes manifests, creds.Puller only pulls. The
 // helpers below push as the pusher.
-func StartWithCredentials(tb testing.TB, creds oci.RegistryCredentials) *oci.Registry {
+func StartWithCredentials(tb testing.TB, creds oci.RegistryCredentials) *registry.Registry {
 	tb.Helper()
-	reg, err := oci.StartRegistryWithOptions("127.0.0.1:0", oci.RegistryOptions{
+	reg, err := registry.StartWithOptions("127.0.0.1:0", registry.Options{
 		Dir:         tb.TempDir(),
 		Credentials: func() (oci.RegistryCredentials, error) { return creds, nil },
 	})
@@ -223,7 +224,7 @@ func Index(tb testing.TB, ref string) int {
 }
 
 // Repo is a repository name (host/path) on reg.
-func Repo(reg *oci.Registry, path string) string {
+func Repo(reg *registry.Registry, path string) string {
 	return reg.Addr + "/" + strings.TrimPrefix(path, "/")
 }
 

@@ -1,0 +1,199 @@
+// Package config holds the configuration of a Kokumi installation that its reconcilers, the
+// server and the plugin read: Config, its defaults, and the render budgets.
+package config
+
+import (
+	"errors"
+	"time"
+
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+)
+
+// Config is the configuration of Kokumi itself that reconcilers read.
+type Config struct {
+	// Namespace is Kokumi's own namespace: Cluster credentials live there.
+	Namespace string
+	// ArgoCDNamespace is where Argo CD runs, its Applications and cluster Secrets live.
+	ArgoCDNamespace string
+	// LocalProject is the AppProject of the Environment local; empty means local does not exist.
+	// It is never Argo CD's default project (see CheckLocalProject).
+	LocalProject string
+	// BundledRegistry is the host[:port] of the bundled registry, as Argo CD and the cluster
+	// Kokumi runs in reach it.
+	BundledRegistry string
+	// ProbePeriod is how often each Cluster's server is probed.
+	ProbePeriod time.Duration
+	// SyncRetry is how Argo CD retries a failed sync of Kokumi's Applications.
+	SyncRetry argocd.SyncRetry
+	// ProgressDeadline is how long a cluster may stay Progressing before it fails the
+	// deployment (ProgressDeadlineExceeded); 0 waits forever.
+	ProgressDeadline time.Duration
+	// ApplicationWriters is how many Applications one Serving writes at a time.
+	ApplicationWriters int
+	// ApplicationWriteSlice is how many Application writes one reconcile of a Serving makes at
+	// most (it also stops after about 10 s) before it writes its progress and runs again, so that
+	// a large roll-out holds no worker for minutes; 0 means 1,000.
+	ApplicationWriteSlice int
+	// ProbeWorkers is how many Cluster probes run at a time, apart from the reconcile workers;
+	// 0 means 32.
+	ProbeWorkers int
+	// ProbeKeepAlive keeps each Cluster's probe connection open from probe to probe (no TLS
+	// handshake after the first, about 60 KB held per Cluster); false closes it after each probe.
+	ProbeKeepAlive bool
+	// UnreachableClusterDeletion is how long a Cluster being deleted waits for the Argo CD
+	// Applications that still deploy to it once its server is Unreachable: Argo CD cannot delete
+	// anything there, so Kokumi lets the Cluster go; 0 waits forever.
+	UnreachableClusterDeletion time.Duration
+	// PreparationHistory is how many of its newest Preparations an Order keeps; older ones,
+	// except those a Serving names or runs and the Order's latest, are deleted with their
+	// artifacts. 0 keeps every Preparation.
+	PreparationHistory int
+	// RenderBudgets bound what one render may pull, decompress and render, so that a large or
+	// hostile source fails its Order (BudgetExceeded) instead of the controller; zero fields
+	// mean their defaults.
+	RenderBudgets RenderBudgets
+	// Concurrency is how many reconciles of each kind run at a time, by kind (OrderConcurrency,
+	// ServingConcurrency, ClusterConcurrency, EnvironmentConcurrency: the flags
+	// --<kind>-concurrency); a kind missing, or zero, runs DefaultConcurrency's number.
+	Concurrency map[string]int
+	// Shard is the share of the namespaced delivery kinds (Orders, Servings, Preparations,
+	// Products) this replica reconciles, by their label shard.Label: shard.All (the zero value)
+	// every one, shard.Main those without the label, any other value those labelled with it.
+	// Only AllShards and MainShard do the shared work; each shard has its own lease, field
+	// manager (shard.FieldManager) and cache of Argo CD's Applications (its own only).
+	Shard string
+}
+
+// Default returns the configuration used when no flag says otherwise.
+func Default() Config {
+	return Config{
+		Namespace:       "kokumi-system",
+		ArgoCDNamespace: argocd.DefaultNamespace,
+		LocalProject:    "",
+		BundledRegistry: "kokumi-registry.kokumi-system.svc:5000",
+		ProbePeriod:     30 * time.Second,
+		SyncRetry:       argocd.DefaultSyncRetry,
+		// Argo CD's retries (about 2.5 minutes with the defaults) end well before it.
+		ProgressDeadline:           10 * time.Minute,
+		ApplicationWriters:         16,
+		ApplicationWriteSlice:      1000,
+		ProbeWorkers:               32,
+		ProbeKeepAlive:             true,
+		UnreachableClusterDeletion: 10 * time.Minute,
+		PreparationHistory:         10,
+		RenderBudgets:              DefaultRenderBudgets(),
+	}
+}
+
+// CheckLocalProject refuses Argo CD's default AppProject for the Environment local: it permits
+// every destination and every cluster-scoped kind, and Argo CD does not check sourceNamespaces
+// for Applications in its own namespace, where Kokumi writes them; so any namespace editor could
+// deploy a ClusterRoleBinding to the cluster that holds every member's credentials.
+func CheckLocalProject(project string) error {
+	if project == "default" {
+		return errors.New("--local-project=default is refused: Argo CD's default AppProject permits every destination and cluster-scoped kind on the cluster Kokumi runs in; create a dedicated AppProject for the Environment local (see docs/the-environment-local.md) and name it, or leave --local-project empty to turn local off")
+	}
+	return nil
+}
+
+// RenderBudgets bound what one render may take inside the controller, so that a large or hostile
+// source fails its Order (BudgetExceeded) instead of exhausting the controller's memory, which
+// would stop every Order of every tenant. A field of zero or less means its default.
+//
+// The defaults leave large real charts room (the biggest public charts are a few MiB pulled and
+// render some hundreds of objects, a few MiB of YAML) and bound what one render holds to about
+// 400 MiB at worst, a source at every limit at once (objects parsed from YAML take about four
+// times its bytes): the Order reconciler renders two at a time under the controller's 1 GiB.
+type RenderBudgets struct {
+	// PulledBytes is the most bytes pulled from the source's registry: the manifest and every
+	// layer, as the manifest declares them, checked before any layer is fetched. Default 100 MiB.
+	PulledBytes int64
+	// Layers is the most layers the source's manifest may list. Default 256.
+	Layers int
+	// UncompressedBytes is the most bytes decompressed out of the source's layers in all (the
+	// chart archive, the bundle's tar layers), counted as they are decompressed: a layer that
+	// decompresses to gigabytes stops there. Default 128 MiB, above Helm's own 100 MiB limit of
+	// a chart.
+	UncompressedBytes int64
+	// Objects is the most objects the source may render to. Default 10,000.
+	Objects int
+	// OutputBytes is the most bytes of YAML the source may render to: the Helm output, the
+	// bundle's joined files, and the manifests of the artifact pushed. Default 32 MiB.
+	OutputBytes int64
+}
+
+// The kinds of Config.Concurrency: each names its flag, --<kind>-concurrency.
+const (
+	// OrderConcurrency is how many Orders render at a time.
+	OrderConcurrency = "order"
+	// ServingConcurrency is how many Servings roll out at a time.
+	ServingConcurrency = "serving"
+	// ClusterConcurrency is how many Clusters reconcile at a time (probes run in a pool of their
+	// own, ProbeWorkers).
+	ClusterConcurrency = "cluster"
+	// EnvironmentConcurrency is how many Environments reconcile at a time.
+	EnvironmentConcurrency = "environment"
+)
+
+// DefaultConcurrency is how many reconciles of each kind run at a time by default: renders hold
+// memory (two at a time under the chart's 1 GiB), roll-outs and Clusters wait on the network.
+var DefaultConcurrency = map[string]int{
+	OrderConcurrency:       2,
+	ServingConcurrency:     4,
+	ClusterConcurrency:     4,
+	EnvironmentConcurrency: 1,
+}
+
+// Workers is how many reconciles of kind run at a time: Concurrency's, else the default.
+func (c Config) Workers(kind string) int {
+	if n := c.Concurrency[kind]; n > 0 {
+		return n
+	}
+	return max(DefaultConcurrency[kind], 1)
+}
+
+// DefaultRenderBudgets returns the budgets used when none are given.
+func DefaultRenderBudgets() RenderBudgets {
+	return RenderBudgets{
+		PulledBytes:       100 << 20,
+		Layers:            256,
+		UncompressedBytes: 128 << 20,
+		Objects:           10_000,
+		OutputBytes:       32 << 20,
+	}
+}
+
+// WithDefaults returns the budgets with every field of zero or less set to its default.
+func (b RenderBudgets) WithDefaults() RenderBudgets {
+	d := DefaultRenderBudgets()
+	if b.PulledBytes <= 0 {
+		b.PulledBytes = d.PulledBytes
+	}
+	if b.Layers <= 0 {
+		b.Layers = d.Layers
+	}
+	if b.UncompressedBytes <= 0 {
+		b.UncompressedBytes = d.UncompressedBytes
+	}
+	if b.Objects <= 0 {
+		b.Objects = d.Objects
+	}
+	if b.OutputBytes <= 0 {
+		b.OutputBytes = d.OutputBytes
+	}
+	return b
+}
+
+// The controller's flags that set each budget; a BudgetExceeded message names the one to raise.
+const (
+	// FlagPulledBytes sets RenderBudgets.PulledBytes.
+	FlagPulledBytes = "render-max-pulled-bytes"
+	// FlagLayers sets RenderBudgets.Layers.
+	FlagLayers = "render-max-layers"
+	// FlagUncompressedBytes sets RenderBudgets.UncompressedBytes.
+	FlagUncompressedBytes = "render-max-uncompressed-bytes"
+	// FlagObjects sets RenderBudgets.Objects.
+	FlagObjects = "render-max-objects"
+	// FlagOutputBytes sets RenderBudgets.OutputBytes.
+	FlagOutputBytes = "render-max-output-bytes"
+)

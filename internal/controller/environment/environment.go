@@ -1,0 +1,289 @@
+// Package environment holds the Environment reconciler: it reports whether an Environment can
+// deploy (its AppProject, its Clusters, its promotion pipeline) in its status.
+package environment
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd/argocache"
+	"github.com/kokumi-dev/kokumi/internal/cluster"
+	"github.com/kokumi-dev/kokumi/internal/config"
+	"github.com/kokumi-dev/kokumi/internal/controller/status"
+	"github.com/kokumi-dev/kokumi/internal/promotion"
+	"github.com/kokumi-dev/kokumi/internal/text"
+)
+
+const (
+	// environmentProjectIndex indexes Environments by spec.project.
+	environmentProjectIndex = "kokumi.spec.project"
+)
+
+// environmentAppProjectGVK is Argo CD's AppProject, read as metadata only.
+var environmentAppProjectGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "AppProject"}
+
+// Reconciler reports how many Clusters each Environment selects, how many are
+// Ready, and whether it can be deployed to. The Environment local is no object and is not
+// reconciled; an Environment named local is reconciled as any other.
+type Reconciler struct {
+	// Client reads Environments and Clusters from the manager's cache and writes status.
+	Client client.Client
+	// Projects reads AppProjects, as metadata, from a cache of Argo CD's namespace.
+	Projects client.Reader
+	// Recorder records events on transitions.
+	Recorder events.EventRecorder
+	// Config is Kokumi's configuration: Argo CD's namespace.
+	Config config.Config
+}
+
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=environments,verbs=get;list;watch
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=environments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=appprojects,verbs=get;list;watch
+
+// Setup registers the Environment reconciler with the manager.
+func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1.Environment{}, environmentProjectIndex,
+		func(o client.Object) []string { return []string{o.(*v1.Environment).Spec.Project} }); err != nil {
+		return fmt.Errorf("index environments by project: %w", err)
+	}
+	r := &Reconciler{
+		Client:   mgr.GetClient(),
+		Projects: argo.Cache,
+		Recorder: mgr.GetEventRecorder("kokumi-environment"),
+		Config:   cfg,
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("environment").
+		For(&v1.Environment{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &v1.Cluster{}, r.clusterHandler())).
+		// An Environment appearing, going or changing its requirements may break or mend the
+		// pipelines of the others in its namespace.
+		Watches(&v1.Environment{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOfNamespace))
+	c, err := b.WithOptions(controller.Options{MaxConcurrentReconciles: cfg.Workers(config.EnvironmentConcurrency)}).Build(r)
+	if err != nil {
+		return fmt.Errorf("set up the environment controller: %w", err)
+	}
+	// AppProjects are watched from when Argo CD's CRDs are served (a watch of a kind not served
+	// would keep the manager from starting); until then Environments say ArgoCDNotInstalled,
+	// and all of them look again when the CRDs appear.
+	argo.OnInstalled(func(context.Context) error {
+		if err := c.Watch(source.Kind(argo.Cache, environmentAppProjectMetadata(),
+			handler.TypedEnqueueRequestsFromMapFunc(r.environmentsForProject))); err != nil {
+			return fmt.Errorf("watch AppProjects: %w", err)
+		}
+		return c.Watch(argocache.EnqueueAll(r.Client, &v1.EnvironmentList{}))
+	})
+	return nil
+}
+
+func environmentAppProjectMetadata() *metav1.PartialObjectMetadata {
+	p := &metav1.PartialObjectMetadata{}
+	p.SetGroupVersionKind(environmentAppProjectGVK)
+	return p
+}
+
+// environmentsForProject maps an AppProject to the Environments that name it.
+func (r *Reconciler) environmentsForProject(ctx context.Context, p *metav1.PartialObjectMetadata) []reconcile.Request {
+	var list v1.EnvironmentList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{environmentProjectIndex: p.Name}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list the Environments of an AppProject", "appProject", p.Name)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, e := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: e.Name}})
+	}
+	return reqs
+}
+
+// clusterHandler enqueues the Environments a Cluster joins or leaves (by its labels, or by
+// being deleted), or whose Ready count it changes: those whose selector matches its labels
+// before or after.
+func (r *Reconciler) clusterHandler() handler.TypedEventHandler[*v1.Cluster, reconcile.Request] {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	enqueue := func(ctx context.Context, q queue, sets ...labels.Set) {
+		for _, req := range r.environmentsSelecting(ctx, sets...) {
+			q.Add(req)
+		}
+	}
+	return handler.TypedFuncs[*v1.Cluster, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*v1.Cluster], q queue) {
+			enqueue(ctx, q, e.Object.Labels)
+		},
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*v1.Cluster], q queue) {
+			if labels.Equals(e.ObjectOld.Labels, e.ObjectNew.Labels) && cluster.IsReady(e.ObjectOld) == cluster.IsReady(e.ObjectNew) &&
+				e.ObjectOld.DeletionTimestamp.IsZero() == e.ObjectNew.DeletionTimestamp.IsZero() {
+				return
+			}
+			enqueue(ctx, q, e.ObjectOld.Labels, e.ObjectNew.Labels)
+		},
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*v1.Cluster], q queue) {
+			enqueue(ctx, q, e.Object.Labels)
+		},
+	}
+}
+
+// environmentsSelecting lists the Environments whose selector matches any of the label sets.
+func (r *Reconciler) environmentsSelecting(ctx context.Context, sets ...labels.Set) []reconcile.Request {
+	var list v1.EnvironmentList
+	if err := r.Client.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list Environments")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		sel, err := cluster.Selector(&list.Items[i].Spec.ClusterSelector)
+		if err != nil {
+			continue // InvalidSelector does not change with Clusters
+		}
+		for _, set := range sets {
+			if sel.Matches(set) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+				break
+			}
+		}
+	}
+	return reqs
+}
+
+// Reconcile counts the Clusters one Environment selects and decides its Ready condition.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var env v1.Environment
+	if err := r.Client.Get(ctx, req.NamespacedName, &env); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get environment %s: %w", req.NamespacedName, err)
+	}
+	before := env.Status.DeepCopy()
+
+	facts := cluster.EnvironmentFacts{Project: env.Spec.Project, ArgoCDNamespace: r.Config.ArgoCDNamespace}
+	facts.Selector, facts.SelectorError = cluster.Selector(&env.Spec.ClusterSelector)
+	if facts.SelectorError == nil {
+		var clusters v1.ClusterList
+		if err := r.Client.List(ctx, &clusters); err != nil {
+			return ctrl.Result{}, fmt.Errorf("list clusters for environment %s: %w", req.NamespacedName, err)
+		}
+		facts.Selected, facts.Ready = cluster.Count(facts.Selector, clusters.Items)
+		var err error
+		facts.ArgoCDInstalled, facts.ProjectFound, err = r.projectExists(ctx, env.Spec.Project)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	ready, reason, message := cluster.EnvironmentReady(facts)
+	// A pipeline that can never pass is the admin's to fix first, whatever else holds.
+	if preason, pmessage, err := r.pipelineProblem(ctx, &env); err != nil {
+		return ctrl.Result{}, err
+	} else if preason != "" {
+		ready, reason, message = metav1.ConditionFalse, preason, pmessage
+	}
+	env.Status.Clusters, env.Status.ReadyClusters = facts.Selected, facts.Ready
+	env.Status.ObservedGeneration = env.Generation
+	meta.SetStatusCondition(&env.Status.Conditions, metav1.Condition{
+		Type:               v1.ConditionReady,
+		Status:             ready,
+		Reason:             reason,
+		Message:            text.Truncate(message, text.MaxMessage),
+		ObservedGeneration: env.Generation,
+	})
+	if !equality.Semantic.DeepEqual(before, &env.Status) {
+		patch := &v1.Environment{ObjectMeta: env.ObjectMeta, Status: *before}
+		if err := r.Client.Status().Patch(ctx, &env, status.Patch(patch)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("write status of environment %s: %w", req.NamespacedName, err)
+		}
+		status.ReadyTransitionEvent(r.Recorder, &env, before.Conditions, env.Status.Conditions)
+	}
+	// ArgoCDNotInstalled needs no recheck: every Environment looks again when the CRDs appear.
+	return ctrl.Result{}, nil
+}
+
+// pipelineProblem says why the Environment's spec.requires cannot be passed: a required
+// Environment does not exist, or the requirements lead back to it.
+func (r *Reconciler) pipelineProblem(ctx context.Context, env *v1.Environment) (reason, message string, err error) {
+	if len(env.Spec.Requires) == 0 {
+		return "", "", nil
+	}
+	var list v1.EnvironmentList
+	if err := r.Client.List(ctx, &list, client.InNamespace(env.Namespace)); err != nil {
+		return "", "", fmt.Errorf("list the Environments of namespace %s: %w", env.Namespace, err)
+	}
+	requires := make(map[string][]string, len(list.Items))
+	for _, e := range list.Items {
+		requires[e.Name] = nil
+		for _, req := range e.Spec.Requires {
+			requires[e.Name] = append(requires[e.Name], req.Environment)
+		}
+	}
+	var missing []string
+	for _, req := range env.Spec.Requires {
+		if _, ok := requires[req.Environment]; !ok {
+			missing = append(missing, req.Environment)
+		}
+	}
+	if len(missing) > 0 {
+		return v1.ReasonRequiredEnvironmentNotFound, fmt.Sprintf("spec.requires names %s, which does not exist in namespace %s: create it or remove it from spec.requires; until then no release is promoted here",
+			strings.Join(missing, ", "), env.Namespace), nil
+	}
+	if cycle := promotion.FindCycle(requires, env.Name); len(cycle) > 0 {
+		return v1.ReasonRequirementCycle, fmt.Sprintf("spec.requires forms a cycle (%s): no release could ever pass it; remove one of the requirements",
+			strings.Join(cycle, " → ")), nil
+	}
+	return "", "", nil
+}
+
+// pipelinesOfNamespace maps an Environment to the Environments of its namespace that have
+// requirements.
+func (r *Reconciler) pipelinesOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1.EnvironmentList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list Environments", "namespace", o.GetNamespace())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if len(list.Items[i].Spec.Requires) > 0 && list.Items[i].Name != o.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}
+
+// projectExists looks the AppProject up in Argo CD's namespace.
+func (r *Reconciler) projectExists(ctx context.Context, name string) (installed, found bool, err error) {
+	p := environmentAppProjectMetadata()
+	err = r.Projects.Get(ctx, types.NamespacedName{Namespace: r.Config.ArgoCDNamespace, Name: name}, p)
+	switch {
+	case err == nil:
+		return true, true, nil
+	case apierrors.IsNotFound(err):
+		return true, false, nil
+	case meta.IsNoMatchError(err):
+		return false, false, nil
+	default:
+		return false, false, fmt.Errorf("get AppProject %s/%s: %w", r.Config.ArgoCDNamespace, name, err)
+	}
+}

@@ -1,0 +1,71 @@
+package serving
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+)
+
+// upToDateMemo remembers, per Serving, whether each of its Applications was as wanted, at the
+// Application's resourceVersion and for the spec wanted then. ApplicationSpec.UpToDate builds
+// and serializes an Application (about 27 µs and 12 KB of garbage each): a Serving of 10,000
+// clusters reconciled again, as Argo CD reports on one of them, compares again only the
+// Applications that changed, or whose wanted spec did.
+type upToDateMemo struct {
+	mu        sync.Mutex
+	byServing map[types.NamespacedName]map[string]upToDateEntry
+}
+
+// upToDateEntry is one answer of ApplicationSpec.UpToDate.
+type upToDateEntry struct {
+	resourceVersion string
+	spec            argocd.ApplicationSpec
+	upToDate        bool
+}
+
+// upToDateRound is one reconcile's use of the memo: it reads the answers of the Serving's last
+// reconcile and keeps those of this one, which replace them at done.
+type upToDateRound struct {
+	memo       *upToDateMemo
+	key        types.NamespacedName
+	prev, next map[string]upToDateEntry
+}
+
+// round starts a reconcile of the Serving key, which plans about n Applications.
+func (m *upToDateMemo) round(key types.NamespacedName, n int) *upToDateRound {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return &upToDateRound{memo: m, key: key, prev: m.byServing[key], next: make(map[string]upToDateEntry, n)}
+}
+
+// upToDate says whether app is as spec wants it, from the last reconcile's answer when neither
+// changed since.
+func (r *upToDateRound) upToDate(spec argocd.ApplicationSpec, app *argocd.Application) bool {
+	rv := app.ResourceVersion
+	e, ok := r.prev[app.Name]
+	if !ok || rv == "" || e.resourceVersion != rv || e.spec != spec {
+		e = upToDateEntry{resourceVersion: rv, spec: spec, upToDate: spec.UpToDate(app)}
+	}
+	r.next[app.Name] = e
+	return e.upToDate
+}
+
+// done keeps this reconcile's answers for the next one; Applications it did not plan are
+// forgotten.
+func (r *upToDateRound) done() {
+	r.memo.mu.Lock()
+	defer r.memo.mu.Unlock()
+	if r.memo.byServing == nil {
+		r.memo.byServing = map[types.NamespacedName]map[string]upToDateEntry{}
+	}
+	r.memo.byServing[r.key] = r.next
+}
+
+// forget drops what is remembered of the Serving key: it is gone.
+func (m *upToDateMemo) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.byServing, key)
+}

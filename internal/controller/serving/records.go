@@ -1,0 +1,131 @@
+package serving
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/controller/status"
+	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
+	"github.com/kokumi-dev/kokumi/internal/oci/bundled"
+	"github.com/kokumi-dev/kokumi/internal/preparation"
+	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/text"
+)
+
+// MaxDeploymentRecords is how many records a Preparation's status lists, newest first.
+const MaxDeploymentRecords = 32
+
+// recordDeployment signs a deployment record of a Deployed Serving and attaches it to the
+// Preparation's artifact: once each time the Serving becomes Deployed, and again whenever more
+// clusters run it healthily than the last record names. Held clusters are not named.
+func (r *Reconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *deployment) error {
+	if r.Records == nil || r.Keys == nil {
+		return nil
+	}
+	environment, healthy := d.environment, d.healthy
+	ready := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
+	since := ready.LastTransitionTime.Truncate(time.Second)
+	if !needsRecord(d.prep.Status.DeploymentRecords, environment, since, len(healthy)) {
+		return nil
+	}
+	// Read again from the API server: the cache may not hold the last record listed yet.
+	prep := &v1.Preparation{}
+	if err := r.apiReader().Get(ctx, client.ObjectKeyFromObject(d.prep), prep); err != nil {
+		return fmt.Errorf("read Preparation %s: %w", d.prep.Name, err)
+	}
+	if !needsRecord(prep.Status.DeploymentRecords, environment, since, len(healthy)) {
+		return nil
+	}
+	signer, err := r.Keys.Ensure(ctx)
+	if err != nil {
+		return fmt.Errorf("deployment record of Preparation %s: %w", prep.Name, err)
+	}
+	now := r.Now().UTC().Truncate(time.Second)
+	if now.Before(since) {
+		now = since
+	}
+	repository, _ := preparation.ArtifactLocation(r.Config.BundledRegistry, prep)
+	ctx, cancel := context.WithTimeout(ctx, bundled.Timeout)
+	defer cancel()
+	want := record.Predicate{
+		Order: s.Spec.OrderRef.Name, Namespace: s.Namespace, Environment: environment,
+		TargetNamespace: prep.Spec.TargetNamespace, Preparation: prep.Name, Clusters: healthy, Time: now,
+	}
+	// A record attached by a reconcile whose status write failed is listed, not signed again.
+	entry, found, err := r.attachedRecord(ctx, repository, prep.Spec.Artifact.Digest, signer, want, since)
+	if err != nil {
+		return err
+	}
+	if !found {
+		digest, err := r.Records.Attach(ctx, repository, prep.Spec.Artifact.Digest, signer, want)
+		if err != nil {
+			r.Recorder.Eventf(s, prep, corev1.EventTypeWarning, "RecordFailed", "RecordDeployment",
+				"Deployment record of Preparation %s could not be attached to %s: %s", prep.Name, repository, text.Truncate(err.Error(), 512))
+			return fmt.Errorf("attach the deployment record of Preparation %s: %w", prep.Name, err)
+		}
+		kmetrics.RecordSigned()
+		entry = v1.DeploymentRecord{Environment: environment, Clusters: int32(len(healthy)), Time: metav1.NewTime(now), Digest: digest, KeyID: signer.KeyID()}
+	}
+	base := prep.DeepCopy()
+	prep.Status.DeploymentRecords = append([]v1.DeploymentRecord{entry}, prep.Status.DeploymentRecords...)
+	if len(prep.Status.DeploymentRecords) > MaxDeploymentRecords {
+		prep.Status.DeploymentRecords = prep.Status.DeploymentRecords[:MaxDeploymentRecords]
+	}
+	// Optimistic lock: a list written meanwhile is never overwritten; the next reconcile retries.
+	if err := r.Status().Patch(ctx, prep, status.Patch(base)); err != nil {
+		return fmt.Errorf("list the deployment record in the status of Preparation %s: %w", prep.Name, err)
+	}
+	r.Recorder.Eventf(s, prep, corev1.EventTypeNormal, "Recorded", "RecordDeployment",
+		"Signed deployment record %s of Preparation %s in Environment %s: healthy on %s", entry.Digest, prep.Name, environment, text.Names(healthy))
+	return nil
+}
+
+// attachedRecord finds a record already attached to the artifact, signed with signer's key,
+// that says what want says (its Order, namespace, Environment and clusters) at or after since.
+func (r *Reconciler) attachedRecord(ctx context.Context, repository, artifactDigest string, signer *record.Signer, want record.Predicate, since time.Time) (v1.DeploymentRecord, bool, error) {
+	trusted, err := r.Keys.Trusted(ctx)
+	if err != nil {
+		return v1.DeploymentRecord{}, false, fmt.Errorf("read the trusted keys: %w", err)
+	}
+	attached, err := r.Records.Records(ctx, repository, artifactDigest, trusted)
+	if err != nil {
+		return v1.DeploymentRecord{}, false, fmt.Errorf("read the deployment records of %s@%s: %w", repository, artifactDigest, err)
+	}
+	for _, rec := range attached {
+		p := rec.Predicate
+		if rec.Verified && rec.KeyID == signer.KeyID() && p.Order == want.Order && p.Namespace == want.Namespace &&
+			p.Environment == want.Environment && p.Preparation == want.Preparation && !p.Time.Before(since) &&
+			slices.Equal(p.Clusters, want.Clusters) {
+			return v1.DeploymentRecord{Environment: p.Environment, Clusters: int32(len(p.Clusters)), Time: metav1.NewTime(p.Time), Digest: rec.Digest, KeyID: rec.KeyID}, true, nil
+		}
+	}
+	return v1.DeploymentRecord{}, false, nil
+}
+
+// apiReader reads from the API server, or through the client when the reconciler has no reader.
+func (r *Reconciler) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}
+
+// needsRecord says whether a Serving Deployed since since, with healthy clusters, needs a new
+// record: none was made for the Environment since then, or the last one names fewer clusters.
+func needsRecord(records []v1.DeploymentRecord, environment string, since time.Time, healthy int) bool {
+	for _, rec := range records { // newest first
+		if rec.Environment != environment {
+			continue
+		}
+		return rec.Time.Time.Before(since) || int(rec.Clusters) < healthy
+	}
+	return true
+}

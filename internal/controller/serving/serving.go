@@ -1,0 +1,862 @@
+// Package serving holds the Serving reconciler: it deploys a Serving's Preparation to every
+// cluster of its Order's Environment through one Argo CD Application per cluster, folds what Argo
+// CD reports into its status, and signs deployment records.
+package serving
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/argocd/argocache"
+	"github.com/kokumi-dev/kokumi/internal/config"
+	"github.com/kokumi-dev/kokumi/internal/controller/status"
+	"github.com/kokumi-dev/kokumi/internal/fleet"
+	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
+	"github.com/kokumi-dev/kokumi/internal/preparation"
+	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/shard"
+	"github.com/kokumi-dev/kokumi/internal/stages"
+	"github.com/kokumi-dev/kokumi/internal/text"
+)
+
+// ServingFinalizer lets a deleted Serving delete its Applications first (what runs stays).
+const ServingFinalizer = "delivery.kokumi.dev/applications"
+
+// Index fields.
+const (
+	indexOrderEnvironment   = "spec.environmentRef.name"
+	indexEnvironmentProject = "spec.project"
+	indexServingPreparation = "spec.preparationName"
+)
+
+// recheckArgoCD is how often a Serving waiting for Argo CD's namespace, or held by an Application it may
+// not change, looks again.
+const recheckArgoCD = time.Minute
+
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings/finalizers,verbs=update
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=orders;preparations;environments;clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=applications,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=appprojects,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=preparations/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=secrets,verbs=create
+// +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=configmaps,verbs=get;list;watch;create;update;patch
+
+// Reconciler deploys a Serving's Preparation to every cluster of its Order's Environment
+// through one Argo CD Application per cluster, and folds what Argo CD reports into its status.
+type Reconciler struct {
+	client.Client
+	// Config is Kokumi's configuration.
+	Config config.Config
+	// Recorder records events on transitions.
+	Recorder events.EventRecorder
+	// Now stamps status times.
+	Now func() time.Time
+	// Pipeline holds back a promoted Preparation that has not passed the stages its
+	// Environment requires (a Manual promotion; Automatic Orders are held before). Nil: none.
+	Pipeline *stages.Pipeline
+	// Records signs deployment records and attaches them to artifacts; nil writes none.
+	Records *record.Store
+	// Keys holds the signing key.
+	Keys *record.Keys
+	// APIReader reads without the cache (a Preparation's records before adding one); nil reads
+	// through Client.
+	APIReader client.Reader
+	// ArgoCD reads Argo CD's Applications and AppProjects (Client writes them).
+	ArgoCD *argocache.Cache
+
+	// writes follows roll-outs made in slices (serving_progress.go).
+	writes servingWrites
+	// applied remembers which Applications were as wanted (serving_memo.go).
+	applied upToDateMemo
+}
+
+// Setup registers the Serving reconciler.
+func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache, pipeline *stages.Pipeline) error {
+	keys := pipeline.Keys.(*record.Keys)
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving"), Now: time.Now,
+		Pipeline: pipeline, Records: pipeline.Records, Keys: keys, ArgoCD: argo}
+	// The signing key exists, and its public half is published, from the first start on.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if _, err := keys.Ensure(ctx); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "create the deployment-record signing key; the first record will try again")
+		}
+		return nil
+	})); err != nil {
+		return fmt.Errorf("add the signing-key check: %w", err)
+	}
+	return r.SetupWithManager(mgr)
+}
+
+// SetupWithManager registers the indexes and watches: a change of a Serving, its Preparation,
+// Order, Environment, a Cluster, an AppProject or an Application reaches the Servings it concerns.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	ctx := context.Background()
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &v1.Order{}, indexOrderEnvironment, func(o client.Object) []string {
+		return []string{o.(*v1.Order).Spec.EnvironmentRef.Name}
+	}); err != nil {
+		return fmt.Errorf("index orders by environment: %w", err)
+	}
+	if err := idx.IndexField(ctx, &v1.Environment{}, indexEnvironmentProject, func(o client.Object) []string {
+		return []string{o.(*v1.Environment).Spec.Project}
+	}); err != nil {
+		return fmt.Errorf("index environments by project: %w", err)
+	}
+	if err := idx.IndexField(ctx, &v1.Serving{}, indexServingPreparation, func(o client.Object) []string {
+		if p := o.(*v1.Serving).Spec.PreparationName; p != "" {
+			return []string{p}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index servings by preparation: %w", err)
+	}
+	argo := r.ArgoCD
+	if argo == nil {
+		return errors.New("set up serving controller: no cache of Argo CD's namespace (ArgoCD)")
+	}
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		For(&v1.Serving{}).
+		Watches(&v1.Preparation{}, handler.EnqueueRequestsFromMapFunc(r.servingsOfPreparation)).
+		Watches(&v1.Order{}, &handler.EnqueueRequestForObject{}).
+		Watches(&v1.Environment{}, handler.EnqueueRequestsFromMapFunc(r.servingsOfEnvironment)).
+		Watches(&v1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.servingsOfCluster), builder.WithPredicates(clusterChangeServingsRead)).
+		// A Serving held by a stage looks again when what runs in the stage changes.
+		Watches(&v1.Serving{}, stages.DownstreamOf(mgr.GetClient()), builder.WithPredicates(stages.EvidenceChanged)).
+		Watches(&v1.Preparation{}, stages.DownstreamOf(mgr.GetClient()), builder.WithPredicates(stages.EvidenceChanged)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Config.Workers(config.ServingConcurrency)}).
+		Named("serving").
+		Build(r)
+	if err != nil {
+		return fmt.Errorf("build serving controller: %w", err)
+	}
+	// Argo CD may be installed after Kokumi: its kinds are watched from when they are served,
+	// and every Serving looks again then.
+	argo.OnInstalled(func(context.Context) error { return r.watchArgoCD(c) })
+	return nil
+}
+
+// watchArgoCD watches Applications and AppProjects and enqueues every Serving.
+func (r *Reconciler) watchArgoCD(c controller.Controller) error {
+	project := &unstructured.Unstructured{}
+	project.SetGroupVersionKind(argocd.AppProjectGVK)
+	if err := c.Watch(source.Kind(r.ArgoCD.Cache, client.Object(&argocd.Application{}), handler.EnqueueRequestsFromMapFunc(servingOfApplication))); err != nil {
+		return fmt.Errorf("watch Applications: %w", err)
+	}
+	if err := c.Watch(source.Kind(r.ArgoCD.Cache, client.Object(project), handler.EnqueueRequestsFromMapFunc(r.servingsOfProject))); err != nil {
+		return fmt.Errorf("watch AppProjects: %w", err)
+	}
+	// The Servings that said ArgoCDNotInstalled look again now.
+	return c.Watch(argocache.EnqueueAll(r, &v1.ServingList{}))
+}
+
+// Reconcile deploys one Serving.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var s v1.Serving
+	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			kmetrics.ForgetServing(req.Namespace, req.Name)
+			r.applied.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !s.DeletionTimestamp.IsZero() {
+		kmetrics.ForgetServing(s.Namespace, s.Name)
+		r.applied.forget(req.NamespacedName)
+		if controllerutil.ContainsFinalizer(&s, ServingFinalizer) {
+			if err := r.removeApplications(ctx, &s, "ServingDeleted"); err != nil {
+				return ctrl.Result{}, err
+			}
+			controllerutil.RemoveFinalizer(&s, ServingFinalizer)
+			// NotFound: an earlier reconcile removed it already, and the Serving is gone.
+			if err := r.Update(ctx, &s); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("remove finalizer of Serving %s: %w", req, err)
+			}
+		}
+		return ctrl.Result{}, nil
+	}
+	if controllerutil.AddFinalizer(&s, ServingFinalizer) {
+		if err := r.Update(ctx, &s); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer to Serving %s: %w", req, err)
+		}
+	}
+
+	before := s.Status.DeepCopy()
+	var deployed *deployment
+	res, err := r.deploy(ctx, &s, &deployed)
+	if err == nil {
+		s.Status.ObservedGeneration = s.Generation
+	}
+	r.recordTransition(&s, before)
+	setServingMetrics(&s)
+	if !equality.Semantic.DeepEqual(before, &s.Status) {
+		// A merge patch of status alone, from the status read: if the cache had not seen the
+		// last write yet, the patch conflicts and the reconcile runs again on what is there.
+		base := s.DeepCopy()
+		base.Status = *before
+		if uerr := r.Status().Patch(ctx, &s, status.Patch(base)); apierrors.IsConflict(uerr) && err == nil {
+			return ctrl.Result{RequeueAfter: status.ConflictRetry}, nil
+		} else if uerr != nil {
+			return ctrl.Result{}, fmt.Errorf("update status of Serving %s: %w", req, uerr)
+		}
+	}
+	if err == nil && deployed != nil {
+		// After the status: a registry that is slow or down delays only the record.
+		err = r.recordDeployment(ctx, &s, deployed)
+	}
+	return res, err
+}
+
+// outcome sets the Serving's Ready condition, keeping its transition time when unchanged.
+func (r *Reconciler) outcome(s *v1.Serving, status metav1.ConditionStatus, reason, message string) {
+	apimeta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
+		Type: v1.ConditionReady, Status: status, Reason: reason, Message: text.Truncate(message, 2048),
+		ObservedGeneration: s.Generation,
+		// Kept when the status does not change: a Deployed Serving's transition time starts the
+		// soak of the stages after it.
+		LastTransitionTime: metav1.NewTime(r.Now().Truncate(time.Second)),
+	})
+}
+
+// stop reports a gate that keeps the Serving from deploying at all: its Applications are
+// deleted, what runs on the clusters keeps running.
+func (r *Reconciler) stop(ctx context.Context, s *v1.Serving, reason, message string) (ctrl.Result, error) {
+	if err := r.removeApplications(ctx, s, reason); err != nil {
+		return ctrl.Result{}, err
+	}
+	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = v1.ClusterCounts{}, nil, 0
+	r.outcome(s, metav1.ConditionFalse, reason, message)
+	return ctrl.Result{}, nil
+}
+
+// wait reports what the Serving waits for, leaving its Applications as they are.
+func (r *Reconciler) wait(s *v1.Serving, reason, message string) {
+	r.outcome(s, metav1.ConditionFalse, reason, message)
+}
+
+// target is where a Serving deploys: its Environment's AppProject and Clusters.
+type target struct {
+	environment string
+	project     string
+	clusters    []fleet.Cluster
+}
+
+// deployment is a Deployed roll-out, for its deployment record.
+type deployment struct {
+	prep        *v1.Preparation
+	environment string
+	healthy     []string
+}
+
+func (r *Reconciler) deploy(ctx context.Context, s *v1.Serving, deployed **deployment) (_ ctrl.Result, err error) {
+	if !r.ArgoCD.Installed() {
+		// Kokumi begins watching when Argo CD's CRDs appear, and every Serving looks again then.
+		r.wait(s, v1.ReasonArgoCDNotInstalled, "Argo CD's Application CRD is not installed: install Argo CD (its CRDs and controller) in namespace "+r.Config.ArgoCDNamespace)
+		return ctrl.Result{}, nil
+	}
+	var ns corev1.Namespace
+	if err := r.Get(ctx, client.ObjectKey{Name: r.Config.ArgoCDNamespace}, &ns); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get Argo CD namespace %q: %w", r.Config.ArgoCDNamespace, err)
+		}
+		r.wait(s, v1.ReasonArgoCDNotInstalled, fmt.Sprintf("Argo CD's namespace %q does not exist: install Argo CD there, or start Kokumi with --argocd-namespace naming where it runs", r.Config.ArgoCDNamespace))
+		return ctrl.Result{RequeueAfter: recheckArgoCD}, nil
+	}
+
+	var order v1.Order
+	if err := r.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.OrderRef.Name}, &order); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get Order %q: %w", s.Spec.OrderRef.Name, err)
+		}
+		return r.stop(ctx, s, v1.ReasonOrderNotFound, fmt.Sprintf("Order %s does not exist in namespace %s: spec.orderRef must name the Order this Serving deploys", s.Spec.OrderRef.Name, s.Namespace))
+	}
+	tgt, reason, msg, err := r.resolveTarget(ctx, s.Namespace, order.Spec.EnvironmentRef.Name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if reason != "" {
+		return r.stop(ctx, s, reason, msg)
+	}
+	// Before any gate that waits: a cluster that left (a Cluster being deleted among them) loses
+	// its Application whatever else holds the Serving, so that nothing waits on it.
+	// A failed delete is retried, and keeps nothing else from going on.
+	departErr := r.removeDepartures(ctx, s, tgt)
+	defer func() { err = errors.Join(err, departErr) }()
+	projectObj := &unstructured.Unstructured{}
+	projectObj.SetGroupVersionKind(argocd.AppProjectGVK)
+	if err := r.ArgoCD.Client.Get(ctx, client.ObjectKey{Namespace: r.Config.ArgoCDNamespace, Name: tgt.project}, projectObj); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get AppProject %q: %w", tgt.project, err)
+		}
+		return r.stop(ctx, s, v1.ReasonProjectNotFound, fmt.Sprintf("Argo CD AppProject %s/%s of Environment %s does not exist: ask an admin to create it, or to set the Environment's spec.project", r.Config.ArgoCDNamespace, tgt.project, tgt.environment))
+	}
+	project, err := readProject(projectObj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !project.PermitsSourceNamespace(s.Namespace) {
+		return r.stop(ctx, s, v1.ReasonProjectNotPermitted, fmt.Sprintf("AppProject %s does not admit namespace %s: an admin adds it to the project's spec.sourceNamespaces", tgt.project, s.Namespace))
+	}
+
+	if s.Spec.PreparationName == "" {
+		r.wait(s, v1.ReasonNoPreparation, "no Preparation is promoted yet: set spec.preparationName (Manual promotion), or wait for the Order to render one (Automatic)")
+		return ctrl.Result{}, nil
+	}
+	var prep v1.Preparation
+	if err := r.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.PreparationName}, &prep); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get Preparation %q: %w", s.Spec.PreparationName, err)
+		}
+		r.wait(s, v1.ReasonPreparationNotFound, fmt.Sprintf("Preparation %s does not exist in namespace %s: spec.preparationName must name a Preparation of Order %s", s.Spec.PreparationName, s.Namespace, order.Name))
+		return ctrl.Result{}, nil
+	}
+	if prep.Spec.OrderRef.Name != order.Name {
+		r.wait(s, v1.ReasonPreparationNotFound, fmt.Sprintf("Preparation %s was rendered for Order %s, not %s: promote a Preparation of this Order", prep.Name, prep.Spec.OrderRef.Name, order.Name))
+		return ctrl.Result{}, nil
+	}
+	// The current bundled registry's address, should it have moved since the Preparation was made.
+	repository, revision := preparation.ArtifactLocation(r.Config.BundledRegistry, &prep)
+	repoURL := "oci://" + repository
+	if revision != s.Status.Revision && r.Pipeline != nil {
+		// A Preparation not deployed yet passes its Environment's stages first, however it
+		// was promoted; what runs keeps running meanwhile.
+		verdict, err := r.Pipeline.Check(ctx, s.Namespace, order.Spec.EnvironmentRef.Name, &prep)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !verdict.Allowed {
+			r.wait(s, v1.ReasonAwaitingStage, fmt.Sprintf("Preparation %s waits for the stages of Environment %s: %s; the clusters keep running what they run",
+				prep.Name, order.Spec.EnvironmentRef.Name, verdict.Message))
+			if verdict.RecheckAfter > 0 {
+				return ctrl.Result{RequeueAfter: verdict.RecheckAfter + time.Second}, nil
+			}
+			return ctrl.Result{}, nil
+		}
+	}
+	return r.rollOut(ctx, s, &prep, deployed, fleet.Request{
+		ServingNamespace: s.Namespace, ServingName: s.Name, ArgoCDNamespace: r.Config.ArgoCDNamespace,
+		Preparation: prep.Name, RepoURL: repoURL, Revision: revision, TargetNamespace: prep.Spec.TargetNamespace,
+		ImagesInBundledRegistry: prep.Spec.ImagesInBundledRegistry, Project: project, Clusters: tgt.clusters, Retry: r.Config.SyncRetry,
+	}, tgt.environment)
+}
+
+// resolveTarget finds the Environment an Order deploys to, or says why it cannot deploy there.
+func (r *Reconciler) resolveTarget(ctx context.Context, namespace, name string) (target, string, string, error) {
+	var env v1.Environment
+	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &env)
+	switch {
+	case apierrors.IsNotFound(err) && name == v1.LocalEnvironmentName && r.Config.LocalProject == "":
+		return target{}, v1.ReasonEnvironmentNotFound, fmt.Sprintf("Environment local is not enabled here and namespace %s has no Environment named local: an admin enables it by starting Kokumi with --local-project naming a dedicated AppProject (see docs/the-environment-local.md), or creates an Environment local; to deploy elsewhere, create another Order", namespace), nil
+	case apierrors.IsNotFound(err) && name == v1.LocalEnvironmentName:
+		return target{environment: name, project: r.Config.LocalProject, clusters: []fleet.Cluster{
+			{Name: argocd.InClusterName, Server: v1.InClusterServer, Ready: true},
+		}}, "", "", nil
+	case apierrors.IsNotFound(err):
+		return target{}, v1.ReasonEnvironmentNotFound, fmt.Sprintf("Environment %s does not exist in namespace %s: ask an admin to create it; to deploy to another Environment, create another Order", name, namespace), nil
+	case err != nil:
+		return target{}, "", "", fmt.Errorf("get Environment %q: %w", name, err)
+	}
+	selector, err := metav1.LabelSelectorAsSelector(&env.Spec.ClusterSelector)
+	if err != nil {
+		return target{}, v1.ReasonInvalidSelector, fmt.Sprintf("Environment %s has an invalid spec.clusterSelector: %v", name, err), nil
+	}
+	var list v1.ClusterList
+	// Read-only: the cache's objects are not copied.
+	if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: selector}, client.UnsafeDisableDeepCopy); err != nil {
+		return target{}, "", "", fmt.Errorf("list Clusters of Environment %q: %w", name, err)
+	}
+	t := target{environment: name, project: env.Spec.Project}
+	for i := range list.Items {
+		c := &list.Items[i]
+		if !c.DeletionTimestamp.IsZero() {
+			continue // a Cluster being deleted has left the Environment
+		}
+		fc := fleet.Cluster{Name: c.Name, Server: c.Spec.Server}
+		if cond := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady); cond != nil {
+			fc.Ready = cond.Status == metav1.ConditionTrue
+			if !fc.Ready {
+				// The reason only: the probe's error (server URL, addresses, TLS details) stays on
+				// the Cluster, which tenants cannot read; Servings are theirs to read.
+				fc.NotReadyMessage = cond.Reason + " (an admin sees why on the Cluster)"
+			}
+		} else {
+			fc.NotReadyMessage = "not probed yet"
+		}
+		t.clusters = append(t.clusters, fc)
+	}
+	if len(t.clusters) == 0 {
+		return target{}, v1.ReasonNoClusters, fmt.Sprintf("Environment %s selects no Cluster: an admin registers Clusters with labels that match its spec.clusterSelector", name), nil
+	}
+	return t, "", "", nil
+}
+
+func readProject(u *unstructured.Unstructured) (argocd.Project, error) {
+	p := argocd.Project{Name: u.GetName()}
+	if spec, ok := u.Object["spec"].(map[string]any); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &p.Spec); err != nil {
+			return p, fmt.Errorf("read AppProject %q: %w", u.GetName(), err)
+		}
+	}
+	return p, nil
+}
+
+// rollOut writes the Applications the fleet plan asks for, removes those of clusters that
+// left, and folds what Argo CD reports into the status.
+func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Preparation, deployed **deployment, req fleet.Request, environment string) (ctrl.Result, error) {
+	ours, err := r.applications(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	req.Applications = make(map[string]fleet.Observed, len(req.Clusters))
+	key := client.ObjectKeyFromObject(s)
+	byName := make(map[string]*argocd.Application, len(ours))
+	for i := range ours {
+		byName[ours[i].Name] = &ours[i]
+	}
+	applied := r.applied.round(key, len(req.Clusters))
+	defer applied.done()
+	for _, c := range req.Clusters {
+		name := fleet.ApplicationName(s.Namespace, s.Name, c.Name)
+		app := byName[name]
+		if app == nil {
+			// Not in the cache, which holds only Kokumi's Applications of this shard. No lookup per
+			// Application here: the write creates it, and a create that finds one of that name
+			// (not Kokumi's, or labelled for another shard) reads it then (writeApplication).
+			if app = r.writes.foreign(key, name, time.Now()); app == nil {
+				continue
+			}
+		}
+		req.Applications[name] = fleet.Observed{Ours: argocd.IsKokumis(app, s.Namespace, s.Name),
+			UpToDate: applied.upToDate(req.Spec(c), app) && shard.ApplicationIn(app, r.Config.Shard), Status: app.Status}
+	}
+
+	decisions := fleet.Decide(req)
+	entry := s.Status.DeepCopy()
+	slice := r.startSlice(s, decisions, byName)
+	writeErr := r.apply(ctx, s, decisions, byName, slice)
+	optIn := false
+	for _, d := range decisions {
+		optIn = optIn || d.Reason == v1.ReasonOptInRequired
+	}
+
+	now := metav1.NewTime(r.Now().Truncate(time.Second))
+	recheck := fleet.ApplyDeadline(decisions, s.Status.Targets, now, r.Config.ProgressDeadline)
+	sum := fleet.Fold(req.Preparation, environment, decisions, s.Status.Targets, now)
+	s.Status.Revision = req.Revision
+	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = sum.Clusters, sum.Targets, sum.Omitted
+	r.outcome(s, sum.Ready.Status, sum.Ready.Reason, sum.Ready.Message)
+	if sum.Ready.Reason == v1.ReasonDeployed {
+		*deployed = &deployment{prep: prep, environment: environment, healthy: sum.HealthyClusters}
+	}
+	more := r.sliceOutcome(s, slice, req.Preparation, entry)
+	if writeErr != nil {
+		if slice.done > 0 {
+			// Some writes went through: the failed ones are retried soon, and the backoff that
+			// grows with each failed reconcile is kept for writes that fail alone, again and again.
+			ctrl.LoggerFrom(ctx).Info("some Application writes failed; retrying them", "error", writeErr.Error())
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
+		// Folded into the status above; returned so that the write is retried with backoff.
+		return ctrl.Result{}, writeErr
+	}
+	if more {
+		// The next slice of the writes, at once: the worker was held for one slice only.
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
+	if len(slice.inFlight) > 0 {
+		// Written before and not in the cache yet: its watch event comes, or this.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	if optIn {
+		return ctrl.Result{RequeueAfter: recheckArgoCD}, nil
+	}
+	if recheck > 0 {
+		// A cluster still Progressing fails at its deadline even if Argo CD reports nothing new.
+		return ctrl.Result{RequeueAfter: recheck + time.Second}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// apply writes and removes the Applications the decisions ask for, at most
+// Config.ApplicationWriters at a time, and those of the slice only (the rest wait for the next
+// reconcile). A failed write never stops the others: its cluster shows ApplicationWriteFailed
+// with the error, and the errors are returned together. One Event names the clusters whose
+// Applications it created.
+func (r *Reconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet.Decision, byName map[string]*argocd.Application, slice *writeSlice) error {
+	errs := make([]error, len(decisions))
+	ran := make([]bool, len(decisions))
+	w := r.writers()
+	for i := range decisions {
+		d := &decisions[i]
+		existing := byName[d.Application]
+		var op func() error
+		switch {
+		case d.Write:
+			op = func() error { return r.writeApplication(ctx, s, *d, existing) }
+		case d.Remove && existing != nil && argocd.IsKokumis(existing, s.Namespace, s.Name):
+			op = func() error { return r.deleteApplication(ctx, existing) }
+		default:
+			continue
+		}
+		if !slice.take(d) {
+			continue
+		}
+		ran[i] = true
+		w.run(func() { errs[i] = op() })
+	}
+	w.wait()
+	var joined []string
+	for i := range decisions {
+		if !ran[i] || errs[i] != nil {
+			continue
+		}
+		existing := byName[decisions[i].Application]
+		if decisions[i].Write && existing == nil {
+			joined = append(joined, decisions[i].Cluster)
+		}
+		slice.wrote(&decisions[i], existing)
+	}
+	r.writes.record(slice)
+	r.joinedEvent(s, joined)
+	for i, err := range errs {
+		if errors.Is(err, errNotOurs) {
+			decisions[i].NotOurs(r.Config.ArgoCDNamespace)
+			errs[i] = nil
+			continue
+		}
+		if err != nil && decisions[i].Write {
+			d := &decisions[i]
+			d.State, d.Reason = fleet.Progressing, v1.ReasonApplicationWriteFailed
+			d.Message = "could not write Application " + d.Application + ", retrying: " + err.Error()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setServingMetrics sets the Serving's series from the status it is about to write: its
+// cluster counts, Ready, and whether it waits for a promotion stage.
+func setServingMetrics(s *v1.Serving) {
+	c := s.Status.Clusters
+	ready := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
+	kmetrics.SetServing(s.Namespace, s.Name,
+		kmetrics.ClusterCounts{Selected: c.Selected, Healthy: c.Healthy, Progressing: c.Progressing, Degraded: c.Degraded, Held: c.Held},
+		ready != nil && ready.Status == metav1.ConditionTrue, ready != nil && ready.Reason == v1.ReasonAwaitingStage)
+}
+
+// errNotOurs says that an Application of the name Kokumi would create exists and is not the
+// Serving's.
+var errNotOurs = errors.New("the Application exists and is not Kokumi's")
+
+// writeApplication creates the Application of decision d, or updates existing to it. A create
+// that finds one of that name the cache does not hold reads it from the API server: the
+// Serving's own (labelled for another shard, or not cached yet) is updated, and any other is
+// remembered and left alone (errNotOurs).
+func (r *Reconciler) writeApplication(ctx context.Context, s *v1.Serving, d fleet.Decision, existing *argocd.Application) (err error) {
+	start := time.Now()
+	defer func() {
+		if !errors.Is(err, errNotOurs) {
+			kmetrics.ObserveApplicationWrite(err, time.Since(start))
+		}
+	}()
+	if existing == nil {
+		app := d.Spec.Build()
+		shard.SetApplication(app, r.Config.Shard)
+		err := r.Create(ctx, app)
+		if err == nil {
+			return nil // apply records one Event for the clusters that joined
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
+		}
+		live := &argocd.Application{}
+		if err := r.ArgoCD.Reader.Get(ctx, client.ObjectKeyFromObject(app), live); err != nil {
+			return fmt.Errorf("read Application %q for Cluster %s, which exists: %w", d.Application, d.Cluster, err)
+		}
+		if !argocd.IsKokumis(live, s.Namespace, s.Name) {
+			r.writes.rememberForeign(client.ObjectKeyFromObject(s), live, time.Now())
+			return errNotOurs
+		}
+		existing = live
+	}
+	app := existing.DeepCopy()
+	d.Spec.Apply(app)
+	shard.SetApplication(app, r.Config.Shard)
+	// A merge patch from the cached copy, never an Update: the cache holds what Kokumi reads of
+	// an Application (argocd.Application), and the Application CRD has no status subresource, so
+	// writing one whole would wipe Argo CD's status. The lock keeps the old Update's conflict on
+	// a stale copy.
+	if err := r.Patch(ctx, app, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("update Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
+	}
+	return nil
+}
+
+func (r *Reconciler) deleteApplication(ctx context.Context, app *argocd.Application) error {
+	if err := r.Delete(ctx, app, client.Preconditions{UID: ptr.To(app.UID)}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete Application %q: %w", app.Name, err)
+	}
+	return nil
+}
+
+// clusterRef is the Cluster an event relates to; events of one reason stay apart per Cluster.
+func clusterRef(name string) *v1.Cluster {
+	c := &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	c.SetGroupVersionKind(v1.GroupVersion.WithKind("Cluster"))
+	return c
+}
+
+// applications lists the Serving's own Applications.
+func (r *Reconciler) applications(ctx context.Context, s *v1.Serving) ([]argocd.Application, error) {
+	list := &argocd.ApplicationList{}
+	// By index, not a walk of the namespace. Read-only: writes go to copies (writeApplication),
+	// so the cache's objects are not copied.
+	if err := r.ArgoCD.ListApplications(ctx, list, r.Config.ArgoCDNamespace, client.MatchingLabels{
+		argocd.LabelServing: s.Name, argocd.LabelServingNamespace: s.Namespace,
+	}); err != nil {
+		if apimeta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("list Applications of Serving %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	out := list.Items[:0]
+	for _, app := range list.Items {
+		if argocd.IsKokumis(&app, s.Namespace, s.Name) {
+			out = append(out, app)
+		}
+	}
+	return out, nil
+}
+
+// removeDepartures deletes the Serving's Applications of clusters its Environment no longer
+// selects, with one Event naming them; what runs there keeps running.
+func (r *Reconciler) removeDepartures(ctx context.Context, s *v1.Serving, tgt target) error {
+	ours, err := r.applications(ctx, s)
+	if err != nil {
+		return err
+	}
+	byName := make(map[string]*argocd.Application, len(ours))
+	names := make([]string, len(ours))
+	for i := range ours {
+		byName[ours[i].Name], names[i] = &ours[i], ours[i].Name
+	}
+	// One failed delete does not keep the others, nor the rest of the reconcile, waiting.
+	leaving := fleet.Leaving(s.Namespace, s.Name, tgt.clusters, names)
+	apps := make([]*argocd.Application, len(leaving))
+	for i, name := range leaving {
+		apps[i] = byName[name]
+	}
+	errs := r.deleteApplications(ctx, apps)
+	var left, deleted []string
+	for i, app := range apps {
+		if errs[i] == nil {
+			left, deleted = append(left, app.Labels[argocd.LabelCluster]), append(deleted, app.Name)
+		}
+	}
+	r.leftEvent(s, tgt.environment, left, deleted)
+	return errors.Join(errs...)
+}
+
+// removeApplications deletes every Application of the Serving and says so once.
+func (r *Reconciler) removeApplications(ctx context.Context, s *v1.Serving, why string) error {
+	ours, err := r.applications(ctx, s)
+	if err != nil {
+		return err
+	}
+	apps := make([]*argocd.Application, len(ours))
+	for i := range ours {
+		apps[i] = &ours[i]
+	}
+	errs := r.deleteApplications(ctx, apps)
+	deleted := 0
+	for _, err := range errs {
+		if err == nil {
+			deleted++
+		}
+	}
+	if deleted > 0 {
+		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, "ApplicationsDeleted", "DeleteApplications",
+			"%s: deleted %d Argo CD Applications; what runs on the clusters keeps running", why, deleted)
+	}
+	return errors.Join(errs...)
+}
+
+// deleteApplications deletes apps, Config.ApplicationWriters at a time, and returns the error
+// of each delete (nil for one that went through); one failed delete does not stop the others.
+func (r *Reconciler) deleteApplications(ctx context.Context, apps []*argocd.Application) []error {
+	errs := make([]error, len(apps))
+	w := r.writers()
+	for i, app := range apps {
+		w.run(func() { errs[i] = r.deleteApplication(ctx, app) })
+	}
+	w.wait()
+	return errs
+}
+
+// writerPool runs Application writes Config.ApplicationWriters at a time.
+type writerPool struct {
+	sem chan struct{}
+	wg  sync.WaitGroup
+}
+
+// writers returns a pool of Config.ApplicationWriters (at least one).
+func (r *Reconciler) writers() *writerPool {
+	return &writerPool{sem: make(chan struct{}, max(r.Config.ApplicationWriters, 1))}
+}
+
+// run starts write once a writer is free.
+func (p *writerPool) run(write func()) {
+	p.sem <- struct{}{}
+	p.wg.Go(func() {
+		defer func() { <-p.sem }()
+		write()
+	})
+}
+
+// wait waits for every write started.
+func (p *writerPool) wait() { p.wg.Wait() }
+
+// recordTransition records an event when the Ready reason changes to Deployed or a failure.
+func (r *Reconciler) recordTransition(s *v1.Serving, before *v1.ServingStatus) {
+	now := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
+	if now == nil {
+		return
+	}
+	if was := apimeta.FindStatusCondition(before.Conditions, v1.ConditionReady); was != nil && was.Reason == now.Reason {
+		return
+	}
+	switch now.Reason {
+	case v1.ReasonDeployed:
+		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, now.Reason, "Deploy", "%s", now.Message)
+	case v1.ReasonProgressing, v1.ReasonNoPreparation:
+	default:
+		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, now.Reason, "Deploy", "%s", now.Message)
+	}
+}
+
+// clusterChangeServingsRead passes the Cluster changes a Serving reads (labels, server,
+// deletion, Ready and its reason) and not the others, such as a probe's time: a quiet fleet
+// reconciles no Serving.
+var clusterChangeServingsRead = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	was, ok1 := e.ObjectOld.(*v1.Cluster)
+	now, ok2 := e.ObjectNew.(*v1.Cluster)
+	if !ok1 || !ok2 {
+		return true
+	}
+	ready := func(c *v1.Cluster) string {
+		if cond := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady); cond != nil {
+			return string(cond.Status) + "/" + cond.Reason
+		}
+		return ""
+	}
+	return !equality.Semantic.DeepEqual(was.Labels, now.Labels) || was.Spec.Server != now.Spec.Server ||
+		!was.DeletionTimestamp.Equal(now.DeletionTimestamp) || ready(was) != ready(now)
+}}
+
+func servingOfApplication(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[argocd.LabelManagedBy] != argocd.ManagedByKokumi || l[argocd.LabelServing] == "" || l[argocd.LabelServingNamespace] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[argocd.LabelServingNamespace], Name: l[argocd.LabelServing]}}}
+}
+
+func (r *Reconciler) servingsOfPreparation(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1.ServingList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexServingPreparation: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list Servings of Preparation", "preparation", o.GetName())
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items)+1)
+	for _, s := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+	}
+	// A new Preparation of an Order may be the one its Serving waits for.
+	if order := o.(*v1.Preparation).Spec.OrderRef.Name; order != "" {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: order}})
+	}
+	return out
+}
+
+// servingsOfOrdersTo lists the Servings of the Orders of namespace that deploy to environment.
+func (r *Reconciler) servingsOfOrdersTo(ctx context.Context, namespace, environment string) []reconcile.Request {
+	var list v1.OrderList
+	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexOrderEnvironment: environment}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list Orders of Environment", "environment", environment)
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, o := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&o)})
+	}
+	return out
+}
+
+func (r *Reconciler) servingsOfEnvironment(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.servingsOfOrdersTo(ctx, o.GetNamespace(), o.GetName())
+}
+
+// servingsOfCluster maps a Cluster to the Servings of every Environment that selects it.
+func (r *Reconciler) servingsOfCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	var envs v1.EnvironmentList
+	if err := r.List(ctx, &envs); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list Environments")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, e := range envs.Items {
+		sel, err := metav1.LabelSelectorAsSelector(&e.Spec.ClusterSelector)
+		if err != nil || !sel.Matches(labels.Set(o.GetLabels())) {
+			continue
+		}
+		out = append(out, r.servingsOfOrdersTo(ctx, e.Namespace, e.Name)...)
+	}
+	return out
+}
+
+// servingsOfProject maps an AppProject to the Servings of the Environments that use it, and
+// of the Environment local when it is local's project.
+func (r *Reconciler) servingsOfProject(ctx context.Context, o client.Object) []reconcile.Request {
+	var envs v1.EnvironmentList
+	if err := r.List(ctx, &envs, client.MatchingFields{indexEnvironmentProject: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list Environments of AppProject", "project", o.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	for _, e := range envs.Items {
+		out = append(out, r.servingsOfOrdersTo(ctx, e.Namespace, e.Name)...)
+	}
+	if o.GetName() == r.Config.LocalProject {
+		out = append(out, r.servingsOfOrdersTo(ctx, "", v1.LocalEnvironmentName)...)
+	}
+	return out
+}

@@ -1,0 +1,263 @@
+package registry_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/opencontainers/go-digest"
+
+	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
+	"github.com/kokumi-dev/kokumi/internal/oci/registry"
+)
+
+// The tests below play the attacker against the bundled registry on loopback: a pod with no
+// credentials, Argo CD's read-only identity trying to write or delete, and the pusher trying
+// to delete a blob.
+
+func ggcrAuth(c oci.Credential) remote.Option {
+	if c == (oci.Credential{}) {
+		return remote.WithAuth(authn.Anonymous)
+	}
+	return remote.WithAuth(&authn.Basic{Username: c.Username, Password: c.Password})
+}
+
+func raw(t *testing.T, method, url string, c oci.Credential) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Username != "" {
+		req.SetBasicAuth(c.Username, c.Password)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return resp
+}
+
+func TestBundledRegistryLetsThePusherPushAndDeleteManifestsThePullerPullAndNobodyElseIn(t *testing.T) {
+	ctx := context.Background()
+	creds, err := oci.GenerateRegistryCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := ocitest.StartWithCredentials(t, creds)
+	anonymous := oci.Credential{}
+	wrong := oci.Credential{Username: creds.Pusher.Username, Password: creds.Puller.Password}
+	client := func(c oci.Credential) *oci.Client {
+		if c == anonymous {
+			return &oci.Client{}
+		}
+		return &oci.Client{Credentials: oci.Credentials{reg.Addr: c}}
+	}
+
+	// The pusher (oras) pushes a Preparation-like artifact; go-containerregistry a vendored image.
+	repo := ocitest.Repo(reg, "kokumi/team-a/podinfo")
+	layer, err := oci.TarGz(map[string][]byte{"manifests.yaml": []byte("kind: Secret\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	artifact, err := client(creds.Pusher).PushArtifact(ctx, repo, layer, nil)
+	if err != nil {
+		t.Fatalf("the pusher could not push: %v", err)
+	}
+	image := ocitest.Repo(reg, "vendor/team-a/ghcr.io/app")
+	imageDigest := ocitest.PushImage(t, image+":1", 1)
+	imageRef, err := name.ParseReference(image + "@" + imageDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The /v2/ ping challenges a client without credentials, as registry clients expect.
+	resp := raw(t, http.MethodGet, "http://"+reg.Addr+"/v2/", anonymous)
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != `Basic realm="kokumi-registry"` ||
+		resp.Header.Get("Docker-Distribution-API-Version") != "registry/2.0" {
+		t.Errorf("anonymous ping: %d, WWW-Authenticate %q, API version %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), resp.Header.Get("Docker-Distribution-API-Version"))
+	}
+	if resp := raw(t, http.MethodGet, "http://"+reg.Addr+"/v2/", creds.Puller); resp.StatusCode != http.StatusOK {
+		t.Errorf("the puller's ping: %d, want 200", resp.StatusCode)
+	}
+	if resp := raw(t, http.MethodGet, "http://"+reg.Addr+registry.HealthPath, anonymous); resp.StatusCode != http.StatusOK {
+		t.Errorf("the health check: %d, want 200 without credentials", resp.StatusCode)
+	}
+
+	// Nobody without the right password reads anything.
+	for who, c := range map[string]oci.Credential{"anonymous": anonymous, "a wrong password": wrong} {
+		if _, err := client(c).Pull(ctx, repo, artifact); ocitest.Status(err) != http.StatusUnauthorized {
+			t.Errorf("%s pulled the artifact with oras: %v, want 401", who, err)
+		}
+		if _, err := remote.Head(imageRef, ggcrAuth(c)); ocitest.Status(err) != http.StatusUnauthorized {
+			t.Errorf("%s read the vendored image with go-containerregistry: %v, want 401", who, err)
+		}
+		if resp := raw(t, http.MethodGet, "http://"+reg.Addr+"/v2/_catalog", c); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s listed the catalog: %d, want 401", who, resp.StatusCode)
+		}
+	}
+
+	// The puller reads (both clients sign in after the challenge) and writes nothing.
+	if pulled, err := client(creds.Puller).Pull(ctx, repo, artifact); err != nil || pulled.Digest != artifact {
+		t.Errorf("the puller could not pull with oras: %v", err)
+	}
+	if _, err := remote.Image(imageRef, ggcrAuth(creds.Puller)); err != nil {
+		t.Errorf("the puller could not pull with go-containerregistry: %v", err)
+	}
+	if _, err := client(creds.Puller).PushArtifact(ctx, repo, []byte("evil"), nil); ocitest.Status(err) != http.StatusForbidden {
+		t.Errorf("the puller pushed with oras: %v, want 403", err)
+	}
+	img, err := random.Image(64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(imageRef.Context().Tag("evil"), img, ggcrAuth(creds.Puller)); ocitest.Status(err) != http.StatusForbidden {
+		t.Errorf("the puller pushed with go-containerregistry: %v, want 403", err)
+	}
+
+	// Nobody but the pusher deletes: anonymous and a wrong password are not signed in, the
+	// puller is refused; and the pusher deletes manifests only, never a blob.
+	manifestURL := "http://" + reg.Addr + "/v2/kokumi/team-a/podinfo/manifests/" + artifact
+	for who, want := range map[string]struct {
+		c      oci.Credential
+		status int
+	}{"anonymous": {anonymous, http.StatusUnauthorized}, "a wrong password": {wrong, http.StatusUnauthorized}, "the puller": {creds.Puller, http.StatusForbidden}} {
+		if resp := raw(t, http.MethodDelete, manifestURL, want.c); resp.StatusCode != want.status {
+			t.Errorf("DELETE of the manifest as %s: %d, want %d", who, resp.StatusCode, want.status)
+		}
+	}
+	pullerRepo, err := client(creds.Puller).Repository(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := pullerRepo.Resolve(ctx, artifact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pullerRepo.Manifests().Delete(ctx, desc); ocitest.Status(err) != http.StatusForbidden {
+		t.Errorf("the puller deleted the artifact with oras: %v, want 403", err)
+	}
+	if err := remote.Delete(imageRef, ggcrAuth(creds.Puller)); ocitest.Status(err) != http.StatusForbidden {
+		t.Errorf("the puller deleted the vendored image with go-containerregistry: %v, want 403", err)
+	}
+	layerURL := "http://" + reg.Addr + "/v2/kokumi/team-a/podinfo/blobs/" + digest.FromBytes(layer).String()
+	if resp := raw(t, http.MethodDelete, layerURL, creds.Pusher); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("DELETE of a blob as the pusher: %d, want 405", resp.StatusCode)
+	}
+	if resp := raw(t, http.MethodDelete, layerURL, creds.Puller); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("DELETE of a blob as the puller: %d, want 403", resp.StatusCode)
+	}
+	if resp := raw(t, http.MethodGet, layerURL, creds.Puller); resp.StatusCode != http.StatusOK {
+		t.Errorf("the layer is gone after the attempts to delete it: %d", resp.StatusCode)
+	}
+	if pulled, err := client(creds.Puller).Pull(ctx, repo, artifact); err != nil || pulled.Digest != artifact {
+		t.Errorf("the artifact is gone after the attempts to delete it: %v", err)
+	}
+	if _, err := remote.Head(imageRef, ggcrAuth(creds.Puller)); err != nil {
+		t.Errorf("the vendored image is gone after the attempts to delete it: %v", err)
+	}
+
+	// The pusher, Kokumi's controller, deletes a manifest; then nobody pulls it.
+	pusherRepo, err := client(creds.Pusher).Repository(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pusherRepo.Manifests().Delete(ctx, desc); err != nil {
+		t.Fatalf("the pusher could not delete the artifact: %v", err)
+	}
+	if _, err := client(creds.Puller).Pull(ctx, repo, artifact); !oci.IsNotFound(err) {
+		t.Errorf("the deleted artifact pulled: %v, want not found", err)
+	}
+	if err := pusherRepo.Manifests().Delete(ctx, desc); !oci.IsNotFound(err) {
+		t.Errorf("deleting the artifact again: %v, want not found", err)
+	}
+}
+
+func TestBundledRegistrySignsInNewCredentialsWithoutARestart(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	creds, err := oci.GenerateRegistryCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.StartWithOptions("127.0.0.1:0", registry.Options{Dir: t.TempDir(), Credentials: func() (oci.RegistryCredentials, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return creds, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Stop() })
+	repo := ocitest.Repo(reg, "kokumi/team-a/app")
+	push := func(c oci.Credential) error {
+		_, err := (&oci.Client{Credentials: oci.Credentials{reg.Addr: c}}).PushArtifact(ctx, repo, []byte("layer"), nil)
+		return err
+	}
+	old := creds.Pusher
+	if err := push(old); err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := oci.GenerateRegistryCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	creds = rotated
+	mu.Unlock()
+	time.Sleep(1100 * time.Millisecond) // a failed sign-in reads them again, at most once a second
+	if err := push(rotated.Pusher); err != nil {
+		t.Errorf("the new pusher could not push: %v", err)
+	}
+	if err := push(old); ocitest.Status(err) != http.StatusUnauthorized {
+		t.Errorf("the old pusher pushed after the rotation: %v, want 401", err)
+	}
+}
+
+func TestBundledRegistryNeedsCredentialsAndRefusesDeleteEvenWithoutThem(t *testing.T) {
+	if _, err := registry.StartWithOptions("127.0.0.1:0", registry.Options{Dir: t.TempDir()}); err == nil {
+		t.Fatal("a registry started without credentials and without NoAuth")
+	}
+	reg := ocitest.Start(t) // NoAuth, as tests run it
+	digest := ocitest.PushBundle(t, ocitest.Repo(reg, "kokumi/ns/o"), "v1", map[string]string{"a.yaml": "kind: ConfigMap\n"})
+	if resp := raw(t, http.MethodDelete, "http://"+reg.Addr+"/v2/kokumi/ns/o/manifests/"+digest, oci.Credential{}); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("DELETE without authentication: %d, want 405: without credentials nobody is the pusher", resp.StatusCode)
+	}
+}
+
+func TestSignInSignsInOnceTheCredentialExists(t *testing.T) {
+	ctx := context.Background()
+	creds, err := oci.GenerateRegistryCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := ocitest.StartWithCredentials(t, creds)
+	var mu sync.Mutex
+	var have *oci.Credential
+	c := &oci.Client{HTTPClient: &http.Client{Transport: &oci.SignIn{Host: reg.Addr, Credential: func(context.Context) (oci.Credential, bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if have == nil {
+			return oci.Credential{}, false, nil
+		}
+		return *have, true, nil
+	}}}}
+	repo := ocitest.Repo(reg, "kokumi/team-a/app")
+	if _, err := c.PushArtifact(ctx, repo, []byte("layer"), nil); ocitest.Status(err) != http.StatusUnauthorized {
+		t.Fatalf("pushed before the credential existed: %v, want 401", err)
+	}
+	mu.Lock()
+	have = &creds.Pusher
+	mu.Unlock()
+	if _, err := c.PushArtifact(ctx, repo, []byte("layer"), nil); err != nil {
+		t.Errorf("the client does not sign in once the credential exists: %v", err)
+	}
+}

@@ -1,0 +1,46 @@
+package preparation
+
+import (
+	"strings"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/oci"
+)
+
+// Labels on the Preparations Kokumi creates.
+const (
+	// LabelOrder names the Order a Preparation was rendered for.
+	LabelOrder = "delivery.kokumi.dev/order"
+	// LabelProduct names the Product a Preparation was rendered from.
+	LabelProduct = "delivery.kokumi.dev/product"
+)
+
+// ArtifactDir is the top directory of the Preparations of a namespace in the bundled registry:
+// kokumi/<namespace>/<order> (see OwnArtifactPath).
+const ArtifactDir = "kokumi"
+
+// ArtifactLocation is where a Preparation's artifact is read now: its repository (host/path,
+// no scheme) and its digest.
+//
+// A Preparation records the address its artifact was pushed to, and never changes; the bundled
+// registry may since have moved (a new Service, a restore into another cluster). Its digest is
+// a content address, so when the recorded repository is Kokumi's own one for the Preparation
+// (kokumi/<namespace>/<order>) in a host that is not bundledRegistry, the same digest is read
+// from bundledRegistry. Any other repository is read where it is recorded.
+func ArtifactLocation(bundledRegistry string, prep *v1.Preparation) (repository, digest string) {
+	repository, digest, ok := strings.Cut(oci.TrimScheme(prep.Spec.Artifact.Ref), "@")
+	if !ok {
+		digest = prep.Spec.Artifact.Digest
+	}
+	host, path, _ := strings.Cut(repository, "/")
+	if bundledRegistry != "" && host != bundledRegistry && path == OwnArtifactPath(prep.Namespace, prep.Spec.OrderRef.Name) {
+		repository = bundledRegistry + "/" + path
+	}
+	return repository, digest
+}
+
+// OwnArtifactPath is the repository path, in the bundled registry, of the Preparations of the
+// Order name of namespace.
+func OwnArtifactPath(namespace, name string) string {
+	return ArtifactDir + "/" + namespace + "/" + name
+}

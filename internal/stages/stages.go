@@ -1,0 +1,277 @@
+// Package stages reads the evidence of a promotion pipeline's stages (what each required
+// Environment's Serving runs, since when, and the signed deployment records attached to its
+// artifact) and hands it to the pure gate in internal/promotion; its watch handlers bring back the
+// Orders and Servings downstream of a change.
+package stages
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/config"
+	"github.com/kokumi-dev/kokumi/internal/oci/bundled"
+	"github.com/kokumi-dev/kokumi/internal/preparation"
+	"github.com/kokumi-dev/kokumi/internal/promotion"
+	"github.com/kokumi-dev/kokumi/internal/record"
+)
+
+// TrustedKeySource lists the public keys whose records Kokumi trusts.
+type TrustedKeySource interface {
+	Trusted(ctx context.Context) (record.TrustedKeys, error)
+}
+
+// Pipeline evaluates promotion pipelines (Environment.spec.requires) against what the
+// namespace's Servings run and the signed records attached to their artifacts.
+type Pipeline struct {
+	// Client reads Orders, Servings, Preparations and Environments.
+	Client client.Reader
+	// Records reads and verifies records in the registry.
+	Records *record.Store
+	// Keys lists the trusted public keys.
+	Keys TrustedKeySource
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// BundledRegistry is the bundled registry's address now (see ArtifactLocation).
+	BundledRegistry string
+}
+
+// NewPipeline returns the Pipeline of a Kokumi installation: records in the registries Kokumi
+// pushes to (the bundled one signed in to as the pusher, its credentials read through
+// reader), keys in its namespace.
+func NewPipeline(c client.Client, reader client.Reader, cfg config.Config) *Pipeline {
+	if reader == nil {
+		reader = c
+	}
+	return &Pipeline{
+		Client:  c,
+		Records: &record.Store{Client: bundled.Pusher(reader, cfg)},
+		Keys:    &record.Keys{Client: c, Reader: reader, Namespace: cfg.Namespace},
+
+		BundledRegistry: cfg.BundledRegistry,
+	}
+}
+
+func (p *Pipeline) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+// Check decides whether prep may be promoted to the Environment environment of namespace.
+// An Environment without requirements, or one that does not exist (the Serving says so),
+// allows it.
+func (p *Pipeline) Check(ctx context.Context, namespace, environment string, prep *v1.Preparation) (promotion.Verdict, error) {
+	var envs v1.EnvironmentList
+	if err := p.Client.List(ctx, &envs, client.InNamespace(namespace)); err != nil {
+		return promotion.Verdict{}, fmt.Errorf("list Environments of namespace %s: %w", namespace, err)
+	}
+	requires := make(map[string][]string, len(envs.Items))
+	var own *v1.Environment
+	for i := range envs.Items {
+		e := &envs.Items[i]
+		for _, r := range e.Spec.Requires {
+			requires[e.Name] = append(requires[e.Name], r.Environment)
+		}
+		if e.Name == environment {
+			own = e
+		}
+	}
+	if own == nil || len(own.Spec.Requires) == 0 {
+		return promotion.Verdict{Allowed: true}, nil
+	}
+	in := promotion.Input{Namespace: namespace, Release: ReleaseOf(prep), Now: p.now(),
+		Cycle: promotion.FindCycle(requires, environment)}
+	if len(in.Cycle) > 0 {
+		return promotion.Evaluate(in), nil
+	}
+	wanted := make(map[string]bool, len(own.Spec.Requires))
+	for _, r := range own.Spec.Requires {
+		st := promotion.Stage{Environment: r.Environment}
+		if r.Soak != nil {
+			st.Soak = r.Soak.Duration
+		}
+		in.Requires = append(in.Requires, st)
+		wanted[r.Environment] = true
+		if !environmentExists(envs.Items, r.Environment) {
+			in.Missing = append(in.Missing, r.Environment)
+		}
+	}
+	var orders v1.OrderList
+	if err := p.Client.List(ctx, &orders, client.InNamespace(namespace)); err != nil {
+		return promotion.Verdict{}, fmt.Errorf("list Orders of namespace %s: %w", namespace, err)
+	}
+	var keys *record.TrustedKeys
+	for i := range orders.Items {
+		o := &orders.Items[i]
+		if !wanted[o.Spec.EnvironmentRef.Name] || !o.DeletionTimestamp.IsZero() {
+			continue
+		}
+		run, err := p.run(ctx, o, in.Release, &keys)
+		if err != nil {
+			return promotion.Verdict{}, err
+		}
+		if run != nil {
+			in.Runs = append(in.Runs, *run)
+		}
+	}
+	return promotion.Evaluate(in), nil
+}
+
+func environmentExists(envs []v1.Environment, name string) bool {
+	for i := range envs {
+		if envs[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// run reads what Order o runs: its Serving's Preparation, whether it is Deployed and since
+// when, and, for the release asked about, the records attached to its artifact.
+func (p *Pipeline) run(ctx context.Context, o *v1.Order, release string, keys **record.TrustedKeys) (*promotion.Run, error) {
+	var s v1.Serving
+	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get Serving %s/%s: %w", o.Namespace, o.Name, err)
+	}
+	if s.Spec.PreparationName == "" {
+		return nil, nil
+	}
+	var prep v1.Preparation
+	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: s.Spec.PreparationName}, &prep); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get Preparation %s/%s: %w", o.Namespace, s.Spec.PreparationName, err)
+	}
+	run := &promotion.Run{Order: o.Name, Environment: o.Spec.EnvironmentRef.Name, Preparation: prep.Name, Release: ReleaseOf(&prep)}
+	if c := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady); c != nil {
+		run.State = c.Reason
+		run.Deployed = c.Status == metav1.ConditionTrue && c.Reason == v1.ReasonDeployed &&
+			s.Status.Revision == prep.Spec.Artifact.Digest && c.ObservedGeneration == s.Generation
+		run.Since = c.LastTransitionTime.Time
+	}
+	if run.Release != release || !run.Deployed {
+		return run, nil
+	}
+	if *keys == nil {
+		k, err := p.Keys.Trusted(ctx)
+		if err != nil {
+			// An admin's broken key list holds the stage, and says so where people look.
+			run.RecordsError = fmt.Sprintf("the list of trusted public keys is unreadable (%v): an admin fixes it", err)
+			return run, nil
+		}
+		*keys = &k
+	}
+	repository, _ := preparation.ArtifactLocation(p.BundledRegistry, &prep)
+	ctx, cancel := context.WithTimeout(ctx, bundled.Timeout)
+	defer cancel()
+	recs, err := p.Records.Records(ctx, repository, prep.Spec.Artifact.Digest, **keys)
+	if err != nil {
+		// The registry may be down for a while: the stage waits and says so.
+		run.RecordsError = fmt.Sprintf("reading them from %s failed: %v", repository, err)
+	}
+	run.Records = recs
+	return run, nil
+}
+
+// ReleaseOf is the release a Preparation carries: its source digest and image digests.
+func ReleaseOf(prep *v1.Preparation) string {
+	pinned := make([]string, len(prep.Spec.Images))
+	for i, img := range prep.Spec.Images {
+		pinned[i] = img.Pinned
+	}
+	return promotion.Release(prep.Spec.Source.Digest, pinned)
+}
+
+// Gate is the PromotionGate of Automatic Orders: the pipeline of the Order's Environment.
+func (p *Pipeline) Gate(ctx context.Context, order *v1.Order, prep *v1.Preparation) (promotion.Verdict, error) {
+	return p.Check(ctx, order.Namespace, order.Spec.EnvironmentRef.Name, prep)
+}
+
+// downstream lists the Orders (and so Servings, of the same names) of namespace whose
+// Environment requires the Environment of Order order: a change of what order runs may let
+// them promote.
+func downstream(ctx context.Context, c client.Reader, namespace, order string) []reconcile.Request {
+	var o v1.Order
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: order}, &o); err != nil {
+		return nil
+	}
+	var envs v1.EnvironmentList
+	if err := c.List(ctx, &envs, client.InNamespace(namespace)); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list Environments", "namespace", namespace)
+		return nil
+	}
+	after := map[string]bool{}
+	for _, e := range envs.Items {
+		for _, r := range e.Spec.Requires {
+			if r.Environment == o.Spec.EnvironmentRef.Name {
+				after[e.Name] = true
+			}
+		}
+	}
+	if len(after) == 0 {
+		return nil
+	}
+	var orders v1.OrderList
+	if err := c.List(ctx, &orders, client.InNamespace(namespace)); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list Orders", "namespace", namespace)
+		return nil
+	}
+	var out []reconcile.Request
+	for _, d := range orders.Items {
+		if after[d.Spec.EnvironmentRef.Name] {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&d)})
+		}
+	}
+	return out
+}
+
+// DownstreamOf maps a Serving or a Preparation to the Orders downstream of its Order.
+func DownstreamOf(c client.Reader) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		switch obj := o.(type) {
+		case *v1.Serving:
+			return downstream(ctx, c, obj.Namespace, obj.Spec.OrderRef.Name)
+		case *v1.Preparation:
+			return downstream(ctx, c, obj.Namespace, obj.Spec.OrderRef.Name)
+		}
+		return nil
+	})
+}
+
+// EvidenceChanged passes the updates that can change a stage's verdict: a Serving's
+// Ready condition or promoted Preparation, a Preparation's records.
+var EvidenceChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		switch o := e.ObjectOld.(type) {
+		case *v1.Serving:
+			n := e.ObjectNew.(*v1.Serving)
+			return o.Spec.PreparationName != n.Spec.PreparationName || o.Status.Revision != n.Status.Revision ||
+				!equality.Semantic.DeepEqual(apimeta.FindStatusCondition(o.Status.Conditions, v1.ConditionReady),
+					apimeta.FindStatusCondition(n.Status.Conditions, v1.ConditionReady))
+		case *v1.Preparation:
+			return !equality.Semantic.DeepEqual(o.Status.DeploymentRecords, e.ObjectNew.(*v1.Preparation).Status.DeploymentRecords)
+		}
+		return false
+	},
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
