@@ -10,13 +10,14 @@ import (
 	"sort"
 	"strings"
 
+	kmanifests "github.com/kokumi-dev/kokumi/internal/manifests"
+
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
-	"github.com/kokumi-dev/kokumi/internal/render"
 )
 
 // Change is how an image or an object differs from one Preparation to the other.
@@ -163,13 +164,13 @@ func (o Object) Key() string {
 // Objects splits the rendered manifests of the Preparation named prep into its objects, in
 // the order the manifests list them.
 func Objects(prep string, manifests []byte) ([]Object, error) {
-	objs, err := render.Parse(manifests)
+	objs, err := kmanifests.Parse(manifests)
 	if err != nil {
 		return nil, fmt.Errorf("parse the manifests of Preparation %s: %w", prep, err)
 	}
 	out := make([]Object, 0, len(objs))
 	for _, obj := range objs {
-		data, err := render.Marshal([]*unstructured.Unstructured{obj})
+		data, err := kmanifests.Marshal([]*unstructured.Unstructured{obj})
 		if err != nil {
 			return nil, fmt.Errorf("write %s %s of Preparation %s: %w", obj.GetKind(), obj.GetName(), prep, err)
 		}

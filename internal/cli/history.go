@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/view"
+
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -14,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
-	"github.com/kokumi-dev/kokumi/internal/server"
 )
 
 // maxRecordsShown is how many deployment records a row of the table names.
@@ -29,7 +30,7 @@ type HistoryEntry struct {
 	// Digest is the artifact's digest.
 	Digest string `json:"digest"`
 	// Ready is the Preparation's Ready condition.
-	Ready server.Condition `json:"ready"`
+	Ready view.Condition `json:"ready"`
 	// SourceVersion is the version of the Product's source it was rendered from.
 	SourceVersion string `json:"sourceVersion,omitempty"`
 	// Images counts its images.
@@ -144,10 +145,10 @@ func deployments(records []v1.DeploymentRecord) string {
 }
 
 // readyCondition is an object's Ready condition as the UI shows it; Unknown when it has none.
-func readyCondition(conds []metav1.Condition) server.Condition {
+func readyCondition(conds []metav1.Condition) view.Condition {
 	c := apimeta.FindStatusCondition(conds, v1.ConditionReady)
 	if c == nil {
-		return server.Condition{Status: "Unknown"}
+		return view.Condition{Status: "Unknown"}
 	}
-	return server.Condition{Status: string(c.Status), Reason: c.Reason, Message: c.Message}
+	return view.Condition{Status: string(c.Status), Reason: c.Reason, Message: c.Message}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/view"
+
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -18,15 +20,14 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
-	"github.com/kokumi-dev/kokumi/internal/server"
 )
 
 // Status is what `status` prints with -o json or -o yaml: the Serving page's summary and
 // cluster table.
 type Status struct {
-	server.ServingSummary
+	view.ServingSummary
 	// Rows are the clusters, as the UI's table lists them.
-	Rows []server.ClusterRow `json:"rows"`
+	Rows []view.ClusterRow `json:"rows"`
 	// RowsOmitted counts the clusters past the table's cap.
 	RowsOmitted int `json:"rowsOmitted,omitempty"`
 	// TargetsOmitted counts the clusters not healthy that the Serving's status left out.
@@ -85,7 +86,7 @@ func (o *options) status(ctx context.Context, c client.Client, ns, name string) 
 		return nil, err
 	}
 	apps, appsErr := o.applications(ctx, c, sv)
-	d := server.ServingDetailOf(sv, apps, "")
+	d := view.ServingDetailOf(sv, apps, "")
 	st := &Status{ServingSummary: d.ServingSummary, Rows: d.Rows, RowsOmitted: d.RowsOmitted, TargetsOmitted: sv.Status.TargetsOmitted}
 	if appsErr != nil {
 		st.ApplicationsError = appsErr.Error()

@@ -1,3 +1,6 @@
+// Package preparation says who a Preparation is and where its artifact lives: its name, its
+// labels, its repository in the bundled registry now; and which old Preparations an Order may
+// let go. It builds nothing (internal/preparation/build does) and links no renderer.
 package preparation
 
 import (
@@ -15,9 +18,25 @@ const (
 	LabelProduct = "delivery.kokumi.dev/product"
 )
 
+// ManifestsFile is the one file of a Preparation artifact's layer.
+const ManifestsFile = "manifests.yaml"
+
 // ArtifactDir is the top directory of the Preparations of a namespace in the bundled registry:
 // kokumi/<namespace>/<order> (see OwnArtifactPath).
 const ArtifactDir = "kokumi"
+
+// Name is the name of an Order's Preparation with an artifact digest: <order>-<first 10 hex
+// digits of the digest>, the Order's name shortened to fit.
+func Name(order, artifactDigest string) string {
+	short := strings.TrimPrefix(artifactDigest, "sha256:")
+	if len(short) > 10 {
+		short = short[:10]
+	}
+	if max := 253 - len(short) - 1; len(order) > max {
+		order = order[:max]
+	}
+	return order + "-" + short
+}
 
 // ArtifactLocation is where a Preparation's artifact is read now: its repository (host/path,
 // no scheme) and its digest.

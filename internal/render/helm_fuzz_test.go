@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 
+	kmanifests "github.com/kokumi-dev/kokumi/internal/manifests"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -61,7 +63,7 @@ func mergedValues(defaults, user map[string]any) map[string]any {
 // renderedValues reads the values the chart saw back from its render.
 func renderedValues(t *testing.T, manifests []byte) map[string]any {
 	t.Helper()
-	objs, err := render.Parse(manifests)
+	objs, err := kmanifests.Parse(manifests)
 	if err != nil || len(objs) != 1 {
 		t.Fatalf("the render is not one ConfigMap (%v):\n%s", err, manifests)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kokumi-dev/kokumi/internal/manifests"
+
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 	"github.com/kokumi-dev/kokumi/internal/render"
@@ -42,7 +44,7 @@ func TestObjectsOverTheLimitStopTheRender(t *testing.T) {
 		t.Fatalf("500 objects within 500: %v", err)
 	}
 	_, err = render.Render(ctx, chartLayer(chart), opts(501, 500))
-	_ = ocitest.LimitError(t, err, render.LimitObjects, 500)
+	_ = ocitest.LimitError(t, err, manifests.LimitObjects, 500)
 	if !strings.Contains(err.Error(), "more than the limit of 500 objects") {
 		t.Errorf("message %q", err)
 	}
@@ -54,7 +56,7 @@ func TestObjectsOverTheLimitStopTheRender(t *testing.T) {
 	}
 	list := bundleLayer(t, map[string]string{"list.yaml": "apiVersion: v1\nkind: List\nitems: [" + strings.Join(items, ", ") + "]\n"})
 	_, err = render.Render(ctx, []oci.Layer{list}, render.Options{TargetNamespace: "x", Limits: render.Limits{Objects: 19}})
-	_ = ocitest.LimitError(t, err, render.LimitObjects, 19)
+	_ = ocitest.LimitError(t, err, manifests.LimitObjects, 19)
 	if res, err := render.Render(ctx, []oci.Layer{list}, render.Options{TargetNamespace: "x", Limits: render.Limits{Objects: 20}}); err != nil || len(res.Objects) != 20 {
 		t.Fatalf("a List of 20 within 20: %v", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kokumi-dev/kokumi/internal/manifests"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
@@ -32,14 +34,12 @@ type Options struct {
 	IncludeCRDs bool
 	// RequireChart fails a source that is not a Helm chart (the Product asked for a Helm render).
 	RequireChart bool
-	// Limits bound the render; preparation.Builder sets them from its budgets.
+	// Limits bound the render; build.Builder sets them from its budgets.
 	Limits Limits
 }
 
 // What a render may go over besides oci's limits; an *oci.LimitError names one.
 const (
-	// LimitObjects counts the objects a source renders to.
-	LimitObjects = "objects"
 	// LimitOutputBytes counts the bytes of YAML a source renders to: the Helm output, the
 	// joined files of a bundle, the manifests of the artifact.
 	LimitOutputBytes = "output bytes"
@@ -109,11 +109,11 @@ func Render(ctx context.Context, layers []oci.Layer, o Options) (*Result, error)
 		}
 		stream = out
 	}
-	objs, err := parse(stream, o.Limits.Objects)
+	objs, err := manifests.ParseLimited(stream, o.Limits.Objects)
 	if err != nil {
 		return nil, err
 	}
-	SetNamespace(objs, o.TargetNamespace)
+	manifests.SetNamespace(objs, o.TargetNamespace)
 	return &Result{Chart: chart != nil, Objects: objs}, nil
 }
 

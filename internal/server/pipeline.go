@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/view"
+
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,46 +33,8 @@ const (
 	maxProblem = 300
 )
 
-// Pipeline is how the stages the Order's Environment requires stand for one of its
-// Preparations, as the Serving reconciler decides them.
-type Pipeline struct {
-	// Environment is the Order's Environment.
-	Environment string `json:"environment"`
-	// Preparation is the Preparation the stages are checked for: the one the Serving waits
-	// to deploy, else the Order's newest Ready one, else the one it deploys. Empty when the
-	// Order has none.
-	Preparation string `json:"preparation,omitempty"`
-	// Allowed is true when every stage passed.
-	Allowed bool `json:"allowed"`
-	// Message says why not (or, with no Preparation, what the stages wait for).
-	Message string `json:"message,omitempty"`
-	// Stages are the required stages, in the order the Environment lists them.
-	Stages []Stage `json:"stages"`
-	// Error says why the stages could not be checked.
-	Error string `json:"error,omitempty"`
-}
-
-// Stage is one required stage.
-type Stage struct {
-	// Environment is the required Environment.
-	Environment string `json:"environment"`
-	// State is Passed, Soaking or Waiting.
-	State string `json:"state"`
-	// Message says how it stands, such as "staging soaking 12m of 30m".
-	Message string `json:"message,omitempty"`
-	// Soak is the stage's soak ("30m").
-	Soak string `json:"soak,omitempty"`
-	// Left is the soak time left while Soaking.
-	Left string `json:"left,omitempty"`
-	// Order is the Order whose run decided the stage; Serving is its Serving when it exists.
-	Order   string `json:"order,omitempty"`
-	Serving string `json:"serving,omitempty"`
-	// Record is the digest of the verified record that is the evidence, if any.
-	Record string `json:"record,omitempty"`
-}
-
 // pipelineOf checks the stages of the Order's Environment; nil when it requires none.
-func (s *Server) pipelineOf(ctx context.Context, sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *Pipeline {
+func (s *Server) pipelineOf(ctx context.Context, sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *view.Pipeline {
 	if order == nil {
 		return nil
 	}
@@ -80,17 +44,17 @@ func (s *Server) pipelineOf(ctx context.Context, sv *v1.Serving, order *v1.Order
 		if client.IgnoreNotFound(err) == nil {
 			return nil // the Serving says so
 		}
-		return &Pipeline{Environment: key.Name, Stages: []Stage{}, Error: text.Truncate(fmt.Sprintf("get Environment %s: %v", key.Name, err), maxProblem)}
+		return &view.Pipeline{Environment: key.Name, Stages: []view.Stage{}, Error: text.Truncate(fmt.Sprintf("get Environment %s: %v", key.Name, err), maxProblem)}
 	}
 	if len(env.Spec.Requires) == 0 {
 		return nil
 	}
-	p := &Pipeline{Environment: env.Name, Stages: []Stage{}}
+	p := &view.Pipeline{Environment: env.Name, Stages: []view.Stage{}}
 	prep := pipelinePreparation(sv, preps)
 	if prep == nil {
 		p.Message = "the Order has no Preparation yet"
-		for _, r := range requirementsOf(&env) {
-			p.Stages = append(p.Stages, Stage{Environment: r.Environment, State: string(promotion.Waiting), Soak: r.Soak})
+		for _, r := range view.RequirementsOf(&env) {
+			p.Stages = append(p.Stages, view.Stage{Environment: r.Environment, State: string(promotion.Waiting), Soak: r.Soak})
 		}
 		return p
 	}
@@ -104,7 +68,7 @@ func (s *Server) pipelineOf(ctx context.Context, sv *v1.Serving, order *v1.Order
 	}
 	p.Allowed, p.Message = verdict.Allowed, verdict.Message
 	for _, st := range verdict.Stages {
-		stage := Stage{Environment: st.Environment, State: string(st.State), Message: st.Message, Order: st.Order, Record: st.Record}
+		stage := view.Stage{Environment: st.Environment, State: string(st.State), Message: st.Message, Order: st.Order, Record: st.Record}
 		if st.Soak > 0 {
 			stage.Soak = promotion.Duration(st.Soak)
 		}
@@ -149,44 +113,9 @@ func pipelinePreparation(sv *v1.Serving, preps []v1.Preparation) *v1.Preparation
 	return nil
 }
 
-// Records are the deployment records attached to the artifact of the Preparation a Serving
-// deploys, read from the registry and verified with the trusted public keys.
-type Records struct {
-	// Preparation is the deployed Preparation.
-	Preparation string `json:"preparation"`
-	// Artifact is its artifact, <registry>/<repository>@sha256:<digest>.
-	Artifact string `json:"artifact"`
-	// Verify is the cosign command that verifies the records with the public key.
-	Verify string `json:"verify"`
-	// Items are the records, newest first.
-	Items []RecordRow `json:"items"`
-	// ItemsOmitted counts the records past MaxRows.
-	ItemsOmitted int `json:"itemsOmitted,omitempty"`
-	// Error says why the records could not be read; Items then list what the Preparation's
-	// status says, unverified.
-	Error string `json:"error,omitempty"`
-}
-
-// RecordRow is one deployment record.
-type RecordRow struct {
-	// Digest is the digest of the record's signed envelope.
-	Digest      string `json:"digest"`
-	Environment string `json:"environment,omitempty"`
-	Order       string `json:"order,omitempty"`
-	// Clusters counts the clusters that ran the Preparation healthily.
-	Clusters int        `json:"clusters"`
-	Time     *time.Time `json:"time,omitempty"`
-	// KeyID is the key that verified it, or the one the status names.
-	KeyID string `json:"keyID,omitempty"`
-	// Verified is true when a trusted key signed it and it is a Kokumi record of the artifact;
-	// Problem says why not.
-	Verified bool   `json:"verified"`
-	Problem  string `json:"problem,omitempty"`
-}
-
 // recordsOf reads the deployment records of the Preparation the Serving deploys; nil when it
 // deploys none, or there are none.
-func (s *Server) recordsOf(ctx context.Context, sv *v1.Serving, preps []v1.Preparation) *Records {
+func (s *Server) recordsOf(ctx context.Context, sv *v1.Serving, preps []v1.Preparation) *view.Records {
 	var prep *v1.Preparation
 	for i := range preps {
 		if preps[i].Name == sv.Spec.PreparationName {
@@ -197,19 +126,19 @@ func (s *Server) recordsOf(ctx context.Context, sv *v1.Serving, preps []v1.Prepa
 		return nil
 	}
 	repository := artifactRepository(s.opts.BundledRegistry, prep)
-	out := &Records{Preparation: prep.Name, Artifact: repository + "@" + prep.Spec.Artifact.Digest, Items: []RecordRow{}}
+	out := &view.Records{Preparation: prep.Name, Artifact: repository + "@" + prep.Spec.Artifact.Digest, Items: []view.RecordRow{}}
 	out.Verify = CosignVerifyCommand(out.Artifact)
 	recs, err := s.readRecords(ctx, prep, repository)
 	if err != nil {
 		out.Error = text.Truncate(err.Error(), maxProblem)
 		for _, r := range prep.Status.DeploymentRecords {
 			t := r.Time.Time
-			out.Items = append(out.Items, RecordRow{Digest: r.Digest, Environment: r.Environment, Clusters: int(r.Clusters), Time: &t, KeyID: r.KeyID})
+			out.Items = append(out.Items, view.RecordRow{Digest: r.Digest, Environment: r.Environment, Clusters: int(r.Clusters), Time: &t, KeyID: r.KeyID})
 		}
 	} else {
 		for i := len(recs) - 1; i >= 0; i-- { // attached oldest first
 			r := recs[i]
-			row := RecordRow{
+			row := view.RecordRow{
 				Digest: r.Digest, Environment: r.Predicate.Environment, Order: r.Predicate.Order, Clusters: len(r.Predicate.Clusters),
 				KeyID: r.KeyID, Verified: r.Verified, Problem: r.Problem,
 			}
@@ -223,7 +152,7 @@ func (s *Server) recordsOf(ctx context.Context, sv *v1.Serving, preps []v1.Prepa
 	if len(out.Items) == 0 && out.Error == "" {
 		return nil
 	}
-	out.Items, out.ItemsOmitted = capRows(out.Items)
+	out.Items, out.ItemsOmitted = view.CapRows(out.Items)
 	return out
 }
 

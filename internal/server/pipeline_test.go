@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/view"
+
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -97,7 +99,7 @@ func TestRequirementsOfFormatTheSoak(t *testing.T) {
 	e := &v1.Environment{Spec: v1.EnvironmentSpec{Requires: []v1.StageRequirement{
 		{Environment: "staging", Soak: &metav1.Duration{Duration: 90 * time.Minute}}, {Environment: "qa"},
 	}}}
-	if got := fmt.Sprint(requirementsOf(e)); got != "[{staging 1h30m} {qa }]" {
+	if got := fmt.Sprint(view.RequirementsOf(e)); got != "[{staging 1h30m} {qa }]" {
 		t.Errorf("requirements %s", got)
 	}
 }

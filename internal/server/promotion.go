@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"time"
+
+	"github.com/kokumi-dev/kokumi/internal/view"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,46 +22,11 @@ import (
 // MaxPreparations caps the Preparations the Serving page offers, newest first.
 const MaxPreparations = 20
 
-// Promotion is what the Serving page shows of its Order's promotion: the mode, and the Order's
-// Preparations a person may promote.
-type Promotion struct {
-	// Mode is the Order's promotion mode; only Manual lets a person promote.
-	Mode         string               `json:"mode"`
-	Preparations []PreparationSummary `json:"preparations"`
-	// PreparationsOmitted counts the older Preparations past MaxPreparations.
-	PreparationsOmitted int `json:"preparationsOmitted,omitempty"`
-	// RollbackTo is the Preparation a rollback without "to" deploys (promotion.RollbackTarget):
-	// the newest one older than the deployed one with a deployment record; empty when none.
-	RollbackTo string `json:"rollbackTo"`
-}
-
 // MaxDeployments caps the deployments a Preparation's summary lists, newest first.
 const MaxDeployments = 10
 
-// DeploymentSummary is one deployment record a Preparation's status lists: where it ran
-// healthily, on how many clusters, when.
-type DeploymentSummary struct {
-	Environment string    `json:"environment"`
-	Clusters    int32     `json:"clusters"`
-	Time        time.Time `json:"time"`
-}
-
-// PreparationSummary is one Preparation of an Order.
-type PreparationSummary struct {
-	Name            string    `json:"name"`
-	Created         time.Time `json:"created"`
-	Digest          string    `json:"digest"`
-	TargetNamespace string    `json:"targetNamespace"`
-	Ready           Condition `json:"ready"`
-	// Promoted is true for the Preparation the Serving deploys.
-	Promoted bool `json:"promoted,omitempty"`
-	// Deployments are the deployment records of its status, newest first, at most
-	// MaxDeployments: the history of where it was deployed, and when.
-	Deployments []DeploymentSummary `json:"deployments"`
-}
-
 // RollbackRequest is the body of POST /api/v1/namespaces/{ns}/servings/{name}/rollback: To
-// names the Preparation to go back to; empty picks the one that ran before (Promotion's
+// names the Preparation to go back to; empty picks the one that ran before (view.Promotion's
 // RollbackTo).
 type RollbackRequest struct {
 	To string `json:"to"`
@@ -91,8 +57,8 @@ func (s *Server) preparationsOf(ctx context.Context, sv *v1.Serving) ([]v1.Prepa
 
 // promotionOf shows the Order's mode (empty when the Order is gone), its Preparations, newest
 // first (preps are), and what a rollback would deploy.
-func promotionOf(sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *Promotion {
-	p := &Promotion{Preparations: []PreparationSummary{}}
+func promotionOf(sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *view.Promotion {
+	p := &view.Promotion{Preparations: []view.PreparationSummary{}}
 	if order != nil {
 		p.Mode = string(order.Spec.Promotion.Mode)
 		if p.Mode == "" {
@@ -104,9 +70,9 @@ func promotionOf(sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *Promo
 			p.PreparationsOmitted++
 			continue
 		}
-		p.Preparations = append(p.Preparations, PreparationSummary{
+		p.Preparations = append(p.Preparations, view.PreparationSummary{
 			Name: prep.Name, Created: prep.CreationTimestamp.Time, Digest: prep.Spec.Artifact.Digest,
-			TargetNamespace: prep.Spec.TargetNamespace, Ready: readyOf(prep.Status.Conditions),
+			TargetNamespace: prep.Spec.TargetNamespace, Ready: view.ReadyOf(prep.Status.Conditions),
 			Promoted: prep.Name == sv.Spec.PreparationName, Deployments: deploymentsOf(&prep),
 		})
 	}
@@ -118,10 +84,10 @@ func promotionOf(sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *Promo
 
 // deploymentsOf lists the deployment records of prep's status, newest first, at most
 // MaxDeployments.
-func deploymentsOf(prep *v1.Preparation) []DeploymentSummary {
-	out := make([]DeploymentSummary, 0, min(len(prep.Status.DeploymentRecords), MaxDeployments))
+func deploymentsOf(prep *v1.Preparation) []view.DeploymentSummary {
+	out := make([]view.DeploymentSummary, 0, min(len(prep.Status.DeploymentRecords), MaxDeployments))
 	for _, r := range prep.Status.DeploymentRecords {
-		out = append(out, DeploymentSummary{Environment: r.Environment, Clusters: r.Clusters, Time: r.Time.Time})
+		out = append(out, view.DeploymentSummary{Environment: r.Environment, Clusters: r.Clusters, Time: r.Time.Time})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
 	if len(out) > MaxDeployments {

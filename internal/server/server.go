@@ -26,6 +26,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/view"
+
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -139,7 +141,7 @@ type Server struct {
 	broker    *broker
 	// secureCookies marks the session cookie Secure.
 	secureCookies bool
-	// pipeline decides promotions as the Serving reconciler does; its Records and Keys read
+	// pipeline decides promotions as the Serving reconciler does; its view.Records and Keys read
 	// the deployment records the Serving page shows.
 	pipeline *stages.Pipeline
 	records  *ttlCache[string, recordEntry]
@@ -345,11 +347,11 @@ func (s *Server) listServings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	out := make([]ServingSummary, 0, len(items))
+	out := make([]view.ServingSummary, 0, len(items))
 	for i := range items {
-		out = append(out, summarizeServing(&items[i]))
+		out = append(out, view.SummarizeServing(&items[i]))
 	}
-	writeTable(w, out, func(a, b ServingSummary) bool {
+	writeTable(w, out, func(a, b view.ServingSummary) bool {
 		if a.Namespace != b.Namespace {
 			return a.Namespace < b.Namespace
 		}
@@ -358,7 +360,7 @@ func (s *Server) listServings(w http.ResponseWriter, r *http.Request) {
 }
 
 // getServing answers the Serving page to a person who may get the Serving, with the rows of
-// its table that ?q=, ?state=, ?offset= and ?limit= ask for (RowQuery); its Order's promotion,
+// its table that ?q=, ?state=, ?offset= and ?limit= ask for (view.RowQuery); its Order's promotion,
 // pipeline and deployment records only when they may also get Orders and list Preparations
 // there.
 func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
@@ -367,7 +369,7 @@ func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
 	if !s.authorize(w, r, access{verb: "get", group: deliveryGroup, resource: "servings", namespace: key.Namespace, name: key.Name}) {
 		return
 	}
-	q, err := rowQueryOf(r.URL.Query())
+	q, err := view.RowQueryOf(r.URL.Query())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -383,7 +385,7 @@ func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, "list the Serving's Applications", err)
 		return
 	}
-	d := servingDetail(&sv, apps, s.opts.ArgoCDURL, q)
+	d := view.ServingDetailPage(&sv, apps, s.opts.ArgoCDURL, q)
 	readsOrder, err := s.may(r.Context(),
 		access{verb: "get", group: deliveryGroup, resource: "orders", namespace: sv.Namespace, name: sv.Spec.OrderRef.Name},
 		access{verb: "list", group: deliveryGroup, resource: "preparations", namespace: sv.Namespace})
@@ -421,11 +423,11 @@ func (s *Server) listClusters(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, "list Clusters", err)
 		return
 	}
-	out := make([]ClusterSummary, 0, len(list.Items))
+	out := make([]view.ClusterSummary, 0, len(list.Items))
 	for i := range list.Items {
-		out = append(out, summarizeCluster(&list.Items[i]))
+		out = append(out, view.SummarizeCluster(&list.Items[i]))
 	}
-	writeTable(w, out, func(a, b ClusterSummary) bool { return a.Name < b.Name })
+	writeTable(w, out, func(a, b view.ClusterSummary) bool { return a.Name < b.Name })
 }
 
 // getCluster answers the Cluster page to a person who may get the Cluster; its deployments
@@ -464,8 +466,8 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 	for i := range servings.Items {
 		byName[servings.Items[i].Namespace+"/"+servings.Items[i].Name] = &servings.Items[i]
 	}
-	d := ClusterDetail{ClusterSummary: summarizeCluster(&c)}
-	d.Deployments, d.DeploymentsOmitted = clusterDeployments(&c, apps, byName, s.opts.ArgoCDURL)
+	d := view.ClusterDetail{ClusterSummary: view.SummarizeCluster(&c)}
+	d.Deployments, d.DeploymentsOmitted = view.ClusterDeployments(&c, apps, byName, s.opts.ArgoCDURL)
 	writeJSON(w, http.StatusOK, d)
 }
 
@@ -479,22 +481,22 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, "list Environments", err)
 		return
 	}
-	out := make([]EnvironmentSummary, 0, len(list.Items))
+	out := make([]view.EnvironmentSummary, 0, len(list.Items))
 	for _, e := range list.Items {
-		out = append(out, EnvironmentSummary{
+		out = append(out, view.EnvironmentSummary{
 			Name: e.Name, Clusters: e.Status.Clusters, ReadyClusters: e.Status.ReadyClusters,
-			Ready: readyOf(e.Status.Conditions), Requires: requirementsOf(&e),
+			Ready: view.ReadyOf(e.Status.Conditions), Requires: view.RequirementsOf(&e),
 		})
 	}
-	writeTable(w, out, func(a, b EnvironmentSummary) bool { return a.Name < b.Name })
+	writeTable(w, out, func(a, b view.EnvironmentSummary) bool { return a.Name < b.Name })
 }
 
 // ProductSummary is one Product of a namespace, as the Order form offers it.
 type ProductSummary struct {
-	Name            string    `json:"name"`
-	Source          string    `json:"source"`
-	TargetNamespace string    `json:"targetNamespace,omitempty"`
-	Ready           Condition `json:"ready"`
+	Name            string         `json:"name"`
+	Source          string         `json:"source"`
+	TargetNamespace string         `json:"targetNamespace,omitempty"`
+	Ready           view.Condition `json:"ready"`
 }
 
 // listProducts lists a namespace's Products to a person who may list them.
@@ -509,7 +511,7 @@ func (s *Server) listProducts(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]ProductSummary, 0, len(list.Items))
 	for _, p := range list.Items {
-		out = append(out, ProductSummary{Name: p.Name, Source: p.Spec.Source.URL, TargetNamespace: p.Spec.TargetNamespace, Ready: readyOf(p.Status.Conditions)})
+		out = append(out, ProductSummary{Name: p.Name, Source: p.Spec.Source.URL, TargetNamespace: p.Spec.TargetNamespace, Ready: view.ReadyOf(p.Status.Conditions)})
 	}
 	writeTable(w, out, func(a, b ProductSummary) bool { return a.Name < b.Name })
 }
@@ -697,11 +699,11 @@ func (s *Server) applications(ctx context.Context, labels client.MatchingLabels)
 	return list.Items, nil
 }
 
-// writeTable answers a table: its rows sorted by less, capped at MaxRows, and the count of the
+// writeTable answers a table: its rows sorted by less, capped at view.MaxRows, and the count of the
 // rows past the cap.
 func writeTable[T any](w http.ResponseWriter, rows []T, less func(a, b T) bool) {
 	sort.Slice(rows, func(i, j int) bool { return less(rows[i], rows[j]) })
-	kept, omitted := capRows(rows)
+	kept, omitted := view.CapRows(rows)
 	writeJSON(w, http.StatusOK, map[string]any{"items": kept, "omitted": omitted})
 }
 

@@ -13,10 +13,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -215,7 +215,7 @@ func downstream(ctx context.Context, c client.Reader, namespace, order string) [
 	}
 	var envs v1.EnvironmentList
 	if err := c.List(ctx, &envs, client.InNamespace(namespace)); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list Environments", "namespace", namespace)
+		log.FromContext(ctx).Error(err, "list Environments", "namespace", namespace)
 		return nil
 	}
 	after := map[string]bool{}
@@ -231,7 +231,7 @@ func downstream(ctx context.Context, c client.Reader, namespace, order string) [
 	}
 	var orders v1.OrderList
 	if err := c.List(ctx, &orders, client.InNamespace(namespace)); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list Orders", "namespace", namespace)
+		log.FromContext(ctx).Error(err, "list Orders", "namespace", namespace)
 		return nil
 	}
 	var out []reconcile.Request

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/manifests"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -37,7 +39,7 @@ func TestArgoCDSyncsAnArtifactOfTheBundledRegistryToAMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifests, err := render.Marshal(res.Objects)
+	manifests, err := manifests.Marshal(res.Objects)
 	if err != nil {
 		t.Fatal(err)
 	}

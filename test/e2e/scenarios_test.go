@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/view"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +24,6 @@ import (
 	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/sandbox"
-	"github.com/kokumi-dev/kokumi/internal/server"
 )
 
 // The spec's scenarios, in order, on one fleet: each starts from where the one before left the
@@ -114,8 +115,8 @@ func deployToThree(t *testing.T) {
 }
 
 // servingPage reads the Serving page of the UI's API, as the UI does.
-func servingPage(ctx context.Context, name string) (server.ServingDetail, error) {
-	var d server.ServingDetail
+func servingPage(ctx context.Context, name string) (view.ServingDetail, error) {
+	var d view.ServingDetail
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, uiBase+"/api/v1/namespaces/"+tenant+"/servings/"+name, nil)
 	if err != nil {
 		return d, err

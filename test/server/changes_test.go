@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/view"
+
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -134,7 +136,7 @@ func TestEnvironmentsSayHowManyOfTheirClustersAreReady(t *testing.T) {
 	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge"}, &e))
 	e.Status.Clusters, e.Status.ReadyClusters = 3, 2
 	must(t, env.Client.Status().Update(ctx, &e))
-	get(t, "/api/v1/namespaces/"+ns+"/environments", func(l list[server.EnvironmentSummary]) error {
+	get(t, "/api/v1/namespaces/"+ns+"/environments", func(l list[view.EnvironmentSummary]) error {
 		if len(l.Items) != 1 || l.Items[0].Clusters != 3 || l.Items[0].ReadyClusters != 2 {
 			return fmt.Errorf("environments %+v, want edge with 2 of 3 clusters Ready", l.Items)
 		}
@@ -290,13 +292,13 @@ func TestRollbackDeploysWhatRanBeforeAndTheServingPageSaysWhat(t *testing.T) {
 	preparationOf(t, ns, "web-4", "web", false)
 	orderAndServing(t, ns, "web", "edge", "web-3")
 
-	d := get(t, servingPath(ns, "web"), func(d server.ServingDetail) error {
+	d := get(t, servingPath(ns, "web"), func(d view.ServingDetail) error {
 		if d.Promotion == nil || len(d.Promotion.Preparations) != 4 || d.Promotion.RollbackTo != "web-1" {
 			return fmt.Errorf("promotion %+v, want 4 Preparations and web-1 to roll back to", d.Promotion)
 		}
 		return nil
 	})
-	byName := map[string]server.PreparationSummary{}
+	byName := map[string]view.PreparationSummary{}
 	for _, p := range d.Promotion.Preparations {
 		byName[p.Name] = p
 	}
@@ -327,7 +329,7 @@ func TestRollbackDeploysWhatRanBeforeAndTheServingPageSaysWhat(t *testing.T) {
 	if sv := servingNamed(t, ns, "web"); sv.Spec.PreparationName != "web-1" {
 		t.Fatalf("the Serving deploys %q after the rollback, want web-1", sv.Spec.PreparationName)
 	}
-	get(t, servingPath(ns, "web"), func(d server.ServingDetail) error {
+	get(t, servingPath(ns, "web"), func(d view.ServingDetail) error {
 		if d.Promotion == nil || d.Promotion.RollbackTo != "" {
 			return fmt.Errorf("rollbackTo %q, want none past web-1", d.Promotion.RollbackTo)
 		}

@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/view"
+
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
-	"github.com/kokumi-dev/kokumi/internal/server"
 )
 
 // fleetApps creates n Applications of the Serving ns/serving, on clusters c-0000…, with the
@@ -73,7 +74,7 @@ func TestTheServingPageFiltersAndPagesItsClustersOnTheServer(t *testing.T) {
 	ctx := context.Background()
 	ns := "team-paging"
 	must(t, env.CreateNamespace(ctx, ns))
-	const n = server.MaxRows + 50
+	const n = view.MaxRows + 50
 	s := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"}, Spec: v1.ServingSpec{OrderRef: v1.LocalObjectReference{Name: "big"}}}
 	must(t, env.Client.Create(ctx, s))
 	// c-0001 and c-0002 are held; every tenth cluster is degraded.
@@ -86,9 +87,9 @@ func TestTheServingPageFiltersAndPagesItsClustersOnTheServer(t *testing.T) {
 	fleetApps(t, ns, "big", n)
 
 	path := servingPath(ns, "big")
-	d := get(t, path, func(d server.ServingDetail) error {
-		if d.RowsTotal != n || len(d.Rows) != server.MaxRows || d.Clusters.Held != 2 {
-			return fmt.Errorf("%d rows of %d, held %d; want %d of %d and 2 held", len(d.Rows), d.RowsTotal, d.Clusters.Held, server.MaxRows, n)
+	d := get(t, path, func(d view.ServingDetail) error {
+		if d.RowsTotal != n || len(d.Rows) != view.MaxRows || d.Clusters.Held != 2 {
+			return fmt.Errorf("%d rows of %d, held %d; want %d of %d and 2 held", len(d.Rows), d.RowsTotal, d.Clusters.Held, view.MaxRows, n)
 		}
 		return nil
 	})
@@ -105,10 +106,10 @@ func TestTheServingPageFiltersAndPagesItsClustersOnTheServer(t *testing.T) {
 		{"?state=Held", 2, 2, 0, "c-0001", "c-0002", "Held"},
 		{"?q=C-010", 10, 10, 0, "c-0100", "c-0109", ""},
 		{"?q=c-0&state=Healthy&offset=5&limit=10", 10, 1000 - 100 - 2, 1000 - 100 - 2 - 15, "c-0008", "c-0018", "Healthy"},
-		{"?limit=5000", server.MaxRows, n, 50, "c-0001", "", ""},
+		{"?limit=5000", view.MaxRows, n, 50, "c-0001", "", ""},
 		{"?q=nothing-like-it", 0, 0, 0, "", "", ""},
 	} {
-		var got server.ServingDetail
+		var got view.ServingDetail
 		if res := do(t, call{path: path + c.query, bearer: token}, &got); res.StatusCode != http.StatusOK {
 			t.Errorf("%s: status %d", c.query, res.StatusCode)
 			continue
@@ -156,7 +157,7 @@ func TestTheClusterPageHoldsTheDeploymentsOfAClusterThatIsNotReady(t *testing.T)
 	app(t, ns, "web", "edge-down", "Healthy", "Synced", "sha256:"+strings.Repeat("b", 64), "", time.Now().Add(-time.Hour))
 
 	path := "/api/v1/clusters/edge-down"
-	d := get(t, path, func(d server.ClusterDetail) error {
+	d := get(t, path, func(d view.ClusterDetail) error {
 		if len(d.Deployments) != 1 || d.Deployments[0].Health == "" || d.Ready.Status != "False" {
 			return fmt.Errorf("deployments %+v, ready %+v", d.Deployments, d.Ready)
 		}
@@ -170,14 +171,14 @@ func TestTheClusterPageHoldsTheDeploymentsOfAClusterThatIsNotReady(t *testing.T)
 
 	// Unknown is not Ready either; Ready again, the row is what Argo CD reports.
 	setClusterReady(t, c, metav1.ConditionUnknown, "Probing")
-	get(t, path, func(d server.ClusterDetail) error {
+	get(t, path, func(d view.ClusterDetail) error {
 		if r := d.Deployments[0]; r.State != "Held" || r.Message != "Cluster edge-down is not Ready: Probing" {
 			return fmt.Errorf("row %+v, want Held while Ready is Unknown", r)
 		}
 		return nil
 	})
 	setClusterReady(t, c, metav1.ConditionTrue, v1.ReasonConnected)
-	get(t, path, func(d server.ClusterDetail) error {
+	get(t, path, func(d view.ClusterDetail) error {
 		if r := d.Deployments[0]; r.State != "Healthy" || r.Reason != "" || r.Health != "Healthy" {
 			return fmt.Errorf("row %+v, want Healthy once the Cluster is Ready", r)
 		}
@@ -189,7 +190,7 @@ func TestTheClusterPageHoldsTheDeploymentsOfAClusterThatIsNotReady(t *testing.T)
 	must(t, env.Client.Create(ctx, s))
 	s.Status.Targets = []v1.Target{{Cluster: "edge-down", Conditions: []v1.TargetCondition{{Type: "Degraded", Reason: v1.ReasonDegraded, Message: "sync failed: boom"}}}}
 	must(t, env.Client.Status().Update(ctx, s))
-	get(t, path, func(d server.ClusterDetail) error {
+	get(t, path, func(d view.ClusterDetail) error {
 		if r := d.Deployments[0]; r.State != "Degraded" || r.Reason != v1.ReasonDegraded || r.Message != "sync failed: boom" {
 			return fmt.Errorf("row %+v, want the Serving's Degraded", r)
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/view"
+
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -107,7 +109,7 @@ func TestAPromotionWaitsForTheStagesItsEnvironmentRequires(t *testing.T) {
 	release(t, ns, "podinfo-prod-1", "podinfo-prod", source, "127.0.0.1:1/"+ns+"/podinfo-prod", "sha256:"+strings.Repeat("a", 64))
 
 	// The Order form says what prod requires.
-	get(t, "/api/v1/namespaces/"+ns+"/environments", func(l list[server.EnvironmentSummary]) error {
+	get(t, "/api/v1/namespaces/"+ns+"/environments", func(l list[view.EnvironmentSummary]) error {
 		if len(l.Items) != 2 || l.Items[0].Name != "prod" || fmt.Sprint(l.Items[0].Requires) != "[{staging 30m}]" || l.Items[1].Requires != nil {
 			return fmt.Errorf("environments %+v, want prod requiring staging (soak 30m) and staging requiring nothing", l.Items)
 		}
@@ -116,7 +118,7 @@ func TestAPromotionWaitsForTheStagesItsEnvironmentRequires(t *testing.T) {
 
 	// The Serving page shows the stage prod waits for; the server's cache knows it now, and that
 	// the Preparation is Ready (else a promotion is refused as not checked yet).
-	d := get(t, servingPath(ns, "podinfo-prod"), func(d server.ServingDetail) error {
+	d := get(t, servingPath(ns, "podinfo-prod"), func(d view.ServingDetail) error {
 		if d.Pipeline == nil || len(d.Pipeline.Stages) != 1 || d.Pipeline.Preparation != "podinfo-prod-1" {
 			return fmt.Errorf("pipeline %+v, want the stage staging for podinfo-prod-1", d.Pipeline)
 		}
@@ -153,7 +155,7 @@ func TestAPromotionWaitsForTheStagesItsEnvironmentRequires(t *testing.T) {
 	stagingPrep := release(t, ns, "podinfo-staging-1", "podinfo-staging", source, "127.0.0.1:1/"+ns+"/podinfo-staging", "sha256:"+strings.Repeat("b", 64))
 	staging := orderAndServing(t, ns, "podinfo-staging", "staging", stagingPrep.Name)
 	ready(t, staging, v1.ReasonProgressing, "")
-	get(t, servingPath(ns, "podinfo-prod"), func(d server.ServingDetail) error {
+	get(t, servingPath(ns, "podinfo-prod"), func(d view.ServingDetail) error {
 		if d.Pipeline == nil || len(d.Pipeline.Stages) != 1 {
 			return fmt.Errorf("pipeline %+v", d.Pipeline)
 		}
@@ -168,7 +170,7 @@ func TestAPromotionWaitsForTheStagesItsEnvironmentRequires(t *testing.T) {
 	// A registry that is down makes a short message on the Serving page, not a failed page:
 	// the records are listed from the Preparation's status, unverified.
 	listRecord(t, stagingPrep, v1.DeploymentRecord{Environment: "staging", Clusters: 2, Time: metav1.NewTime(time.Now().Truncate(time.Second)), Digest: "sha256:" + strings.Repeat("c", 64)})
-	d = get(t, servingPath(ns, "podinfo-staging"), func(d server.ServingDetail) error {
+	d = get(t, servingPath(ns, "podinfo-staging"), func(d view.ServingDetail) error {
 		if d.Records == nil || len(d.Records.Items) != 1 {
 			return fmt.Errorf("records %+v, want the one the status lists", d.Records)
 		}
@@ -207,7 +209,7 @@ func TestStagesPassOnSignedRecordsAndTheServingPageListsThem(t *testing.T) {
 	must(t, err)
 	listRecord(t, stagingPrep, v1.DeploymentRecord{Environment: "staging", Clusters: 2, Time: metav1.NewTime(at), Digest: recDigest, KeyID: signer.KeyID()})
 
-	d := get(t, servingPath(ns, "podinfo-staging"), func(d server.ServingDetail) error {
+	d := get(t, servingPath(ns, "podinfo-staging"), func(d view.ServingDetail) error {
 		if d.Records == nil || len(d.Records.Items) != 1 || !d.Records.Items[0].Verified {
 			return fmt.Errorf("records %+v, want one verified", d.Records)
 		}
@@ -226,7 +228,7 @@ func TestStagesPassOnSignedRecordsAndTheServingPageListsThem(t *testing.T) {
 	// prod's stage staging soaks: the record is the evidence, the Serving page links staging.
 	orderAndServing(t, ns, "podinfo-prod", "prod", "")
 	release(t, ns, "podinfo-prod-1", "podinfo-prod", source, reg.Addr+"/"+ns+"/podinfo-prod", "sha256:"+strings.Repeat("d", 64))
-	d = get(t, servingPath(ns, "podinfo-prod"), func(d server.ServingDetail) error {
+	d = get(t, servingPath(ns, "podinfo-prod"), func(d view.ServingDetail) error {
 		if d.Pipeline == nil || len(d.Pipeline.Stages) != 1 || d.Pipeline.Stages[0].State != "Soaking" {
 			return fmt.Errorf("pipeline %+v, want staging Soaking", d.Pipeline)
 		}
@@ -249,7 +251,7 @@ func TestStagesPassOnSignedRecordsAndTheServingPageListsThem(t *testing.T) {
 	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "prod"}, &prod))
 	prod.Spec.Requires[0].Soak = nil
 	must(t, env.Client.Update(ctx, &prod))
-	get(t, servingPath(ns, "podinfo-prod"), func(d server.ServingDetail) error {
+	get(t, servingPath(ns, "podinfo-prod"), func(d view.ServingDetail) error {
 		if d.Pipeline == nil || !d.Pipeline.Allowed || len(d.Pipeline.Stages) != 1 || d.Pipeline.Stages[0].State != "Passed" {
 			return fmt.Errorf("pipeline %+v, want staging Passed", d.Pipeline)
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/view"
+
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,7 +127,7 @@ func TestServingPageListsEveryClusterTroubledFirst(t *testing.T) {
 	healthyApp := app(t, ns, s.Name, "edge-1", "Healthy", "Synced", rev, "", healthySince)
 	app(t, ns, s.Name, "edge-2", "Degraded", "Synced", rev, "Deployment podinfo: progress deadline exceeded", time.Now())
 
-	d := get(t, "/api/v1/namespaces/"+ns+"/servings/podinfo-edge", func(d server.ServingDetail) error {
+	d := get(t, "/api/v1/namespaces/"+ns+"/servings/podinfo-edge", func(d view.ServingDetail) error {
 		if len(d.Rows) != 3 {
 			return fmt.Errorf("%d rows, want 3", len(d.Rows))
 		}
@@ -153,7 +155,7 @@ func TestServingPageListsEveryClusterTroubledFirst(t *testing.T) {
 		t.Errorf("third row is not edge-1 healthy at %s since %s, linked to %s: %+v", rev, healthySince, wantLink, healthy)
 	}
 
-	all := get(t, "/api/v1/servings?namespace="+ns, func(l list[server.ServingSummary]) error {
+	all := get(t, "/api/v1/servings?namespace="+ns, func(l list[view.ServingSummary]) error {
 		if len(l.Items) != 1 {
 			return fmt.Errorf("%d Servings", len(l.Items))
 		}
@@ -183,7 +185,7 @@ func TestClusterPageListsWhatRunsThere(t *testing.T) {
 	}
 	app(t, "team-a", "podinfo-edge", "edge-8", "Healthy", "Synced", "sha256:"+strings.Repeat("b", 64), "", time.Now())
 
-	d := get(t, "/api/v1/clusters/edge-9", func(d server.ClusterDetail) error {
+	d := get(t, "/api/v1/clusters/edge-9", func(d view.ClusterDetail) error {
 		if len(d.Deployments) != 2 {
 			return fmt.Errorf("%d deployments, want 2", len(d.Deployments))
 		}
@@ -201,7 +203,7 @@ func TestClusterPageListsWhatRunsThere(t *testing.T) {
 		d.Deployments[0].Health != "Healthy" || !strings.HasPrefix(d.Deployments[0].Link, argoURL+"/applications/argocd/") {
 		t.Errorf("deployments %+v", d.Deployments)
 	}
-	get(t, "/api/v1/clusters", func(l list[server.ClusterSummary]) error {
+	get(t, "/api/v1/clusters", func(l list[view.ClusterSummary]) error {
 		for _, c := range l.Items {
 			if c.Name == "edge-9" && c.Ready.Reason == v1.ReasonConnected && c.Labels["env"] == "edge" {
 				return nil
@@ -221,7 +223,7 @@ func TestOrderFormCreatesAnOrderAndNamesTheWrongField(t *testing.T) {
 	must(t, env.Client.Create(ctx, &v1.Product{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"}, Spec: v1.ProductSpec{
 		Source: v1.ProductSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.14.1"},
 	}}))
-	get(t, "/api/v1/namespaces/"+ns+"/environments", func(l list[server.EnvironmentSummary]) error {
+	get(t, "/api/v1/namespaces/"+ns+"/environments", func(l list[view.EnvironmentSummary]) error {
 		if len(l.Items) != 1 || l.Items[0].Name != "edge" {
 			return fmt.Errorf("environments %+v", l.Items)
 		}
@@ -358,7 +360,7 @@ func TestAPersonPromotesAReadyPreparationOfAManualOrder(t *testing.T) {
 	preparationOf(t, ns, "manual-broken", "manual", false)
 	preparationOf(t, ns, "auto-ready", "auto", true)
 
-	d := get(t, "/api/v1/namespaces/"+ns+"/servings/manual", func(d server.ServingDetail) error {
+	d := get(t, "/api/v1/namespaces/"+ns+"/servings/manual", func(d view.ServingDetail) error {
 		if d.Promotion == nil || len(d.Promotion.Preparations) != 2 {
 			return fmt.Errorf("promotion %+v, want the Order's two Preparations", d.Promotion)
 		}
@@ -405,7 +407,7 @@ func TestAPersonPromotesAReadyPreparationOfAManualOrder(t *testing.T) {
 	if sv.Spec.PreparationName != "manual-ready" {
 		t.Fatalf("the Serving deploys %q after the promotion, want manual-ready", sv.Spec.PreparationName)
 	}
-	get(t, "/api/v1/namespaces/"+ns+"/servings/manual", func(d server.ServingDetail) error {
+	get(t, "/api/v1/namespaces/"+ns+"/servings/manual", func(d view.ServingDetail) error {
 		for _, p := range d.Promotion.Preparations {
 			if p.Name == "manual-ready" && p.Promoted {
 				return nil

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/view"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,7 +63,7 @@ func delivering(t *testing.T, ns string) {
 	}}))
 	preparationOf(t, ns, "podinfo-edge-v2", "podinfo-edge", true)
 	// The admin sees it all once the server's cache has it.
-	get(t, "/api/v1/namespaces/"+ns+"/servings/podinfo-edge", func(d server.ServingDetail) error {
+	get(t, "/api/v1/namespaces/"+ns+"/servings/podinfo-edge", func(d view.ServingDetail) error {
 		if d.Promotion == nil || len(d.Promotion.Preparations) != 1 || d.Promotion.Preparations[0].Ready.Status != "True" {
 			return fmt.Errorf("promotion %+v", d.Promotion)
 		}
@@ -124,7 +126,7 @@ func TestATenantSeesAndOrdersOnlyInItsNamespace(t *testing.T) {
 	}
 
 	// Reads: its own namespace, nothing of team-b's.
-	servings := getAs(t, as.at("", "/api/v1/servings", nil), func(l list[server.ServingSummary]) error {
+	servings := getAs(t, as.at("", "/api/v1/servings", nil), func(l list[view.ServingSummary]) error {
 		for _, s := range l.Items {
 			if s.Namespace == mine {
 				return nil
@@ -137,7 +139,7 @@ func TestATenantSeesAndOrdersOnlyInItsNamespace(t *testing.T) {
 			t.Errorf("the tenant of team-a is shown the Serving %s/%s", s.Namespace, s.Name)
 		}
 	}
-	getAs(t, as.at("", "/api/v1/namespaces/"+mine+"/servings/podinfo-edge", nil), func(d server.ServingDetail) error {
+	getAs(t, as.at("", "/api/v1/namespaces/"+mine+"/servings/podinfo-edge", nil), func(d view.ServingDetail) error {
 		if d.Promotion == nil || len(d.Promotion.Preparations) != 1 {
 			return fmt.Errorf("its own Serving page lacks the promotion: %+v", d.Promotion)
 		}
@@ -230,7 +232,7 @@ func TestStrangersAreRefusedAndTheUnboundSeeNothing(t *testing.T) {
 	// A ServiceAccount with no binding signs in, and sees and does nothing.
 	nobody := serviceAccountToken(t, ns, "nobody")
 	as := call{server: k8sBase, cookie: login(t, k8sBase, nobody)}
-	var l list[server.ServingSummary]
+	var l list[view.ServingSummary]
 	if code := status(t, as.at("", "/api/v1/servings", nil), &l); code != http.StatusOK || len(l.Items) != 0 || l.Omitted != 0 {
 		t.Errorf("GET /api/v1/servings as an unbound ServiceAccount: %d %+v, want 200 and nothing", code, l)
 	}

@@ -4,7 +4,7 @@ package gc
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -87,7 +87,7 @@ func (r *Collector) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1.Serving{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				o, n := e.ObjectOld.(*v1.Serving), e.ObjectNew.(*v1.Serving)
-				return o.Spec.PreparationName != n.Spec.PreparationName || !sameStrings(runs(o), runs(n))
+				return o.Spec.PreparationName != n.Spec.PreparationName || !slices.Equal(preparation.Runs(o), preparation.Runs(n))
 			},
 			DeleteFunc: func(event.DeleteEvent) bool { return false },
 		})).
@@ -139,7 +139,7 @@ func (r *Collector) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	victims := collectible(preps, r.Config.PreparationHistory, keeps(&order, serving))
+	victims := preparation.Collectible(preps, r.Config.PreparationHistory, preparation.Keeps(&order, serving))
 	if len(victims) == 0 {
 		return ctrl.Result{}, nil
 	}
@@ -150,7 +150,7 @@ func (r *Collector) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	if serving, err = r.serving(ctx, r.Reader, order.Namespace, order.Name); err != nil {
 		return ctrl.Result{}, err
 	}
-	keep := keeps(&order, serving)
+	keep := preparation.Keeps(&order, serving)
 	var deleted []string
 	for _, p := range victims {
 		if keep(p) {
@@ -258,104 +258,4 @@ func (r *Collector) announce(order *v1.Order, deleted []string) {
 	r.Recorder.Eventf(order, nil, corev1.EventTypeNormal, ReasonPreparationsCollected, "Collect",
 		"deleted %d old Preparations and their artifacts, keeping the newest %d (--preparation-history): %s",
 		len(deleted), r.Config.PreparationHistory, text.ShortenMiddle(strings.Join(deleted, ", "), text.MaxMessage))
-}
-
-// keeps says which Preparations of an Order are kept whatever their age: the Order's latest,
-// the one its Serving names, and those whose artifact the Serving runs (status.revision, and
-// what each cluster last synced while a roll-out goes on).
-func keeps(order *v1.Order, s *v1.Serving) func(*v1.Preparation) bool {
-	names := map[string]bool{order.Status.LatestPreparation: true}
-	digests := map[string]bool{}
-	if s != nil {
-		names[s.Spec.PreparationName] = true
-		for _, d := range runs(s) {
-			digests[d] = true
-		}
-	}
-	delete(names, "")
-	return func(p *v1.Preparation) bool { return names[p.Name] || digests[p.Spec.Artifact.Digest] }
-}
-
-// runs lists the artifact digests a Serving runs: its revision and its clusters', sorted.
-func runs(s *v1.Serving) []string {
-	var out []string
-	if s.Status.Revision != "" {
-		out = append(out, s.Status.Revision)
-	}
-	for _, t := range s.Status.Targets {
-		if t.Revision != "" {
-			out = append(out, t.Revision)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func sameStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// collectible returns the Preparations of one Order that are older than its newest history
-// ones and that keep does not keep, oldest first. Age is the creation time; Preparations made
-// in the same second are ordered by their parents (a Preparation is younger than the one whose
-// digest is its parentDigest), then by name.
-func collectible(preps []*v1.Preparation, history int, keep func(*v1.Preparation) bool) []*v1.Preparation {
-	if len(preps) <= history {
-		return nil
-	}
-	depth := ancestry(preps)
-	sorted := append([]*v1.Preparation(nil), preps...)
-	sort.SliceStable(sorted, func(i, j int) bool {
-		a, b := sorted[i], sorted[j]
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		if depth[a] != depth[b] {
-			return depth[a] < depth[b]
-		}
-		return a.Name < b.Name
-	})
-	// Creation times have a resolution of a second, and the parent chain breaks where an older
-	// Preparation was collected: one made in the same second as the oldest kept one goes only
-	// when the chain shows it older (an ancestor of it); otherwise it may be newer, and stays.
-	boundary := sorted[len(sorted)-history]
-	ancestors := ancestorsOf(boundary, preps)
-	var out []*v1.Preparation
-	for _, p := range sorted[:len(sorted)-history] {
-		older := p.CreationTimestamp.Before(&boundary.CreationTimestamp) || ancestors[p]
-		if older && !keep(p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// ancestorsOf lists p's ancestors among preps, following parentDigest.
-func ancestorsOf(p *v1.Preparation, preps []*v1.Preparation) map[*v1.Preparation]bool {
-	byDigest := make(map[string]*v1.Preparation, len(preps))
-	for _, q := range preps {
-		byDigest[q.Spec.Artifact.Digest] = q
-	}
-	out := map[*v1.Preparation]bool{}
-	for parent := byDigest[p.Spec.ParentDigest]; parent != nil && !out[parent] && parent != p; parent = byDigest[parent.Spec.ParentDigest] {
-		out[parent] = true
-	}
-	return out
-}
-
-// ancestry counts each Preparation's ancestors among preps, following parentDigest.
-func ancestry(preps []*v1.Preparation) map[*v1.Preparation]int {
-	depth := make(map[*v1.Preparation]int, len(preps))
-	for _, p := range preps {
-		depth[p] = len(ancestorsOf(p, preps))
-	}
-	return depth
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/preparation/build"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -346,8 +348,8 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 // not answer: the render that follows makes what is needed, or says what failed. It fails only
 // when the bundled registry cannot tell whether it holds the artifact, which no render would
 // change. The second result is the inputs hash that matched.
-func (r *Reconciler) unchanged(ctx context.Context, b *preparation.Builder, order *deliveryv1alpha1.Order,
-	product *deliveryv1alpha1.Product, in preparation.Input) (*deliveryv1alpha1.Preparation, string, *failure) {
+func (r *Reconciler) unchanged(ctx context.Context, b *build.Builder, order *deliveryv1alpha1.Order,
+	product *deliveryv1alpha1.Product, in build.Input) (*deliveryv1alpha1.Preparation, string, *failure) {
 	candidates := make([]lastRender, 0, 2)
 	if order.Status.InputsHash != "" && order.Status.LatestPreparation != "" {
 		candidates = append(candidates, lastRender{inputs: order.Status.InputsHash, preparation: order.Status.LatestPreparation})
@@ -377,7 +379,7 @@ func (r *Reconciler) unchanged(ctx context.Context, b *preparation.Builder, orde
 
 // stillCurrent returns the Order's Preparation of that name when its images' tags still point to the
 // digests it pinned and the bundled registry holds its artifact; nil when not (see unchanged).
-func (r *Reconciler) stillCurrent(ctx context.Context, b *preparation.Builder, order *deliveryv1alpha1.Order, name string) (*deliveryv1alpha1.Preparation, *failure) {
+func (r *Reconciler) stillCurrent(ctx context.Context, b *build.Builder, order *deliveryv1alpha1.Order, name string) (*deliveryv1alpha1.Preparation, *failure) {
 	var latest deliveryv1alpha1.Preparation
 	if err := r.Get(ctx, client.ObjectKey{Namespace: order.Namespace, Name: name}, &latest); err != nil || !metav1.IsControlledBy(&latest, order) {
 		return nil, nil
@@ -407,7 +409,7 @@ func (r *Reconciler) stillCurrent(ctx context.Context, b *preparation.Builder, o
 
 // resolveSource resolves the input's source version (a tag or a digest; empty is latest) to
 // the digest a pull would get, with one HEAD request.
-func resolveSource(ctx context.Context, sources *oci.Client, in preparation.Input) (string, error) {
+func resolveSource(ctx context.Context, sources *oci.Client, in build.Input) (string, error) {
 	repo, err := sources.Repository(oci.TrimScheme(in.SourceURL))
 	if err != nil {
 		return "", err
@@ -427,13 +429,13 @@ func resolveSource(ctx context.Context, sources *oci.Client, in preparation.Inpu
 // and version, release name, target namespace, values, CRDs, vendor registry), the digest the
 // source resolved to, and the Product's credentials Secret. Values hash as JSON, keys sorted.
 // An input that does not hash gives "", which never matches.
-func inputsHash(in preparation.Input, sourceDigest string, product *deliveryv1alpha1.Product) string {
+func inputsHash(in build.Input, sourceDigest string, product *deliveryv1alpha1.Product) string {
 	credentials := ""
 	if ref := product.Spec.Source.CredentialsRef; ref != nil {
 		credentials = ref.Name
 	}
 	b, err := json.Marshal(struct {
-		Input        preparation.Input
+		Input        build.Input
 		SourceDigest string
 		Credentials  string
 	}{in, sourceDigest, credentials})
@@ -472,8 +474,8 @@ func (r *Reconciler) artifactPresent(ctx context.Context, sources *oci.Client, p
 // keepArtifact pushes the artifact of existing again when the bundled registry does not hold it
 // (a restore that lost its data). built has existing's config hash, and a push is
 // reproducible: with existing's source version and parent it gives existing's digest.
-func (r *Reconciler) keepArtifact(ctx context.Context, b *preparation.Builder, order *deliveryv1alpha1.Order,
-	existing *deliveryv1alpha1.Preparation, in preparation.Input, built *preparation.Built) *failure {
+func (r *Reconciler) keepArtifact(ctx context.Context, b *build.Builder, order *deliveryv1alpha1.Order,
+	existing *deliveryv1alpha1.Preparation, in build.Input, built *build.Built) *failure {
 	present, err := r.artifactPresent(ctx, b.Sources, existing)
 	if err != nil {
 		return &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
@@ -624,7 +626,7 @@ func (r *Reconciler) maxRetry() time.Duration {
 }
 
 func buildFailure(err error) *failure {
-	var be *preparation.Error
+	var be *build.Error
 	if errors.As(err, &be) {
 		return &failure{string(be.Reason), be.Error()}
 	}
@@ -661,8 +663,8 @@ func (r *Reconciler) credentials(ctx context.Context, product *deliveryv1alpha1.
 }
 
 // input gathers what is rendered. The Environment is not part of it.
-func (r *Reconciler) input(order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Product) (preparation.Input, *failure) {
-	in := preparation.Input{
+func (r *Reconciler) input(order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Product) (build.Input, *failure) {
+	in := build.Input{
 		SourceURL: product.Spec.Source.URL,
 		Version:   product.Spec.Source.Version,
 		Render: render.Options{
@@ -694,14 +696,14 @@ func (r *Reconciler) input(order *deliveryv1alpha1.Order, product *deliveryv1alp
 // builder pulls and pushes for an Order of namespace: with the Product's credentials, and as
 // the pusher in the bundled registry, where it reaches only namespace's own Preparations and
 // vendored images (vendored under vendor/<namespace>/).
-func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespace string) (*preparation.Builder, *failure) {
+func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespace string) (*build.Builder, *failure) {
 	creds, err := r.withPusher(ctx, creds)
 	if err != nil {
 		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
 	}
 	plain := []string{r.Config.BundledRegistry}
 	own := r.ownRepositories(namespace)
-	return &preparation.Builder{
+	return &build.Builder{
 		Sources: &oci.Client{Credentials: creds, PlainHTTP: plain, Allow: own},
 		Images:  &images.Resolver{Credentials: creds, PlainHTTP: plain, Namespace: namespace, Allow: own},
 		Budgets: r.Config.RenderBudgets,
@@ -748,8 +750,8 @@ func (r *Reconciler) preparations(ctx context.Context, order *deliveryv1alpha1.O
 	return existing, latest, nil
 }
 
-func newPreparation(order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Product, in preparation.Input,
-	built *preparation.Built, repository, artifactDigest, parent string, bundled bool) *deliveryv1alpha1.Preparation {
+func newPreparation(order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Product, in build.Input,
+	built *build.Built, repository, artifactDigest, parent string, bundled bool) *deliveryv1alpha1.Preparation {
 	pins := make([]deliveryv1alpha1.ImagePin, 0, len(built.Images))
 	for _, p := range built.Images {
 		pins = append(pins, deliveryv1alpha1.ImagePin{Original: p.Original, Pinned: p.Pinned})
@@ -760,7 +762,7 @@ func newPreparation(order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Pro
 	}
 	return &deliveryv1alpha1.Preparation{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      PreparationName(order.Name, artifactDigest),
+			Name:      preparation.Name(order.Name, artifactDigest),
 			Namespace: order.Namespace,
 			Labels:    shard.Inherit(order, map[string]string{preparation.LabelOrder: order.Name, preparation.LabelProduct: product.Name}),
 		},
@@ -777,18 +779,6 @@ func newPreparation(order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Pro
 			ParentDigest:            parent,
 		},
 	}
-}
-
-// PreparationName is <order>-<first 10 hex digits of the artifact digest>, shortened to fit.
-func PreparationName(order, artifactDigest string) string {
-	short := strings.TrimPrefix(artifactDigest, "sha256:")
-	if len(short) > 10 {
-		short = short[:10]
-	}
-	if max := 253 - len(short) - 1; len(order) > max {
-		order = order[:max]
-	}
-	return order + "-" + short
 }
 
 // markReady sets the new Preparation's Ready condition.

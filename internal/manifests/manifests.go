@@ -1,4 +1,7 @@
-package render
+// Package manifests reads and writes Kubernetes YAML streams as objects: parse (with a bound on
+// the objects), set the target namespace, marshal. It links no renderer, so that what only shows
+// manifests (the kubectl plugin's diff) stays small.
+package manifests
 
 import (
 	"bufio"
@@ -15,6 +18,9 @@ import (
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
 )
+
+// LimitObjects counts the objects a source renders to (an *oci.LimitError's Limit).
+const LimitObjects = "objects"
 
 // clusterScoped lists the built-in kinds that have no namespace, by group/kind.
 var clusterScoped = map[string]bool{
@@ -60,12 +66,12 @@ var clusterScoped = map[string]bool{
 
 // Parse reads a YAML stream into objects, skipping empty documents and unwrapping Lists.
 func Parse(stream []byte) ([]*unstructured.Unstructured, error) {
-	return parse(stream, 0)
+	return ParseLimited(stream, 0)
 }
 
-// parse is Parse that stops with an *oci.LimitError once the stream holds more than
+// ParseLimited is Parse that stops with an *oci.LimitError once the stream holds more than
 // maxObjects objects (0: no limit).
-func parse(stream []byte, maxObjects int) ([]*unstructured.Unstructured, error) {
+func ParseLimited(stream []byte, maxObjects int) ([]*unstructured.Unstructured, error) {
 	tooMany := func(objs []*unstructured.Unstructured) error {
 		if maxObjects > 0 && len(objs) > maxObjects {
 			return &oci.LimitError{Limit: LimitObjects, Max: int64(maxObjects)}

@@ -1,7 +1,7 @@
-// Package preparation builds what a Preparation records: it pulls a Product's source, renders
+// Package build builds what a Preparation records: it pulls a Product's source, renders
 // it, pins or vendors its images, packs the manifests into one deterministic layer and pushes
 // it as an OCI artifact Argo CD syncs. It talks to registries, never to the API server.
-package preparation
+package build
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/kokumi-dev/kokumi/internal/manifests"
+
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/images"
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/render"
 )
 
@@ -30,8 +33,6 @@ const (
 	AnnotationConfigHash = "delivery.kokumi.dev/config-hash"
 	// AnnotationTargetNamespace is the namespace the manifests render into.
 	AnnotationTargetNamespace = "delivery.kokumi.dev/target-namespace"
-	// ManifestsFile is the one file of the artifact's layer.
-	ManifestsFile = "manifests.yaml"
 )
 
 // Reason says which step failed, as the Order's Ready reason.
@@ -87,9 +88,9 @@ type Built struct {
 	SourceDigest string
 	// Images are the images of the manifests, sorted by original reference.
 	Images []images.Pin
-	// Layer is the gzipped tar holding ManifestsFile.
+	// Layer is the gzipped tar holding preparation.ManifestsFile.
 	Layer []byte
-	// Manifests is the content of ManifestsFile.
+	// Manifests is the content of preparation.ManifestsFile.
 	Manifests []byte
 	// ConfigHash identifies what was rendered: the same hash never makes a second Preparation.
 	ConfigHash string
@@ -152,14 +153,14 @@ func (b *Builder) Build(ctx context.Context, in Input) (*Built, error) {
 		mapping[p.Original] = p.Pinned
 	}
 	images.Rewrite(res.Objects, mapping)
-	manifests, err := render.Marshal(res.Objects)
+	manifests, err := manifests.Marshal(res.Objects)
 	if err != nil {
 		return nil, fail(ReasonRenderFailed, "write manifests: %v", err)
 	}
 	if err := checkOutput(budgets, manifests); err != nil {
 		return nil, overBudget(err, in.SourceURL+"@"+pulled.Digest)
 	}
-	layer, err := oci.TarGz(map[string][]byte{ManifestsFile: manifests})
+	layer, err := oci.TarGz(map[string][]byte{preparation.ManifestsFile: manifests})
 	if err != nil {
 		return nil, fail(ReasonRenderFailed, "pack manifests: %v", err)
 	}

@@ -1,4 +1,4 @@
-package preparation_test
+package build_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 	"github.com/kokumi-dev/kokumi/internal/oci/registry"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
+	"github.com/kokumi-dev/kokumi/internal/preparation/build"
 	"github.com/kokumi-dev/kokumi/internal/render"
 )
 
@@ -39,8 +40,8 @@ func newFixture(tb testing.TB) *fixture {
 	return f
 }
 
-func (f *fixture) input() preparation.Input {
-	return preparation.Input{
+func (f *fixture) input() build.Input {
+	return build.Input{
 		SourceURL: f.chartURL,
 		Version:   "6.14.1",
 		Render: render.Options{
@@ -56,8 +57,8 @@ func (f *fixture) input() preparation.Input {
 	}
 }
 
-func builder() *preparation.Builder {
-	return &preparation.Builder{Sources: &oci.Client{}, Images: &images.Resolver{}}
+func builder() *build.Builder {
+	return &build.Builder{Sources: &oci.Client{}, Images: &images.Resolver{}}
 }
 
 func TestHelmChartRendersWithPinnedImagesIntoTheTargetNamespace(t *testing.T) {
@@ -123,12 +124,12 @@ func TestSameInputPushesTheSameDigestAndAnyChangeAnother(t *testing.T) {
 	hashes := map[string]string{}
 	for _, c := range []struct {
 		name   string
-		change func(*preparation.Input)
+		change func(*build.Input)
 	}{
-		{"first", func(*preparation.Input) {}},
-		{"again", func(*preparation.Input) {}},
-		{"target namespace", func(in *preparation.Input) { in.Render.TargetNamespace = "other" }},
-		{"values", func(in *preparation.Input) { in.Render.Values["replicaCount"] = 3 }},
+		{"first", func(*build.Input) {}},
+		{"again", func(*build.Input) {}},
+		{"target namespace", func(in *build.Input) { in.Render.TargetNamespace = "other" }},
+		{"values", func(in *build.Input) { in.Render.Values["replicaCount"] = 3 }},
 	} {
 		in := f.input()
 		c.change(&in)
@@ -184,13 +185,13 @@ func TestArtifactIsOneTarGzipLayerWithSourceAnnotations(t *testing.T) {
 	if string(files[preparation.ManifestsFile]) != string(built.Manifests) {
 		t.Errorf("layer holds %v, want %s with the manifests", keys(files), preparation.ManifestsFile)
 	}
-	a := preparation.Annotations(in, built, parent)
+	a := build.Annotations(in, built, parent)
 	for k, want := range map[string]string{
 		"org.opencontainers.image.source":      f.chartURL,
 		"org.opencontainers.image.version":     "6.14.1",
 		"org.opencontainers.image.base.name":   oci.TrimScheme(f.chartURL) + ":6.14.1",
 		"org.opencontainers.image.base.digest": f.chartDigest,
-		preparation.AnnotationParentDigest:     parent,
+		build.AnnotationParentDigest:           parent,
 	} {
 		if a[k] != want {
 			t.Errorf("annotation %s = %q, want %q", k, a[k], want)
@@ -252,7 +253,7 @@ func TestManifestBundleRenders(t *testing.T) {
 		"a/ns.yaml":     "apiVersion: v1\nkind: Namespace\nmetadata: {name: web}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: web}\n",
 		"README.md":     "not a manifest",
 	})
-	built, err := builder().Build(context.Background(), preparation.Input{
+	built, err := builder().Build(context.Background(), build.Input{
 		SourceURL: url, Version: "v1", Render: render.Options{ReleaseName: "x", TargetNamespace: "apps"},
 	})
 	if err != nil {
@@ -270,11 +271,11 @@ func TestManifestBundleRenders(t *testing.T) {
 	}
 }
 
-func reason(t *testing.T, err error) preparation.Reason {
+func reason(t *testing.T, err error) build.Reason {
 	t.Helper()
-	var pe *preparation.Error
+	var pe *build.Error
 	if !errors.As(err, &pe) {
-		t.Fatalf("error %v is not a *preparation.Error", err)
+		t.Fatalf("error %v is not a *build.Error", err)
 	}
 	return pe.Reason
 }
@@ -298,18 +299,18 @@ func TestFailuresNameTheStepAndWhatFailed(t *testing.T) {
 
 	for _, c := range []struct {
 		name     string
-		change   func(*preparation.Input)
-		reason   preparation.Reason
+		change   func(*build.Input)
+		reason   build.Reason
 		mentions []string
 	}{
-		{"unknown version", func(in *preparation.Input) { in.Version = "9.9.9" }, preparation.ReasonSourceNotFound, []string{"9.9.9", "does not exist"}},
-		{"bad chart", func(in *preparation.Input) { in.SourceURL, in.Version = badChart, "1.0.0" }, preparation.ReasonRenderFailed, []string{"broken.yaml"}},
-		{"unresolvable image", func(in *preparation.Input) { in.Render.Values["initImage"] = f.reg.Addr + "/library/nothing:1" },
-			preparation.ReasonImageResolutionFailed, []string{f.reg.Addr + "/library/nothing:1"}},
-		{"source registry down", func(in *preparation.Input) { in.SourceURL = "oci://" + downAddr + "/charts/podinfo" },
-			preparation.ReasonSourceNotFound, []string{downAddr, "reachable"}},
-		{"vendor registry down", func(in *preparation.Input) { in.VendorRegistry = downAddr },
-			preparation.ReasonImageResolutionFailed, []string{downAddr}},
+		{"unknown version", func(in *build.Input) { in.Version = "9.9.9" }, build.ReasonSourceNotFound, []string{"9.9.9", "does not exist"}},
+		{"bad chart", func(in *build.Input) { in.SourceURL, in.Version = badChart, "1.0.0" }, build.ReasonRenderFailed, []string{"broken.yaml"}},
+		{"unresolvable image", func(in *build.Input) { in.Render.Values["initImage"] = f.reg.Addr + "/library/nothing:1" },
+			build.ReasonImageResolutionFailed, []string{f.reg.Addr + "/library/nothing:1"}},
+		{"source registry down", func(in *build.Input) { in.SourceURL = "oci://" + downAddr + "/charts/podinfo" },
+			build.ReasonSourceNotFound, []string{downAddr, "reachable"}},
+		{"vendor registry down", func(in *build.Input) { in.VendorRegistry = downAddr },
+			build.ReasonImageResolutionFailed, []string{downAddr}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			in := f.input()
@@ -337,7 +338,7 @@ func TestFailuresNameTheStepAndWhatFailed(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = b.Push(context.Background(), downAddr+"/kokumi/x", in, built, "")
-		if got := reason(t, err); got != preparation.ReasonPushFailed || !strings.Contains(err.Error(), downAddr) {
+		if got := reason(t, err); got != build.ReasonPushFailed || !strings.Contains(err.Error(), downAddr) {
 			t.Errorf("push to a stopped registry: %s %v", got, err)
 		}
 	})

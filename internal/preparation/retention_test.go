@@ -1,4 +1,4 @@
-package gc
+package preparation
 
 import (
 	"fmt"
@@ -51,7 +51,7 @@ func TestCollectibleIsTheOldestBeyondTheHistoryThatNothingKeeps(t *testing.T) {
 			[]string{"app-12"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got := names(collectible(tc.preps, 10, tc.keep))
+			got := names(Collectible(tc.preps, 10, tc.keep))
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("collectible: %v, want %v", got, tc.want)
 			}
@@ -74,16 +74,16 @@ func TestKeepsTheLatestTheNamedAndTheRunningOnes(t *testing.T) {
 	order := &v1.Order{Status: v1.OrderStatus{LatestPreparation: "latest"}}
 	serving := &v1.Serving{Spec: v1.ServingSpec{PreparationName: "promoted"},
 		Status: v1.ServingStatus{Revision: "sha256:running", Targets: []v1.Target{{Cluster: "edge-1", Revision: "sha256:lagging"}}}}
-	keep := keeps(order, serving)
+	keep := Keeps(order, serving)
 	for _, p := range []*v1.Preparation{prep("latest", "sha256:1"), prep("promoted", "sha256:2"), prep("a", "sha256:running"), prep("b", "sha256:lagging")} {
 		if !keep(p) {
 			t.Errorf("%s (%s) is not kept", p.Name, p.Spec.Artifact.Digest)
 		}
 	}
-	if keep(prep("old", "sha256:3")) || keeps(order, nil)(prep("promoted", "sha256:2")) {
+	if keep(prep("old", "sha256:3")) || Keeps(order, nil)(prep("promoted", "sha256:2")) {
 		t.Error("a Preparation nothing names or runs is kept")
 	}
-	if keeps(&v1.Order{}, &v1.Serving{})(prep("", "")) {
+	if Keeps(&v1.Order{}, &v1.Serving{})(prep("", "")) {
 		t.Error("an empty name or revision keeps a Preparation")
 	}
 }
@@ -100,7 +100,7 @@ func TestAPreparationOfTheSameSecondAfterABrokenChainStays(t *testing.T) {
 		return i
 	})
 	preps = append(preps[:2:2], preps[3:]...)
-	got := names(collectible(preps, 10, func(p *v1.Preparation) bool { return p.Name == "app-13" || p.Name == "app-12" }))
+	got := names(Collectible(preps, 10, func(p *v1.Preparation) bool { return p.Name == "app-13" || p.Name == "app-12" }))
 	if len(got) != 0 {
 		t.Errorf("collectible: %v, want none: the fourth may be newer than the second, which the history keeps", got)
 	}

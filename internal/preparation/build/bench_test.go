@@ -1,4 +1,4 @@
-package preparation_test
+package build_test
 
 import (
 	"context"

@@ -1,4 +1,8 @@
-package server
+// Package view builds what the UI and the kubectl plugin show of Kokumi's objects: summaries,
+// the Serving page's cluster rows (their state as internal/fleet decides it), the Cluster page's
+// deployments. It takes plain values and returns plain values; the server and the plugin both
+// call it.
+package view
 
 import (
 	"fmt"
@@ -125,7 +129,7 @@ type Requirement struct {
 	Soak string `json:"soak,omitempty"`
 }
 
-func requirementsOf(e *v1.Environment) []Requirement {
+func RequirementsOf(e *v1.Environment) []Requirement {
 	var out []Requirement
 	for _, r := range e.Spec.Requires {
 		req := Requirement{Environment: r.Environment}
@@ -137,7 +141,7 @@ func requirementsOf(e *v1.Environment) []Requirement {
 	return out
 }
 
-func readyOf(conds []metav1.Condition) Condition {
+func ReadyOf(conds []metav1.Condition) Condition {
 	c := apimeta.FindStatusCondition(conds, v1.ConditionReady)
 	if c == nil {
 		return Condition{Status: "Unknown"}
@@ -145,7 +149,7 @@ func readyOf(conds []metav1.Condition) Condition {
 	return Condition{Status: string(c.Status), Reason: c.Reason, Message: c.Message}
 }
 
-func summarizeServing(s *v1.Serving) ServingSummary {
+func SummarizeServing(s *v1.Serving) ServingSummary {
 	return ServingSummary{
 		Namespace:   s.Namespace,
 		Name:        s.Name,
@@ -153,17 +157,17 @@ func summarizeServing(s *v1.Serving) ServingSummary {
 		Preparation: s.Spec.PreparationName,
 		Revision:    s.Status.Revision,
 		Clusters:    s.Status.Clusters,
-		Ready:       readyOf(s.Status.Conditions),
+		Ready:       ReadyOf(s.Status.Conditions),
 	}
 }
 
-func summarizeCluster(c *v1.Cluster) ClusterSummary {
+func SummarizeCluster(c *v1.Cluster) ClusterSummary {
 	return ClusterSummary{
 		Name:    c.Name,
 		Server:  c.Spec.Server,
 		Version: c.Status.Version,
 		Labels:  c.Labels,
-		Ready:   readyOf(c.Status.Conditions),
+		Ready:   ReadyOf(c.Status.Conditions),
 	}
 }
 
@@ -204,13 +208,13 @@ func appLink(base, namespace, name string) string {
 // kubectl plugin, show the same table with it. argoBase, when set, links each row to Argo CD's
 // UI.
 func ServingDetailOf(s *v1.Serving, apps []argocd.Application, argoBase string) ServingDetail {
-	return servingDetail(s, apps, argoBase, RowQuery{})
+	return ServingDetailPage(s, apps, argoBase, RowQuery{})
 }
 
-// servingDetail is ServingDetailOf with the rows q asks for.
-func servingDetail(s *v1.Serving, apps []argocd.Application, argoBase string, q RowQuery) ServingDetail {
-	d := ServingDetail{ServingSummary: summarizeServing(s)}
-	d.Rows, d.RowsTotal, d.RowsOmitted = q.page(servingRows(s, apps, argoBase))
+// ServingDetailPage is ServingDetailOf with the rows q asks for.
+func ServingDetailPage(s *v1.Serving, apps []argocd.Application, argoBase string, q RowQuery) ServingDetail {
+	d := ServingDetail{ServingSummary: SummarizeServing(s)}
+	d.Rows, d.RowsTotal, d.RowsOmitted = q.page(ServingRows(s, apps, argoBase))
 	return d
 }
 
@@ -228,8 +232,8 @@ type RowQuery struct {
 // rowStates are the states a row may be in, as the page shows them.
 var rowStates = []fleet.State{fleet.Held, fleet.Degraded, fleet.Progressing, fleet.Healthy}
 
-// rowQueryOf reads q, state, offset and limit of a request's query; an error says which is wrong.
-func rowQueryOf(v url.Values) (RowQuery, error) {
+// RowQueryOf reads q, state, offset and limit of a request's query; an error says which is wrong.
+func RowQueryOf(v url.Values) (RowQuery, error) {
 	q := RowQuery{Q: v.Get("q"), State: v.Get("state")}
 	if q.State != "" && !slices.ContainsFunc(rowStates, func(st fleet.State) bool { return st.String() == q.State }) {
 		return q, fmt.Errorf("state %q is not a state of a row: use Held, Degraded, Progressing or Healthy", q.State)
@@ -278,10 +282,10 @@ func (q RowQuery) page(rows []ClusterRow) (kept []ClusterRow, total, omitted int
 	return rows[start:end], total, total - end
 }
 
-// servingRows builds the Serving page's table: one row per Application the Serving owns, and
+// ServingRows builds the Serving page's table: one row per Application the Serving owns, and
 // one per cluster its status lists without one (held). Troubled clusters come first (held,
 // degraded, then any other not healthy), then by name.
-func servingRows(s *v1.Serving, apps []argocd.Application, argoBase string) []ClusterRow {
+func ServingRows(s *v1.Serving, apps []argocd.Application, argoBase string) []ClusterRow {
 	byCluster := map[string]*ClusterRow{}
 	for i := range apps {
 		app := &apps[i]
@@ -381,11 +385,11 @@ func rowRank(r ClusterRow) int {
 	return int(fleet.Progressing)
 }
 
-// clusterDeployments builds the Cluster page's Deployments tab from the Applications Kokumi
+// ClusterDeployments builds the Cluster page's Deployments tab from the Applications Kokumi
 // keeps for the Cluster c, ordered by Serving: each row as the Serving page shows the cluster,
 // from the Application and what the Serving's status (of servings, by namespace/name) says of
 // it, and held while c is not Ready.
-func clusterDeployments(c *v1.Cluster, apps []argocd.Application, servings map[string]*v1.Serving, argoBase string) ([]Deployment, int) {
+func ClusterDeployments(c *v1.Cluster, apps []argocd.Application, servings map[string]*v1.Serving, argoBase string) ([]Deployment, int) {
 	ready := apimeta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionReady)
 	out := make([]Deployment, 0, len(apps))
 	for i := range apps {
@@ -411,11 +415,11 @@ func clusterDeployments(c *v1.Cluster, apps []argocd.Application, servings map[s
 		}
 		return out[i].Serving < out[j].Serving
 	})
-	return capRows(out)
+	return CapRows(out)
 }
 
-// capRows keeps the first MaxRows items and counts the rest.
-func capRows[T any](rows []T) ([]T, int) {
+// CapRows keeps the first MaxRows items and counts the rest.
+func CapRows[T any](rows []T) ([]T, int) {
 	if len(rows) <= MaxRows {
 		return rows, 0
 	}

@@ -1,8 +1,10 @@
-package preparation
+package build
 
 import (
 	"errors"
 	"strings"
+
+	"github.com/kokumi-dev/kokumi/internal/manifests"
 
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/oci"
@@ -15,7 +17,7 @@ var budgetFixes = map[string]struct{ flag, smaller string }{
 	oci.LimitPulledBytes:       {config.FlagPulledBytes, "push a smaller chart or bundle"},
 	oci.LimitLayers:            {config.FlagLayers, "push the bundle in fewer layers"},
 	oci.LimitUncompressedBytes: {config.FlagUncompressedBytes, "make the chart or bundle smaller"},
-	render.LimitObjects:        {config.FlagObjects, "make the chart or bundle render fewer objects"},
+	manifests.LimitObjects:     {config.FlagObjects, "make the chart or bundle render fewer objects"},
 	render.LimitOutputBytes:    {config.FlagOutputBytes, "make the chart or bundle render less YAML"},
 }
 

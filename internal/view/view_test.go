@@ -1,14 +1,12 @@
-package server
+package view
 
 import (
 	"fmt"
 	"net/url"
-	"strings"
 	"testing"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
-	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
 func testApp(cluster, health, sync string) argocd.Application {
@@ -33,7 +31,7 @@ func TestServingRowsPutTroubleFirst(t *testing.T) {
 		testApp("y-outofsync", "Healthy", "OutOfSync"),
 		testApp("x-stopped", "Healthy", "Synced"),
 	}
-	rows := servingRows(s, apps, "")
+	rows := ServingRows(s, apps, "")
 	var got []string
 	for _, r := range rows {
 		got = append(got, r.Cluster)
@@ -88,7 +86,7 @@ func TestRowQueryFiltersThenPages(t *testing.T) {
 		{url.Values{"offset": {"20"}}, "[]", 10, 0},
 		{url.Values{"limit": {"5000"}}, "[Edge-00 Edge-01 Edge-02 Edge-03 Edge-04 Edge-05 Edge-06 Edge-07 Edge-08 Edge-09]", 10, 0},
 	} {
-		q, err := rowQueryOf(c.query)
+		q, err := RowQueryOf(c.query)
 		if err != nil {
 			t.Fatalf("%v: %v", c.query, err)
 		}
@@ -102,36 +100,9 @@ func TestRowQueryFiltersThenPages(t *testing.T) {
 		}
 	}
 	for _, bad := range []url.Values{{"state": {"Sad"}}, {"offset": {"-1"}}, {"limit": {"0"}}, {"limit": {"many"}}} {
-		if _, err := rowQueryOf(bad); err == nil {
+		if _, err := RowQueryOf(bad); err == nil {
 			t.Errorf("%v: accepted", bad)
 		}
-	}
-}
-
-func TestTruncateTextCutsAtALineAndSaysSo(t *testing.T) {
-	long := strings.Repeat("0123456789\n", 10000)
-	got := text.TruncateLines(long, MaxObjectText, "the object's YAML")
-	if len(got) > MaxObjectText || !strings.HasSuffix(got, fmt.Sprintf("the object's YAML is %d bytes, only the first %d are shown\n", len(long), len(got)-len(got[strings.LastIndex(got[:len(got)-1], "\n")+1:]))) {
-		t.Errorf("%d bytes ending %q", len(got), got[len(got)-120:])
-	}
-	if text.TruncateLines("short\n", MaxObjectText, "x") != "short\n" {
-		t.Error("a short text was changed")
-	}
-}
-
-func TestSlowSubscriberIsToldToResync(t *testing.T) {
-	b := newBroker()
-	s, _ := b.subscribe("session:a", 0)
-	for i := 0; i < subscriberBuffer+3; i++ {
-		b.publish(Change{Kind: "Serving", Name: fmt.Sprint(i)})
-	}
-	if len(s.ch) != subscriberBuffer || !s.overflow.Load() || len(s.kick) != 1 {
-		t.Fatalf("buffered %d, overflow %v, kicked %d", len(s.ch), s.overflow.Load(), len(s.kick))
-	}
-	b.unsubscribe(s)
-	b.publish(Change{Kind: "Serving", Name: "after"})
-	if len(s.ch) != subscriberBuffer {
-		t.Fatal("an unsubscribed client still receives changes")
 	}
 }
 
@@ -150,7 +121,7 @@ func BenchmarkServingRows(b *testing.B) {
 		s := &v1.Serving{Status: v1.ServingStatus{Targets: []v1.Target{{Cluster: "c-00001", Conditions: []v1.TargetCondition{{Type: "Held", Reason: v1.ReasonClusterNotReady}}}}}}
 		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				rows := servingRows(s, apps, "https://argocd.example")
+				rows := ServingRows(s, apps, "https://argocd.example")
 				if rows[0].Cluster != "c-00001" {
 					b.Fatal("the held cluster is not first")
 				}

@@ -1,4 +1,4 @@
-package preparation_test
+package build_test
 
 import (
 	"archive/tar"
@@ -7,11 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kokumi-dev/kokumi/internal/manifests"
+
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/images"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
-	"github.com/kokumi-dev/kokumi/internal/preparation"
+	"github.com/kokumi-dev/kokumi/internal/preparation/build"
 	"github.com/kokumi-dev/kokumi/internal/render"
 )
 
@@ -59,30 +61,30 @@ func TestEachBudgetFailsTheBuildNamingItsLimitAndFlag(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		budgets config.RenderBudgets
-		in      preparation.Input
+		in      build.Input
 		limit   string
 		flag    string
 		says    []string
 	}{
 		{"pulled bytes", config.RenderBudgets{PulledBytes: 1024}, f.input(), oci.LimitPulledBytes, "render-max-pulled-bytes",
 			[]string{f.chartURL + ":6.14.1", "pulled bytes, over the limit of 1Ki", "push a smaller chart"}},
-		{"layers", config.RenderBudgets{Layers: 2}, preparation.Input{SourceURL: layersURL, Version: "v1"}, oci.LimitLayers, "render-max-layers",
+		{"layers", config.RenderBudgets{Layers: 2}, build.Input{SourceURL: layersURL, Version: "v1"}, oci.LimitLayers, "render-max-layers",
 			[]string{"3 layers, over the limit of 2", "fewer layers"}},
 		// Zero budgets are the defaults: the bomb of 1 GiB stops at 128 MiB.
-		{"uncompressed bytes", config.RenderBudgets{}, preparation.Input{SourceURL: bombURL, Version: "v1"}, oci.LimitUncompressedBytes, "render-max-uncompressed-bytes",
+		{"uncompressed bytes", config.RenderBudgets{}, build.Input{SourceURL: bombURL, Version: "v1"}, oci.LimitUncompressedBytes, "render-max-uncompressed-bytes",
 			[]string{bombURL + "@sha256:", "over the limit of 128Mi"}},
-		{"objects", config.RenderBudgets{Objects: 100}, preparation.Input{SourceURL: manyURL, Version: "1.0.0", Render: render.Options{
-			ReleaseName: "many", TargetNamespace: "many", Values: map[string]any{"count": 101}}}, render.LimitObjects, "render-max-objects",
+		{"objects", config.RenderBudgets{Objects: 100}, build.Input{SourceURL: manyURL, Version: "1.0.0", Render: render.Options{
+			ReleaseName: "many", TargetNamespace: "many", Values: map[string]any{"count": 101}}}, manifests.LimitObjects, "render-max-objects",
 			[]string{"more than the limit of 100 objects", "render fewer objects"}},
-		{"output bytes of the artifact", config.RenderBudgets{OutputBytes: int64(len("\n---\n" + compact))}, preparation.Input{SourceURL: compactURL, Version: "v1",
+		{"output bytes of the artifact", config.RenderBudgets{OutputBytes: int64(len("\n---\n" + compact))}, build.Input{SourceURL: compactURL, Version: "v1",
 			Render: render.Options{TargetNamespace: "x"}}, render.LimitOutputBytes, "render-max-output-bytes",
 			[]string{"output bytes, over the limit of"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			b := &preparation.Builder{Sources: &oci.Client{}, Images: &images.Resolver{}, Budgets: c.budgets}
+			b := &build.Builder{Sources: &oci.Client{}, Images: &images.Resolver{}, Budgets: c.budgets}
 			_, err := b.Build(ctx, c.in)
-			if got := reason(t, err); got != preparation.ReasonBudgetExceeded {
-				t.Fatalf("reason %s, want %s: %v", got, preparation.ReasonBudgetExceeded, err)
+			if got := reason(t, err); got != build.ReasonBudgetExceeded {
+				t.Fatalf("reason %s, want %s: %v", got, build.ReasonBudgetExceeded, err)
 			}
 			t.Log(err)
 			var le *oci.LimitError
@@ -98,7 +100,7 @@ func TestEachBudgetFailsTheBuildNamingItsLimitAndFlag(t *testing.T) {
 	}
 
 	t.Run("within every budget", func(t *testing.T) {
-		in := preparation.Input{SourceURL: compactURL, Version: "v1", Render: render.Options{TargetNamespace: "x"}}
+		in := build.Input{SourceURL: compactURL, Version: "v1", Render: render.Options{TargetNamespace: "x"}}
 		built, err := builder().Build(ctx, in)
 		if err != nil {
 			t.Fatal(err)
@@ -107,9 +109,9 @@ func TestEachBudgetFailsTheBuildNamingItsLimitAndFlag(t *testing.T) {
 		if len(built.Manifests) <= len("\n---\n"+compact) {
 			t.Fatalf("the manifests (%d bytes) are not longer than the bundle's YAML (%d)", len(built.Manifests), len("\n---\n"+compact))
 		}
-		in = preparation.Input{SourceURL: manyURL, Version: "1.0.0", Render: render.Options{
+		in = build.Input{SourceURL: manyURL, Version: "1.0.0", Render: render.Options{
 			ReleaseName: "many", TargetNamespace: "many", Values: map[string]any{"count": 100}}}
-		b := &preparation.Builder{Sources: &oci.Client{}, Images: &images.Resolver{}, Budgets: config.RenderBudgets{Objects: 100}}
+		b := &build.Builder{Sources: &oci.Client{}, Images: &images.Resolver{}, Budgets: config.RenderBudgets{Objects: 100}}
 		if built, err := b.Build(ctx, in); err != nil || built.Objects != 100 {
 			t.Fatalf("100 objects within 100: %v", err)
 		}

@@ -1,0 +1,97 @@
+package preparation
+
+import (
+	"sort"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+)
+
+// Retention: which of an Order's Preparations the collector may delete.
+
+// Keeps says which Preparations of an Order are kept whatever their age: the Order's latest,
+// the one its Serving names, and those whose artifact the Serving Runs (status.revision, and
+// what each cluster last synced while a roll-out goes on).
+func Keeps(order *v1.Order, s *v1.Serving) func(*v1.Preparation) bool {
+	names := map[string]bool{order.Status.LatestPreparation: true}
+	digests := map[string]bool{}
+	if s != nil {
+		names[s.Spec.PreparationName] = true
+		for _, d := range Runs(s) {
+			digests[d] = true
+		}
+	}
+	delete(names, "")
+	return func(p *v1.Preparation) bool { return names[p.Name] || digests[p.Spec.Artifact.Digest] }
+}
+
+// Runs lists the artifact digests a Serving Runs: its revision and its clusters', sorted.
+func Runs(s *v1.Serving) []string {
+	var out []string
+	if s.Status.Revision != "" {
+		out = append(out, s.Status.Revision)
+	}
+	for _, t := range s.Status.Targets {
+		if t.Revision != "" {
+			out = append(out, t.Revision)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Collectible returns the Preparations of one Order that are older than its newest history
+// ones and that keep does not keep, oldest first. Age is the creation time; Preparations made
+// in the same second are ordered by their parents (a Preparation is younger than the one whose
+// digest is its parentDigest), then by name.
+func Collectible(preps []*v1.Preparation, history int, keep func(*v1.Preparation) bool) []*v1.Preparation {
+	if len(preps) <= history {
+		return nil
+	}
+	depth := ancestry(preps)
+	sorted := append([]*v1.Preparation(nil), preps...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		if depth[a] != depth[b] {
+			return depth[a] < depth[b]
+		}
+		return a.Name < b.Name
+	})
+	// Creation times have a resolution of a second, and the parent chain breaks where an older
+	// Preparation was collected: one made in the same second as the oldest kept one goes only
+	// when the chain shows it older (an ancestor of it); otherwise it may be newer, and stays.
+	boundary := sorted[len(sorted)-history]
+	ancestors := ancestorsOf(boundary, preps)
+	var out []*v1.Preparation
+	for _, p := range sorted[:len(sorted)-history] {
+		older := p.CreationTimestamp.Before(&boundary.CreationTimestamp) || ancestors[p]
+		if older && !keep(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ancestorsOf lists p's ancestors among preps, following parentDigest.
+func ancestorsOf(p *v1.Preparation, preps []*v1.Preparation) map[*v1.Preparation]bool {
+	byDigest := make(map[string]*v1.Preparation, len(preps))
+	for _, q := range preps {
+		byDigest[q.Spec.Artifact.Digest] = q
+	}
+	out := map[*v1.Preparation]bool{}
+	for parent := byDigest[p.Spec.ParentDigest]; parent != nil && !out[parent] && parent != p; parent = byDigest[parent.Spec.ParentDigest] {
+		out[parent] = true
+	}
+	return out
+}
+
+// ancestry counts each Preparation's ancestors among preps, following parentDigest.
+func ancestry(preps []*v1.Preparation) map[*v1.Preparation]int {
+	depth := make(map[*v1.Preparation]int, len(preps))
+	for _, p := range preps {
+		depth[p] = len(ancestorsOf(p, preps))
+	}
+	return depth
+}
