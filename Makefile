@@ -110,8 +110,12 @@ vet: ## go vet.
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
+.PHONY: layers
+layers: $(GOLANGCI_LINT) ## Check the layering (.golangci.yml's depguard rules), test files included.
+	$(GOLANGCI_LINT) run --enable-only depguard ./...
+
 .PHONY: verify
-verify: generate manifests typecheck-ui ## Regenerate and fail when the tree changes; gofmt and go vet.
+verify: generate manifests typecheck-ui layers ## Regenerate and fail when the tree changes; gofmt, go vet and the layering.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: run make fmt"; exit 1; }
 	go vet ./...
 	@if [ -n "$$(git status --porcelain -- api config charts)" ]; then git status --porcelain -- api config charts; git diff -- api config charts | head -50; \

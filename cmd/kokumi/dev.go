@@ -15,7 +15,7 @@ import (
 
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
-	"github.com/kokumi-dev/kokumi/internal/sandbox"
+	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 	"github.com/kokumi-dev/kokumi/internal/server"
 )
 

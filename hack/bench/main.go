@@ -22,8 +22,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/kokumi-dev/kokumi/internal/bench"
-	"github.com/kokumi-dev/kokumi/internal/sandbox"
+	"github.com/kokumi-dev/kokumi/internal/dev/bench"
+	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 )
 
 // listFlag collects repeated flags (and comma-separated values).

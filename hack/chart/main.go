@@ -14,7 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kokumi-dev/kokumi/internal/chart"
+	"github.com/kokumi-dev/kokumi/internal/dev/chart"
 )
 
 func main() {

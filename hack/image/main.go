@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kokumi-dev/kokumi/internal/imagebuild"
+	"github.com/kokumi-dev/kokumi/internal/dev/imagebuild"
 )
 
 func main() {

@@ -145,7 +145,7 @@ func servingAndOrder(ctx context.Context, c client.Client, ns, name string) (*v1
 // promote checks the promotion as the API server does and patches the Serving as the
 // kubeconfig's user.
 func (o *options) promote(ctx context.Context, c client.Client, sv *v1.Serving, order *v1.Order, preparation string) (*v1.Preparation, error) {
-	rule := promotion.Manual{Client: c, Stages: o.pipeline(ctx, c, sv.Namespace), StagesTimeout: stagesTimeout}
+	rule := stages.Manual{Client: c, Stages: o.pipeline(ctx, c, sv.Namespace), StagesTimeout: stagesTimeout}
 	prep, err := rule.Check(ctx, order, preparation)
 	if err != nil {
 		return nil, fmt.Errorf("cannot promote %s to Serving %s/%s: %w", preparation, sv.Namespace, sv.Name, err)

@@ -3,7 +3,7 @@
 // -n/--namespace and the other flags work as they do for kubectl), so the API server's RBAC
 // decides what each person may do, and it applies the same rules as Kokumi's API server: the
 // cluster table of `status` is the UI's, and `promote` and `rollback` make the server's checks
-// (internal/promotion.Manual).
+// (internal/stages.Manual).
 package cli
 
 import (

@@ -16,18 +16,21 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/internal/record/recordtest"
-	"github.com/kokumi-dev/kokumi/internal/sandbox"
 )
 
 // cosignPath finds the cosign `make test-assets` builds, where the test harness finds
-// kube-apiserver: $KUBEBUILDER_ASSETS, else bin/envtest of the checkout.
+// kube-apiserver: $KUBEBUILDER_ASSETS, else bin/envtest of the checkout (the module's root).
 func cosignPath(t *testing.T) string {
 	t.Helper()
-	assets, err := sandbox.FindAssets()
-	if err != nil {
-		t.Fatal(err)
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		gomod, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			t.Fatalf("find the checkout: go env GOMOD: %v", err)
+		}
+		dir = filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "bin", "envtest")
 	}
-	p := assets.Cosign()
+	p := filepath.Join(dir, "cosign")
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("cosign is missing at %s: run `make test-assets` (it builds it once into bin/): %v", p, err)
 	}

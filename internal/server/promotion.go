@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/kokumi-dev/kokumi/internal/stages"
+
 	"github.com/kokumi-dev/kokumi/internal/view"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -172,7 +174,7 @@ func (s *Server) promoteTo(w http.ResponseWriter, r *http.Request, field string,
 		writePromotionError(w, field, err)
 		return
 	}
-	rule := promotion.Manual{Client: s.client, Stages: s.pipeline, StagesTimeout: registryTimeout}
+	rule := stages.Manual{Client: s.client, Stages: s.pipeline, StagesTimeout: registryTimeout}
 	prep, err := rule.Check(ctx, &order, name)
 	if err != nil {
 		writePromotionError(w, field, err)

@@ -1,7 +1,7 @@
 //go:build bench
 
 // Package bench is the short CI version of `make bench` (hack/bench): one run of
-// internal/bench for 1,000 member clusters, without the ApplicationSet controller and the quiet
+// internal/dev/bench for 1,000 member clusters, without the ApplicationSet controller and the quiet
 // minute, failing when Kokumi's Serving → N takes more than maxRatio times the bare client's
 // time to create the same Applications. It is built with the tag bench only, so that it runs
 // alone (go test -tags bench ./test/bench) and not beside the other packages of go test ./...,
@@ -10,17 +10,13 @@ package bench
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-
-	"github.com/kokumi-dev/kokumi/internal/bench"
-	"github.com/kokumi-dev/kokumi/internal/sandbox"
+	"github.com/kokumi-dev/kokumi/internal/dev/bench"
+	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
+	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
 const (
@@ -31,7 +27,7 @@ const (
 )
 
 func TestFanOutWithinThreeTimesTheBareClient(t *testing.T) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	harness.QuietLogs()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	assets, err := sandbox.FindAssets()

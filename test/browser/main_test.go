@@ -25,9 +25,7 @@ import (
 
 	ociregistry "github.com/kokumi-dev/kokumi/internal/oci/registry"
 
-	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
@@ -59,7 +57,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	harness.QuietLogs()
 	if missing = dependencies(); missing != nil {
 		os.Exit(m.Run()) // each test fails, naming what to install
 	}

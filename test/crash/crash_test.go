@@ -26,8 +26,8 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
-	"github.com/kokumi-dev/kokumi/internal/bench"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
+	"github.com/kokumi-dev/kokumi/internal/dev/bench"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/record"

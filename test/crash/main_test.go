@@ -17,14 +17,11 @@ import (
 
 	ociregistry "github.com/kokumi-dev/kokumi/internal/oci/registry"
 
-	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/kokumi-dev/kokumi/internal/bench"
+	"github.com/kokumi-dev/kokumi/internal/dev/bench"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -44,7 +41,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	harness.QuietLogs()
 	harness.Main(suite{m}, &env)
 }
 

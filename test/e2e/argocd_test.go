@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/render"
-	"github.com/kokumi-dev/kokumi/internal/sandbox"
 )
 
 // The fleet's plumbing on its own, without Kokumi's controllers: Argo CD pulls a rendered

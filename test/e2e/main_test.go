@@ -22,9 +22,9 @@ import (
 
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/bundled"
-	"github.com/kokumi-dev/kokumi/internal/sandbox"
 	"github.com/kokumi-dev/kokumi/internal/server"
 )
 

@@ -20,14 +20,12 @@ import (
 
 	kconfig "github.com/kokumi-dev/kokumi/internal/config"
 
-	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kscheme "github.com/kokumi-dev/kokumi/api/scheme"
-	"github.com/kokumi-dev/kokumi/internal/bench"
 	"github.com/kokumi-dev/kokumi/internal/controller/clusters"
+	"github.com/kokumi-dev/kokumi/internal/dev/bench"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -44,7 +42,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	harness.QuietLogs()
 	harness.Main(suite{m}, &env)
 }
 

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	kscheme "github.com/kokumi-dev/kokumi/api/scheme"
-	"github.com/kokumi-dev/kokumi/internal/sandbox"
+	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 )
 
 // Env is a running control plane and an admin client for it.

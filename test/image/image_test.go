@@ -38,7 +38,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 
-	"github.com/kokumi-dev/kokumi/internal/imagebuild"
+	"github.com/kokumi-dev/kokumi/internal/dev/imagebuild"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 )
 

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kokumi-dev/kokumi/internal/chart"
+	"github.com/kokumi-dev/kokumi/internal/dev/chart"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 

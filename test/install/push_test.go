@@ -9,7 +9,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/registry"
 
-	"github.com/kokumi-dev/kokumi/internal/chart"
+	"github.com/kokumi-dev/kokumi/internal/dev/chart"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/kokumi-dev/kokumi/internal/chart"
+	"github.com/kokumi-dev/kokumi/internal/dev/chart"
 )
 
 // repoRoot is the repository's root directory.

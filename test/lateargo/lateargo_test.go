@@ -11,13 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
@@ -37,7 +34,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	harness.QuietLogs()
 	e, err := harness.StartWithoutArgoCD()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start test control plane:", err)
@@ -88,14 +85,7 @@ func TestKokumiStartsBeforeArgoCDAndBeginsWatchingWhenItArrives(t *testing.T) {
 	// Every reconciler, as `kokumi controller` runs them, with the shipped RBAC.
 	mgr, err := controller.NewManager(sa, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg})
 	must(t, err)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	harness.StartManager(t, mgr)
 
 	ns := "team-late"
 	must(t, env.CreateNamespace(ctx, ns))

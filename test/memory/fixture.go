@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kokumi-dev/kokumi/internal/argocd"
-	"github.com/kokumi-dev/kokumi/internal/bench"
+	"github.com/kokumi-dev/kokumi/internal/dev/bench"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 )
 

@@ -9,13 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -43,7 +41,7 @@ var (
 const waitTimeout = 60 * time.Second
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	harness.QuietLogs()
 	harness.Main(suite{m}, &env)
 }
 
@@ -80,11 +78,9 @@ func (s suite) Run() int {
 	defer cancel()
 	cfg = config.Default()
 	cfg.BundledRegistry = bundled.Addr
-	for _, ns := range []string{cfg.Namespace, cfg.ArgoCDNamespace} {
-		if err := env.CreateNamespace(ctx, ns); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
+	if err := env.CreateNamespaces(ctx, cfg.Namespace, cfg.ArgoCDNamespace); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	// The reconciler runs as the controller's ServiceAccount with the shipped RBAC: a verb the
 	// install does not grant fails the tests.

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
@@ -70,7 +68,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	harness.QuietLogs()
 	harness.Main(suite{m}, &env)
 }
 
@@ -95,11 +93,9 @@ func (s suite) Run() int {
 	defer cancel()
 	cfg = config.Default()
 	cfg.BundledRegistry, cfg.ArgoCDNamespace = bundled.Addr, "argocd"
-	for _, ns := range []string{cfg.ArgoCDNamespace, cfg.Namespace} {
-		if err := env.CreateNamespace(ctx, ns); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
+	if err := env.CreateNamespaces(ctx, cfg.ArgoCDNamespace, cfg.Namespace); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	pipeline = newPipeline(env.Client, env.Client)
 	// The reconcilers run as the controller's ServiceAccount with the shipped RBAC: a verb the

@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -29,7 +28,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
@@ -61,7 +59,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	harness.QuietLogs()
 	harness.Main(runWithServer{m}, &env)
 }
 
@@ -71,11 +69,9 @@ type runWithServer struct{ m *testing.M }
 func (r runWithServer) Run() int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for _, ns := range []string{argoNS, kokumiNS} {
-		if err := env.CreateNamespace(ctx, ns); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
+	if err := env.CreateNamespaces(ctx, argoNS, kokumiNS); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	var err error
 	if serverConfig, err = asShippedServerRole(ctx); err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/argocd/argocache"
 	ociregistry "github.com/kokumi-dev/kokumi/internal/oci/registry"
 
-	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
@@ -50,7 +48,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	harness.QuietLogs()
 	harness.Main(runWithManager{m}, &env)
 }
 
@@ -60,11 +58,9 @@ type runWithManager struct{ m *testing.M }
 func (r runWithManager) Run() int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for _, ns := range []string{cfg.ArgoCDNamespace, cfg.Namespace} {
-		if err := env.CreateNamespace(ctx, ns); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
+	if err := env.CreateNamespaces(ctx, cfg.ArgoCDNamespace, cfg.Namespace); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	dir, err := os.MkdirTemp("", "kokumi-records-")
 	if err != nil {

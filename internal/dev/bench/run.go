@@ -33,7 +33,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/registry"
-	"github.com/kokumi-dev/kokumi/internal/sandbox"
+	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 )
 
 // Names of what one run creates on the hub.

@@ -22,7 +22,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/kokumi-dev/kokumi/internal/sandbox"
+	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 )
 
 // The controller's identity, where the shipped config/rbac binds its roles.

@@ -1,4 +1,6 @@
-package v1alpha1_test
+// Package schema_test checks the CRDs' validation (CEL rules, patterns, limits) against a real
+// API server: what `kubectl apply` refuses, with the message a person reads.
+package schema_test
 
 import (
 	"context"
