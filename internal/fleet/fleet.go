@@ -168,38 +168,43 @@ func (d *Decision) deployed(app Observed, exists bool, revision string) {
 	case d.Write:
 		d.State, d.Reason, d.Message = Progressing, v1.ReasonProgressing, "updating Application to "+short(revision)
 	default:
-		if msg, refused := st.Refusal(); refused {
-			d.hold(v1.ReasonRejected, msg)
-			return
+		d.State, d.Reason, d.Message = Observe(st, revision)
+	}
+}
+
+// Observe is the state of a cluster whose Application is as Kokumi wants it, from what Argo CD
+// reports of it for revision: Held when Argo CD refuses it, Degraded when its sync failed, Argo
+// CD cannot load it or it is Degraded at revision, Healthy when synced and healthy at revision,
+// else Progressing. The Serving's fold and the UI's rows both take a cluster's state from here.
+func Observe(st argocd.Status, revision string) (state State, reason, message string) {
+	if msg, refused := st.Refusal(); refused {
+		return Held, v1.ReasonRejected, msg
+	}
+	if msg, failed := st.SyncFailure(revision); failed {
+		return Degraded, v1.ReasonDegraded, "sync failed: " + msg
+	}
+	if msg, failed := st.Error(); failed {
+		// Argo CD cannot even load or sync the target state: waiting would wait for nothing.
+		return Degraded, v1.ReasonArgoCDError, "Argo CD reports " + msg
+	}
+	switch {
+	case st.HealthyAt(revision):
+		return Healthy, "", ""
+	case st.Health.Status == argocd.HealthDegraded && argocd.SameRevision(st.Sync.Revision, revision):
+		msg := "Argo CD reports the Application Degraded"
+		if st.Health.Message != "" {
+			msg += ": " + st.Health.Message
 		}
-		if msg, failed := st.SyncFailure(revision); failed {
-			d.State, d.Reason, d.Message = Degraded, v1.ReasonDegraded, "sync failed: "+msg
-			return
+		return Degraded, v1.ReasonDegraded, msg
+	default:
+		msg := fmt.Sprintf("sync %s, health %s", orUnknown(st.Sync.Status), orUnknown(st.Health.Status))
+		if st.Sync.Revision != "" {
+			msg += " at " + short(st.Sync.Revision)
 		}
-		if msg, failed := st.Error(); failed {
-			// Argo CD cannot even load or sync the target state: waiting would wait for nothing.
-			d.State, d.Reason, d.Message = Degraded, v1.ReasonArgoCDError, "Argo CD reports "+msg
-			return
+		if c := st.FirstCondition(); c != "" {
+			msg += "; " + c
 		}
-		switch {
-		case st.HealthyAt(revision):
-			d.State, d.Reason = Healthy, ""
-		case st.Health.Status == argocd.HealthDegraded && argocd.SameRevision(st.Sync.Revision, revision):
-			msg := "Argo CD reports the Application Degraded"
-			if st.Health.Message != "" {
-				msg += ": " + st.Health.Message
-			}
-			d.State, d.Reason, d.Message = Degraded, v1.ReasonDegraded, msg
-		default:
-			msg := fmt.Sprintf("sync %s, health %s", orUnknown(st.Sync.Status), orUnknown(st.Health.Status))
-			if st.Sync.Revision != "" {
-				msg += " at " + short(st.Sync.Revision)
-			}
-			if c := st.FirstCondition(); c != "" {
-				msg += "; " + c
-			}
-			d.State, d.Reason, d.Message = Progressing, v1.ReasonProgressing, msg
-		}
+		return Progressing, v1.ReasonProgressing, msg
 	}
 }
 

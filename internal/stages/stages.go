@@ -79,36 +79,17 @@ func (p *Pipeline) Check(ctx context.Context, namespace, environment string, pre
 	if err := p.Client.List(ctx, &envs, client.InNamespace(namespace)); err != nil {
 		return promotion.Verdict{}, fmt.Errorf("list Environments of namespace %s: %w", namespace, err)
 	}
-	requires := make(map[string][]string, len(envs.Items))
-	var own *v1.Environment
-	for i := range envs.Items {
-		e := &envs.Items[i]
-		for _, r := range e.Spec.Requires {
-			requires[e.Name] = append(requires[e.Name], r.Environment)
-		}
-		if e.Name == environment {
-			own = e
-		}
-	}
-	if own == nil || len(own.Spec.Requires) == 0 {
+	graph := promotion.NewGraph(envs.Items)
+	in := graph.Input(namespace, environment, ReleaseOf(prep), p.now())
+	if len(in.Requires) == 0 {
 		return promotion.Verdict{Allowed: true}, nil
 	}
-	in := promotion.Input{Namespace: namespace, Release: ReleaseOf(prep), Now: p.now(),
-		Cycle: promotion.FindCycle(requires, environment)}
 	if len(in.Cycle) > 0 {
 		return promotion.Evaluate(in), nil
 	}
-	wanted := make(map[string]bool, len(own.Spec.Requires))
-	for _, r := range own.Spec.Requires {
-		st := promotion.Stage{Environment: r.Environment}
-		if r.Soak != nil {
-			st.Soak = r.Soak.Duration
-		}
-		in.Requires = append(in.Requires, st)
-		wanted[r.Environment] = true
-		if !environmentExists(envs.Items, r.Environment) {
-			in.Missing = append(in.Missing, r.Environment)
-		}
+	wanted := make(map[string]bool, len(in.Requires))
+	for _, st := range in.Requires {
+		wanted[st.Environment] = true
 	}
 	var orders v1.OrderList
 	if err := p.Client.List(ctx, &orders, client.InNamespace(namespace)); err != nil {
@@ -129,15 +110,6 @@ func (p *Pipeline) Check(ctx context.Context, namespace, environment string, pre
 		}
 	}
 	return promotion.Evaluate(in), nil
-}
-
-func environmentExists(envs []v1.Environment, name string) bool {
-	for i := range envs {
-		if envs[i].Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // run reads what Order o runs: its Serving's Preparation, whether it is Deployed and since
@@ -218,14 +190,7 @@ func downstream(ctx context.Context, c client.Reader, namespace, order string) [
 		log.FromContext(ctx).Error(err, "list Environments", "namespace", namespace)
 		return nil
 	}
-	after := map[string]bool{}
-	for _, e := range envs.Items {
-		for _, r := range e.Spec.Requires {
-			if r.Environment == o.Spec.EnvironmentRef.Name {
-				after[e.Name] = true
-			}
-		}
-	}
+	after := promotion.NewGraph(envs.Items).Downstream(o.Spec.EnvironmentRef.Name)
 	if len(after) == 0 {
 		return nil
 	}

@@ -287,6 +287,7 @@ func (q RowQuery) page(rows []ClusterRow) (kept []ClusterRow, total, omitted int
 // degraded, then any other not healthy), then by name.
 func ServingRows(s *v1.Serving, apps []argocd.Application, argoBase string) []ClusterRow {
 	byCluster := map[string]*ClusterRow{}
+	appOf := map[string]*argocd.Application{}
 	for i := range apps {
 		app := &apps[i]
 		cluster := app.GetLabels()[argocd.LabelCluster]
@@ -294,7 +295,7 @@ func ServingRows(s *v1.Serving, apps []argocd.Application, argoBase string) []Cl
 			continue
 		}
 		row := appRow(app, cluster, argoBase)
-		byCluster[cluster] = &row
+		byCluster[cluster], appOf[cluster] = &row, app
 	}
 	for _, t := range s.Status.Targets {
 		row, ok := byCluster[t.Cluster]
@@ -305,8 +306,8 @@ func ServingRows(s *v1.Serving, apps []argocd.Application, argoBase string) []Cl
 		applyTarget(row, t)
 	}
 	rows := make([]ClusterRow, 0, len(byCluster))
-	for _, r := range byCluster {
-		settle(r)
+	for cluster, r := range byCluster {
+		settle(r, appOf[cluster], s.Status.Revision)
 		rows = append(rows, *r)
 	}
 	sort.Slice(rows, func(i, j int) bool {
@@ -355,23 +356,23 @@ func holdNotReady(row *ClusterRow, c *v1.Cluster) {
 	row.Since = &since
 }
 
-// settle gives a row the Serving's status says nothing of the state Argo CD reports.
-func settle(row *ClusterRow) {
-	if row.State == "" {
-		row.State = stateOf(row.Health, row.Sync)
+// settle gives a row the Serving's status says nothing of the state fleet.Observe decides from
+// what Argo CD reports of its Application (app, nil when there is none) at revision, the
+// Serving's (or, when unknown, the revision the Application syncs): the page shows the state the
+// Serving reconciler would fold.
+func settle(row *ClusterRow, app *argocd.Application, revision string) {
+	if row.State != "" {
+		return
 	}
-}
-
-// stateOf is the state of a cluster the Serving's status does not list: what Argo CD reports.
-func stateOf(health, sync string) string {
-	switch {
-	case health == argocd.HealthHealthy && sync == argocd.SyncSynced:
-		return fleet.Healthy.String()
-	case health == argocd.HealthDegraded || health == "Missing":
-		return fleet.Degraded.String()
-	default:
-		return fleet.Progressing.String()
+	if app == nil {
+		row.State = fleet.Progressing.String()
+		return
 	}
+	if revision == "" {
+		revision = app.Status.Sync.Revision
+	}
+	state, _, _ := fleet.Observe(app.Status, revision)
+	row.State = state.String()
 }
 
 // rowRank orders rows by how much they need a look: held, degraded, progressing, healthy, in
@@ -406,7 +407,11 @@ func ClusterDeployments(c *v1.Cluster, apps []argocd.Application, servings map[s
 		if !ready {
 			holdNotReady(&d.ClusterRow, c)
 		}
-		settle(&d.ClusterRow)
+		revision := ""
+		if sv := servings[d.Namespace+"/"+d.Serving]; sv != nil {
+			revision = sv.Status.Revision
+		}
+		settle(&d.ClusterRow, app, revision)
 		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool {

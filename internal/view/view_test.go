@@ -7,6 +7,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/fleet"
 )
 
 func testApp(cluster, health, sync string) argocd.Application {
@@ -127,5 +128,24 @@ func BenchmarkServingRows(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestARowsStateIsFleetsState checks that a row the Serving's status says nothing of takes the
+// state the Serving reconciler would fold (fleet.Observe), not one read again from raw fields.
+func TestARowsStateIsFleetsState(t *testing.T) {
+	s := &v1.Serving{Status: v1.ServingStatus{Revision: "sha256:1"}}
+	missing := testApp("missing", "Missing", "OutOfSync")
+	older := testApp("older", "Healthy", "Synced")
+	older.Status.Sync.Revision = "sha256:0"
+	degradedElsewhere := testApp("degraded-old", "Degraded", "Synced")
+	degradedElsewhere.Status.Sync.Revision = "sha256:0"
+	rows := ServingRows(s, []argocd.Application{missing, older, degradedElsewhere, testApp("now", "Degraded", "Synced")}, "")
+	for _, r := range rows {
+		st, _, _ := fleet.Observe(map[string]argocd.Application{"missing": missing, "older": older, "degraded-old": degradedElsewhere}[r.Cluster].Status, s.Status.Revision)
+		want := map[string]string{"missing": "Progressing", "older": "Progressing", "degraded-old": "Progressing", "now": "Degraded"}[r.Cluster]
+		if r.State != want || (r.Cluster != "now" && r.State != st.String()) {
+			t.Errorf("%s: state %s, want %s as fleet decides", r.Cluster, r.State, want)
+		}
 	}
 }

@@ -231,24 +231,12 @@ func (r *Reconciler) pipelineProblem(ctx context.Context, env *v1.Environment) (
 	if err := r.Client.List(ctx, &list, client.InNamespace(env.Namespace)); err != nil {
 		return "", "", fmt.Errorf("list the Environments of namespace %s: %w", env.Namespace, err)
 	}
-	requires := make(map[string][]string, len(list.Items))
-	for _, e := range list.Items {
-		requires[e.Name] = nil
-		for _, req := range e.Spec.Requires {
-			requires[e.Name] = append(requires[e.Name], req.Environment)
-		}
-	}
-	var missing []string
-	for _, req := range env.Spec.Requires {
-		if _, ok := requires[req.Environment]; !ok {
-			missing = append(missing, req.Environment)
-		}
-	}
-	if len(missing) > 0 {
+	graph := promotion.NewGraph(list.Items)
+	if missing := graph.Missing(env.Name); len(missing) > 0 {
 		return v1.ReasonRequiredEnvironmentNotFound, fmt.Sprintf("spec.requires names %s, which does not exist in namespace %s: create it or remove it from spec.requires; until then no release is promoted here",
 			strings.Join(missing, ", "), env.Namespace), nil
 	}
-	if cycle := promotion.FindCycle(requires, env.Name); len(cycle) > 0 {
+	if cycle := graph.Cycle(env.Name); len(cycle) > 0 {
 		return v1.ReasonRequirementCycle, fmt.Sprintf("spec.requires forms a cycle (%s): no release could ever pass it; remove one of the requirements",
 			strings.Join(cycle, " → ")), nil
 	}

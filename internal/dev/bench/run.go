@@ -30,10 +30,10 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
+	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/registry"
-	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 )
 
 // Names of what one run creates on the hub.
