@@ -32,6 +32,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/cluster"
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller/status"
+	"github.com/kokumi-dev/kokumi/internal/gate"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/text"
 )
@@ -180,7 +181,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	before := env.Status.DeepCopy()
 
-	facts := cluster.EnvironmentFacts{Project: env.Spec.Project, ArgoCDNamespace: r.Config.ArgoCDNamespace}
+	facts := gate.EnvironmentFacts{Project: env.Spec.Project, ArgoCDNamespace: r.Config.ArgoCDNamespace}
 	facts.Selector, facts.SelectorError = cluster.Selector(&env.Spec.ClusterSelector)
 	if facts.SelectorError == nil {
 		var clusters v1.ClusterList
@@ -194,7 +195,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
-	ready, reason, message := cluster.EnvironmentReady(facts)
+	ready, reason, message := gate.EnvironmentReady(facts)
 	// A pipeline that can never pass is the admin's to fix first, whatever else holds.
 	if preason, pmessage, err := r.pipelineProblem(ctx, &env); err != nil {
 		return ctrl.Result{}, err

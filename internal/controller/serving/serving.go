@@ -39,6 +39,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller/status"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
+	"github.com/kokumi-dev/kokumi/internal/gate"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/record"
@@ -57,9 +58,8 @@ const (
 	indexServingPreparation = "spec.preparationName"
 )
 
-// recheckArgoCD is how often a Serving waiting for Argo CD's namespace, or held by an Application it may
-// not change, looks again.
-const recheckArgoCD = time.Minute
+// recheckArgoCD is how often a Serving held by an Application it may not change looks again.
+const recheckArgoCD = gate.RecheckArgoCD
 
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings/status,verbs=get;update;patch
@@ -248,20 +248,18 @@ func (r *Reconciler) outcome(s *v1.Serving, status metav1.ConditionStatus, reaso
 	})
 }
 
-// stop reports a gate that keeps the Serving from deploying at all: its Applications are
-// deleted, what runs on the clusters keeps running.
-func (r *Reconciler) stop(ctx context.Context, s *v1.Serving, reason, message string) (ctrl.Result, error) {
-	if err := r.removeApplications(ctx, s, reason); err != nil {
-		return ctrl.Result{}, err
+// hold reports what holds the Serving back (gate.Verdict): a gate that keeps it from deploying
+// at all deletes its Applications, and what runs on the clusters keeps running; one it waits for
+// leaves them as they are.
+func (r *Reconciler) hold(ctx context.Context, s *v1.Serving, v gate.Verdict) (ctrl.Result, error) {
+	if v.Stop {
+		if err := r.removeApplications(ctx, s, v.Reason); err != nil {
+			return ctrl.Result{}, err
+		}
+		s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = v1.ClusterCounts{}, nil, 0
 	}
-	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = v1.ClusterCounts{}, nil, 0
-	r.outcome(s, metav1.ConditionFalse, reason, message)
-	return ctrl.Result{}, nil
-}
-
-// wait reports what the Serving waits for, leaving its Applications as they are.
-func (r *Reconciler) wait(s *v1.Serving, reason, message string) {
-	r.outcome(s, metav1.ConditionFalse, reason, message)
+	r.outcome(s, metav1.ConditionFalse, v.Reason, v.Message)
+	return ctrl.Result{RequeueAfter: v.RecheckAfter}, nil
 }
 
 // target is where a Serving deploys: its Environment's AppProject and Clusters.
@@ -279,121 +277,143 @@ type deployment struct {
 }
 
 func (r *Reconciler) deploy(ctx context.Context, s *v1.Serving, deployed **deployment) (_ ctrl.Result, err error) {
-	if !r.ArgoCD.Installed() {
-		// Kokumi begins watching when Argo CD's CRDs appear, and every Serving looks again then.
-		r.wait(s, v1.ReasonArgoCDNotInstalled, "Argo CD's Application CRD is not installed: install Argo CD (its CRDs and controller) in namespace "+r.Config.ArgoCDNamespace)
-		return ctrl.Result{}, nil
-	}
-	var ns corev1.Namespace
-	if err := r.Get(ctx, client.ObjectKey{Name: r.Config.ArgoCDNamespace}, &ns); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("get Argo CD namespace %q: %w", r.Config.ArgoCDNamespace, err)
-		}
-		r.wait(s, v1.ReasonArgoCDNotInstalled, fmt.Sprintf("Argo CD's namespace %q does not exist: install Argo CD there, or start Kokumi with --argocd-namespace naming where it runs", r.Config.ArgoCDNamespace))
-		return ctrl.Result{RequeueAfter: recheckArgoCD}, nil
-	}
-
-	var order v1.Order
-	if err := r.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.OrderRef.Name}, &order); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("get Order %q: %w", s.Spec.OrderRef.Name, err)
-		}
-		return r.stop(ctx, s, v1.ReasonOrderNotFound, fmt.Sprintf("Order %s does not exist in namespace %s: spec.orderRef must name the Order this Serving deploys", s.Spec.OrderRef.Name, s.Namespace))
-	}
-	tgt, reason, msg, err := r.resolveTarget(ctx, s.Namespace, order.Spec.EnvironmentRef.Name)
+	in, err := r.read(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if reason != "" {
-		return r.stop(ctx, s, reason, msg)
+	verdict := gate.Serving(in.facts)
+	if verdict.TargetKnown {
+		// Before any gate that waits: a cluster that left (a Cluster being deleted among them)
+		// loses its Application whatever else holds the Serving, so that nothing waits on it.
+		// A failed delete is retried, and keeps nothing else from going on.
+		departErr := r.removeDepartures(ctx, s, in.target)
+		defer func() { err = errors.Join(err, departErr) }()
 	}
-	// Before any gate that waits: a cluster that left (a Cluster being deleted among them) loses
-	// its Application whatever else holds the Serving, so that nothing waits on it.
-	// A failed delete is retried, and keeps nothing else from going on.
-	departErr := r.removeDepartures(ctx, s, tgt)
-	defer func() { err = errors.Join(err, departErr) }()
-	projectObj := &unstructured.Unstructured{}
-	projectObj.SetGroupVersionKind(argocd.AppProjectGVK)
-	if err := r.ArgoCD.Client.Get(ctx, client.ObjectKey{Namespace: r.Config.ArgoCDNamespace, Name: tgt.project}, projectObj); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("get AppProject %q: %w", tgt.project, err)
-		}
-		return r.stop(ctx, s, v1.ReasonProjectNotFound, fmt.Sprintf("Argo CD AppProject %s/%s of Environment %s does not exist: ask an admin to create it, or to set the Environment's spec.project", r.Config.ArgoCDNamespace, tgt.project, tgt.environment))
+	if verdict.Reason != "" {
+		return r.hold(ctx, s, verdict)
 	}
-	project, err := readProject(projectObj)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if !project.PermitsSourceNamespace(s.Namespace) {
-		return r.stop(ctx, s, v1.ReasonProjectNotPermitted, fmt.Sprintf("AppProject %s does not admit namespace %s: an admin adds it to the project's spec.sourceNamespaces", tgt.project, s.Namespace))
-	}
-
-	if s.Spec.PreparationName == "" {
-		r.wait(s, v1.ReasonNoPreparation, "no Preparation is promoted yet: set spec.preparationName (Manual promotion), or wait for the Order to render one (Automatic)")
-		return ctrl.Result{}, nil
-	}
-	var prep v1.Preparation
-	if err := r.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.PreparationName}, &prep); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("get Preparation %q: %w", s.Spec.PreparationName, err)
-		}
-		r.wait(s, v1.ReasonPreparationNotFound, fmt.Sprintf("Preparation %s does not exist in namespace %s: spec.preparationName must name a Preparation of Order %s", s.Spec.PreparationName, s.Namespace, order.Name))
-		return ctrl.Result{}, nil
-	}
-	if prep.Spec.OrderRef.Name != order.Name {
-		r.wait(s, v1.ReasonPreparationNotFound, fmt.Sprintf("Preparation %s was rendered for Order %s, not %s: promote a Preparation of this Order", prep.Name, prep.Spec.OrderRef.Name, order.Name))
-		return ctrl.Result{}, nil
-	}
+	order, prep, project, tgt := in.order, in.prep, in.project, in.target
 	// The current bundled registry's address, should it have moved since the Preparation was made.
-	repository, revision := preparation.ArtifactLocation(r.Config.BundledRegistry, &prep)
+	repository, revision := preparation.ArtifactLocation(r.Config.BundledRegistry, prep)
 	repoURL := "oci://" + repository
 	if revision != s.Status.Revision && r.Pipeline != nil {
 		// A Preparation not deployed yet passes its Environment's stages first, however it
 		// was promoted; what runs keeps running meanwhile.
-		verdict, err := r.Pipeline.Check(ctx, s.Namespace, order.Spec.EnvironmentRef.Name, &prep)
+		stages, err := r.Pipeline.Check(ctx, s.Namespace, order.Spec.EnvironmentRef.Name, prep)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if !verdict.Allowed {
-			r.wait(s, v1.ReasonAwaitingStage, fmt.Sprintf("Preparation %s waits for the stages of Environment %s: %s; the clusters keep running what they run",
-				prep.Name, order.Spec.EnvironmentRef.Name, verdict.Message))
-			if verdict.RecheckAfter > 0 {
-				return ctrl.Result{RequeueAfter: verdict.RecheckAfter + time.Second}, nil
-			}
-			return ctrl.Result{}, nil
+		if !stages.Allowed {
+			return r.hold(ctx, s, gate.AwaitingStage(prep.Name, order.Spec.EnvironmentRef.Name, stages.Message, stages.RecheckAfter))
 		}
 	}
-	return r.rollOut(ctx, s, &prep, deployed, fleet.Request{
+	return r.rollOut(ctx, s, prep, deployed, fleet.Request{
 		ServingNamespace: s.Namespace, ServingName: s.Name, ArgoCDNamespace: r.Config.ArgoCDNamespace,
 		Preparation: prep.Name, RepoURL: repoURL, Revision: revision, TargetNamespace: prep.Spec.TargetNamespace,
 		ImagesInBundledRegistry: prep.Spec.ImagesInBundledRegistry, Project: project, Clusters: tgt.clusters, Retry: r.Config.SyncRetry,
 	}, tgt.environment)
 }
 
-// resolveTarget finds the Environment an Order deploys to, or says why it cannot deploy there.
-func (r *Reconciler) resolveTarget(ctx context.Context, namespace, name string) (target, string, string, error) {
+// reading is what one reconcile of a Serving reads before it decides anything: the gate's facts
+// and the objects behind them.
+type reading struct {
+	facts   gate.ServingFacts
+	order   *v1.Order
+	target  target
+	project argocd.Project
+	prep    *v1.Preparation
+}
+
+// read reads the facts the Serving's gate decides from (gate.ServingFacts), in the gate's
+// order: it stops where a later read needs what an earlier one did not find, which the gate
+// looks at first.
+func (r *Reconciler) read(ctx context.Context, s *v1.Serving) (reading, error) {
+	in := reading{facts: gate.ServingFacts{ArgoCDNamespace: r.Config.ArgoCDNamespace, Namespace: s.Namespace,
+		Order: s.Spec.OrderRef.Name, Preparation: s.Spec.PreparationName, LocalEnabled: r.Config.LocalProject != ""}}
+	f := &in.facts
+	if f.ArgoCDInstalled = r.ArgoCD.Installed(); !f.ArgoCDInstalled {
+		return in, nil
+	}
+	var ns corev1.Namespace
+	found, err := r.found(ctx, client.ObjectKey{Name: r.Config.ArgoCDNamespace}, &ns, "Argo CD namespace")
+	if f.ArgoCDNamespaceFound = found; err != nil || !found {
+		return in, err
+	}
+	in.order = &v1.Order{}
+	found, err = r.found(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.OrderRef.Name}, in.order, "Order")
+	if f.OrderFound = found; err != nil || !found {
+		return in, err
+	}
+	f.Environment = in.order.Spec.EnvironmentRef.Name
+	if err := r.readTarget(ctx, &in); err != nil || f.SelectorError != nil || f.Clusters == 0 {
+		return in, err
+	}
+	f.Project = in.target.project
+	projectObj := &unstructured.Unstructured{}
+	projectObj.SetGroupVersionKind(argocd.AppProjectGVK)
+	found, err = r.foundIn(ctx, r.ArgoCD.Client, client.ObjectKey{Namespace: r.Config.ArgoCDNamespace, Name: in.target.project}, projectObj, "AppProject")
+	if f.ProjectFound = found; err != nil || !found {
+		return in, err
+	}
+	if in.project, err = readProject(projectObj); err != nil {
+		return in, err
+	}
+	f.ProjectAdmitsNamespace = in.project.PermitsSourceNamespace(s.Namespace)
+	if s.Spec.PreparationName == "" {
+		return in, nil
+	}
+	in.prep = &v1.Preparation{}
+	found, err = r.found(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.PreparationName}, in.prep, "Preparation")
+	if f.PreparationFound = found; found {
+		f.PreparationOrder = in.prep.Spec.OrderRef.Name
+	}
+	return in, err
+}
+
+// found gets key into obj through the manager's client: false when it does not exist.
+func (r *Reconciler) found(ctx context.Context, key client.ObjectKey, obj client.Object, what string) (bool, error) {
+	return r.foundIn(ctx, r.Client, key, obj, what)
+}
+
+// foundIn gets key into obj through c: false when it does not exist.
+func (r *Reconciler) foundIn(ctx context.Context, c client.Reader, key client.ObjectKey, obj client.Object, what string) (bool, error) {
+	if err := c.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("get %s %q: %w", what, key.Name, err)
+	}
+	return true, nil
+}
+
+// readTarget reads the Environment the Order deploys to, or the Environment local Kokumi
+// provides, and the Clusters it selects.
+func (r *Reconciler) readTarget(ctx context.Context, in *reading) error {
+	f := &in.facts
+	name := f.Environment
 	var env v1.Environment
-	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &env)
-	switch {
-	case apierrors.IsNotFound(err) && name == v1.LocalEnvironmentName && r.Config.LocalProject == "":
-		return target{}, v1.ReasonEnvironmentNotFound, fmt.Sprintf("Environment local is not enabled here and namespace %s has no Environment named local: an admin enables it by starting Kokumi with --local-project naming a dedicated AppProject (see docs/the-environment-local.md), or creates an Environment local; to deploy elsewhere, create another Order", namespace), nil
-	case apierrors.IsNotFound(err) && name == v1.LocalEnvironmentName:
-		return target{environment: name, project: r.Config.LocalProject, clusters: []fleet.Cluster{
-			{Name: argocd.InClusterName, Server: v1.InClusterServer, Ready: true},
-		}}, "", "", nil
-	case apierrors.IsNotFound(err):
-		return target{}, v1.ReasonEnvironmentNotFound, fmt.Sprintf("Environment %s does not exist in namespace %s: ask an admin to create it; to deploy to another Environment, create another Order", name, namespace), nil
-	case err != nil:
-		return target{}, "", "", fmt.Errorf("get Environment %q: %w", name, err)
+	found, err := r.found(ctx, client.ObjectKey{Namespace: f.Namespace, Name: name}, &env, "Environment")
+	if err != nil {
+		return err
+	}
+	if f.EnvironmentFound = found; !found {
+		if name == v1.LocalEnvironmentName && f.LocalEnabled {
+			in.target = target{environment: name, project: r.Config.LocalProject, clusters: []fleet.Cluster{
+				{Name: argocd.InClusterName, Server: v1.InClusterServer, Ready: true},
+			}}
+			f.Clusters = 1
+		}
+		return nil
 	}
 	selector, err := metav1.LabelSelectorAsSelector(&env.Spec.ClusterSelector)
 	if err != nil {
-		return target{}, v1.ReasonInvalidSelector, fmt.Sprintf("Environment %s has an invalid spec.clusterSelector: %v", name, err), nil
+		f.SelectorError = err
+		return nil
 	}
 	var list v1.ClusterList
 	// Read-only: the cache's objects are not copied.
 	if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: selector}, client.UnsafeDisableDeepCopy); err != nil {
-		return target{}, "", "", fmt.Errorf("list Clusters of Environment %q: %w", name, err)
+		return fmt.Errorf("list Clusters of Environment %q: %w", name, err)
 	}
 	t := target{environment: name, project: env.Spec.Project}
 	for i := range list.Items {
@@ -414,10 +434,8 @@ func (r *Reconciler) resolveTarget(ctx context.Context, namespace, name string) 
 		}
 		t.clusters = append(t.clusters, fc)
 	}
-	if len(t.clusters) == 0 {
-		return target{}, v1.ReasonNoClusters, fmt.Sprintf("Environment %s selects no Cluster: an admin registers Clusters with labels that match its spec.clusterSelector", name), nil
-	}
-	return t, "", "", nil
+	in.target, f.Clusters = t, len(t.clusters)
+	return nil
 }
 
 func readProject(u *unstructured.Unstructured) (argocd.Project, error) {

@@ -1,0 +1,52 @@
+package gate_test
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/cluster"
+	"github.com/kokumi-dev/kokumi/internal/gate"
+)
+
+func TestEnvironmentReadyNamesTheFirstProblem(t *testing.T) {
+	bad := metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Within"}}}
+	_, selErr := cluster.Selector(&bad)
+	if selErr == nil {
+		t.Fatal("a selector with operator Within parsed")
+	}
+	sel, _ := cluster.Selector(&metav1.LabelSelector{MatchLabels: map[string]string{"tier": "edge"}})
+	ok := gate.EnvironmentFacts{Selector: sel, Selected: 3, Ready: 2, Project: "edge", ArgoCDNamespace: "argocd", ArgoCDInstalled: true, ProjectFound: true}
+	for _, tc := range []struct {
+		name       string
+		mutate     func(*gate.EnvironmentFacts)
+		wantStatus metav1.ConditionStatus
+		wantReason string
+		wantText   []string
+	}{
+		{"everything in place", nil, metav1.ConditionTrue, v1.ReasonEnvironmentReady, []string{"2 of 3", `"edge"`}},
+		{"no Cluster Ready is still Ready: the Serving holds them", func(f *gate.EnvironmentFacts) { f.Ready = 0 }, metav1.ConditionTrue, v1.ReasonEnvironmentReady, []string{"0 of 3"}},
+		{"a selector that does not parse", func(f *gate.EnvironmentFacts) { f.SelectorError = selErr }, metav1.ConditionFalse, v1.ReasonInvalidSelector, []string{"spec.clusterSelector", "Within", "operator In or NotIn"}},
+		{"a selector that picks nothing", func(f *gate.EnvironmentFacts) { f.Selected, f.Ready = 0, 0 }, metav1.ConditionFalse, v1.ReasonNoClusters, []string{`"tier=edge"`, "label the Clusters"}},
+		{"Argo CD missing", func(f *gate.EnvironmentFacts) { f.ArgoCDInstalled, f.ProjectFound = false, false }, metav1.ConditionFalse, v1.ReasonArgoCDNotInstalled, []string{"install Argo CD"}},
+		{"the AppProject missing", func(f *gate.EnvironmentFacts) { f.ProjectFound = false }, metav1.ConditionFalse, v1.ReasonProjectNotFound, []string{"spec.project", `"edge"`, `"argocd"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := ok
+			if tc.mutate != nil {
+				tc.mutate(&f)
+			}
+			status, reason, msg := gate.EnvironmentReady(f)
+			if status != tc.wantStatus || reason != tc.wantReason {
+				t.Fatalf("got %s/%s (%s), want %s/%s", status, reason, msg, tc.wantStatus, tc.wantReason)
+			}
+			for _, w := range tc.wantText {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q does not say %q", msg, w)
+				}
+			}
+		})
+	}
+}
