@@ -97,24 +97,11 @@ type ProductSpec struct {
 	Images ImageSpec `json:"images,omitempty"`
 }
 
-// ProductStatus is the observed state of a Product.
-type ProductStatus struct {
-	// ObservedGeneration is the generation last reconciled without error.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
-	// Conditions of the Product.
-	// +listType=map
-	// +listMapKey=type
-	// +kubebuilder:validation:MaxItems=8
-	// +optional
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-}
-
 // Product is what an application is: an OCI Helm chart or manifest bundle, values and image policy.
+// It has no status: nothing about a Product alone is observed (whether its source renders is its
+// Orders' Ready condition, per Environment).
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=prod,categories=kokumi
 // +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=1"
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.source.url`
@@ -127,8 +114,7 @@ type Product struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   ProductSpec   `json:"spec"`
-	Status ProductStatus `json:"status,omitempty"`
+	Spec ProductSpec `json:"spec"`
 }
 
 // ProductList is a list of Products.

@@ -495,8 +495,7 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) {
 type ProductSummary struct {
 	Name            string         `json:"name"`
 	Source          string         `json:"source"`
-	TargetNamespace string         `json:"targetNamespace,omitempty"`
-	Ready           view.Condition `json:"ready"`
+	TargetNamespace string `json:"targetNamespace,omitempty"`
 }
 
 // listProducts lists a namespace's Products to a person who may list them.
@@ -511,7 +510,7 @@ func (s *Server) listProducts(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]ProductSummary, 0, len(list.Items))
 	for _, p := range list.Items {
-		out = append(out, ProductSummary{Name: p.Name, Source: p.Spec.Source.URL, TargetNamespace: p.Spec.TargetNamespace, Ready: view.ReadyOf(p.Status.Conditions)})
+		out = append(out, ProductSummary{Name: p.Name, Source: p.Spec.Source.URL, TargetNamespace: p.Spec.TargetNamespace})
 	}
 	writeTable(w, out, func(a, b ProductSummary) bool { return a.Name < b.Name })
 }

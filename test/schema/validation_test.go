@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -257,5 +258,35 @@ func TestServingPrinterColumns(t *testing.T) {
 		if _, err := env.Kubectl(ctx, args...); err != nil {
 			t.Errorf("kubectl %v: %v", args, err)
 		}
+	}
+}
+
+// TestAProductHasNoStatus checks that the Product kind serves no status a person could read as
+// an observation: nothing observes a Product alone (its Orders say whether it renders), so a
+// status written into one is pruned and there is no status subresource to write.
+func TestAProductHasNoStatus(t *testing.T) {
+	ctx := context.Background()
+	if err := env.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1.GroupVersion.String(), "kind": "Product",
+		"metadata": map[string]any{"name": "no-status", "namespace": ns},
+		"spec":     map[string]any{"source": map[string]any{"url": "oci://ghcr.io/stefanprodan/charts/podinfo", "version": "6.14.1"}},
+		"status":   map[string]any{"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Fake", "message": "x", "lastTransitionTime": "2026-01-01T00:00:00Z"}}},
+	}}
+	if err := env.Client.Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(v1.GroupVersion.WithKind("Product"))
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(u), got); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Object["status"]; ok {
+		t.Errorf("a Product keeps a status: %v", got.Object["status"])
+	}
+	if err := env.Client.Status().Update(ctx, got); err == nil {
+		t.Error("a Product's status subresource accepts a write")
 	}
 }

@@ -22,7 +22,7 @@
 /** @typedef {{namespace: string, serving: string, application?: string, link?: string, state?: string, reason?: string, message?: string, health?: string, sync?: string, revision?: string, since?: string}} Deployment */
 /** @typedef {ClusterSummary & {deployments: Deployment[], deploymentsOmitted?: number}} ClusterDetail */
 /** @typedef {{name: string, clusters: number, readyClusters?: number, ready: Condition, requires?: {environment: string, soak?: string}[]}} EnvironmentSummary */
-/** @typedef {{name: string, source: string, targetNamespace?: string, ready: Condition}} ProductSummary */
+/** @typedef {{name: string, source: string, targetNamespace?: string}} ProductSummary */
 /** @typedef {{kind: string, namespace?: string, name: string, yaml: string}} ManifestObject */
 /** @typedef {{preparation: string, digest: string, images?: {original: string, pinned: string}[], objects?: ManifestObject[], objectsOmitted?: number}} Manifests */
 /** @typedef {{field: string, from: string, to: string}} FieldChange */
