@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -214,7 +213,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Bad input: the Secret watch brings the fix, no retry before.
 		r.forget(c.Name)
 		setClusterReady(&c, metav1.ConditionFalse, reason, message)
-		return ctrl.Result{}, r.writeStatus(ctx, &c, before)
+		return r.writeStatus(ctx, &c, before)
 	}
 	if first, err := r.firstOnServer(ctx, &c); err != nil {
 		return ctrl.Result{}, err
@@ -228,43 +227,44 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		setClusterReady(&c, metav1.ConditionFalse, v1.ReasonServerConflict, fmt.Sprintf(
 			"Cluster %s already connects to server %s (as Argo CD compares servers): Argo CD keeps one identity per server, so this Cluster gets none. Delete one of the two Clusters, or fix spec.server.",
 			first, argocd.NormalizeServer(c.Spec.Server)))
-		return ctrl.Result{}, r.writeStatus(ctx, &c, before)
+		return r.writeStatus(ctx, &c, before)
 	}
 	if err := r.syncArgoCDSecret(ctx, &c, creds); err != nil {
 		return ctrl.Result{}, err
 	}
 
-	return ctrl.Result{}, r.probe(ctx, &c, creds, before)
+	return r.probe(ctx, &c, creds, before)
 }
 
 // probe has the Prober probe the Cluster's server with creds (at once when they or the server
 // are new), and writes what its last probe found, if that changes the status: Ready turns False
 // only after failures in a row. It never waits on the server: the Prober enqueues the Cluster
 // when a probe finds something to write.
-func (r *Reconciler) probe(ctx context.Context, c *v1.Cluster, creds cluster.Credentials, before *v1.ClusterStatus) error {
+func (r *Reconciler) probe(ctx context.Context, c *v1.Cluster, creds cluster.Credentials, before *v1.ClusterStatus) (ctrl.Result, error) {
 	res, ok := r.Prober.Track(c.Name, c.Generation, c.Spec.Server, creds, probeStateOf(c))
 	if !ok {
-		return nil // not probed with these credentials yet
+		return ctrl.Result{}, nil // not probed with these credentials yet
 	}
 	if !res.Connected() && !cluster.ReportFailure(cluster.IsReady(c), res.FailuresInARow) {
-		return nil // the Prober retries first
+		return ctrl.Result{}, nil // the Prober retries first
 	}
 	status := probeStatus(res.Result)
 	version := probeVersion(res.Result, c.Status.Version)
 	if !probeChanged(c, status, res.Reason, version) {
 		// A quiet fleet writes nothing: the probe found what the status already says.
 		kmetrics.SetClusterReady(c.Name, cluster.IsReady(c))
-		return nil
+		return ctrl.Result{}, nil
 	}
 	at := res.At
 	c.Status.LastProbeTime = &at
 	c.Status.Version = version
 	setClusterReady(c, status, res.Reason, res.Message)
-	if err := r.writeStatus(ctx, c, before); err != nil {
-		return err
+	result, err := r.writeStatus(ctx, c, before)
+	if err != nil || result.RequeueAfter > 0 {
+		return result, err // not written: the prober learns nothing yet
 	}
 	r.Prober.Known(c.Name, probeStateOf(c))
-	return nil
+	return ctrl.Result{}, nil
 }
 
 // probeStateOf is what the Cluster's status says of its probes.
@@ -405,7 +405,7 @@ func (r *Reconciler) finalize(ctx context.Context, c *v1.Cluster) (ctrl.Result, 
 			// The probe goes on while the Cluster waits: Ready says whether Argo CD can still
 			// delete there.
 			if creds, reason, _, err := r.credentials(ctx, c); err == nil && reason == "" {
-				if err := r.probe(ctx, c, creds, c.Status.DeepCopy()); err != nil {
+				if _, err := r.probe(ctx, c, creds, c.Status.DeepCopy()); err != nil {
 					return ctrl.Result{}, err
 				}
 			}
@@ -443,18 +443,19 @@ func (r *Reconciler) remainingApplications(ctx context.Context, name string) (in
 
 // writeStatus writes the Cluster's status when it changed, and records an event when Ready
 // changed.
-func (r *Reconciler) writeStatus(ctx context.Context, c *v1.Cluster, before *v1.ClusterStatus) error {
+func (r *Reconciler) writeStatus(ctx context.Context, c *v1.Cluster, before *v1.ClusterStatus) (ctrl.Result, error) {
 	c.Status.ObservedGeneration = c.Generation
 	kmetrics.SetClusterReady(c.Name, cluster.IsReady(c))
-	if equality.Semantic.DeepEqual(before, &c.Status) {
-		return nil
+	base := c.DeepCopy()
+	base.Status = *before
+	written, err := status.Write(ctx, r.Client, c, base)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	patch := &v1.Cluster{ObjectMeta: c.ObjectMeta, Status: *before}
-	if err := r.Client.Status().Patch(ctx, c, status.Patch(patch)); err != nil {
-		return fmt.Errorf("write status of cluster %q: %w", c.Name, err)
+	if written.Changed {
+		status.ReadyTransitionEvent(r.Recorder, c, before.Conditions, c.Status.Conditions)
 	}
-	status.ReadyTransitionEvent(r.Recorder, c, before.Conditions, c.Status.Conditions)
-	return nil
+	return written.Result(), nil
 }
 
 func (r *Reconciler) startWaiting(name string) bool {

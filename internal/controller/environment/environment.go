@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -179,7 +178,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("get environment %s: %w", req.NamespacedName, err)
 	}
-	before := env.Status.DeepCopy()
+	base := env.DeepCopy()
+	before := &base.Status
 
 	facts := gate.EnvironmentFacts{Project: env.Spec.Project, ArgoCDNamespace: r.Config.ArgoCDNamespace}
 	facts.Selector, facts.SelectorError = cluster.Selector(&env.Spec.ClusterSelector)
@@ -211,15 +211,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Message:            text.Truncate(message, text.MaxMessage),
 		ObservedGeneration: env.Generation,
 	})
-	if !equality.Semantic.DeepEqual(before, &env.Status) {
-		patch := &v1.Environment{ObjectMeta: env.ObjectMeta, Status: *before}
-		if err := r.Client.Status().Patch(ctx, &env, status.Patch(patch)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("write status of environment %s: %w", req.NamespacedName, err)
-		}
+	written, err := status.Write(ctx, r.Client, &env, base)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if written.Changed {
 		status.ReadyTransitionEvent(r.Recorder, &env, before.Conditions, env.Status.Conditions)
 	}
 	// ArgoCDNotInstalled needs no recheck: every Environment looks again when the CRDs appear.
-	return ctrl.Result{}, nil
+	return written.Result(), nil
 }
 
 // pipelineProblem says why the Environment's spec.requires cannot be passed: a required

@@ -13,10 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/controller/status"
 	"github.com/kokumi-dev/kokumi/internal/preparation/build"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -165,15 +165,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	defer func() {
 		ready := meta.FindStatusCondition(order.Status.Conditions, deliveryv1alpha1.ConditionReady)
 		kmetrics.SetOrderWaiting(order.Namespace, order.Name, ready != nil && ready.Reason == deliveryv1alpha1.ReasonAwaitingStage)
-		if equality.Semantic.DeepEqual(before, &order.Status) {
-			return
+		// A merge patch of what this reconcile changed, under the optimistic lock: after a read
+		// the cache had not caught up with, it conflicts and the reconcile runs again on what is
+		// there (renders remembers the last render, so nothing renders twice). An Order deleted
+		// meanwhile has no status left to write.
+		written, perr := status.Write(ctx, r.Client, &order, base)
+		if perr != nil {
+			err = errors.Join(err, perr)
 		}
-		// A merge patch of what this reconcile changed: fields it left as it read them keep what
-		// the API server holds, also after a read the cache had not caught up with. An Order
-		// deleted meanwhile has no status left to write.
-		perr := r.Status().Patch(ctx, &order, client.MergeFrom(base))
-		if client.IgnoreNotFound(perr) != nil {
-			err = errors.Join(err, fmt.Errorf("update status of order %s: %w", req.NamespacedName, perr))
+		if written.Conflict && err == nil && (result.RequeueAfter == 0 || result.RequeueAfter > status.ConflictRetry) {
+			result = written.Result()
 		}
 	}()
 
@@ -791,12 +792,18 @@ func (r *Reconciler) markReady(ctx context.Context, prep *deliveryv1alpha1.Prepa
 			return fmt.Errorf("get preparation %s: %w", prep.Name, err)
 		}
 	}
+	base := prep.DeepCopy()
 	meta.SetStatusCondition(&prep.Status.Conditions, metav1.Condition{
 		Type: deliveryv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: deliveryv1alpha1.ReasonRendered,
 		Message: "Rendered and pushed to " + prep.Spec.Artifact.Ref, ObservedGeneration: prep.Generation,
 	})
-	if err := r.Status().Update(ctx, prep); err != nil {
+	// Its Ready condition only: the deployment records in the same status are the Serving's.
+	written, err := status.Write(ctx, r.Client, prep, base)
+	if err != nil {
 		return fmt.Errorf("mark preparation %s ready: %w", prep.Name, err)
+	}
+	if written.Conflict {
+		return fmt.Errorf("mark preparation %s ready: it changed meanwhile; trying again", prep.Name)
 	}
 	return nil
 }

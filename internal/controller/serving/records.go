@@ -17,8 +17,13 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/oci/bundled"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/shard"
 	"github.com/kokumi-dev/kokumi/internal/text"
 )
+
+// RecordsFieldManager is the field manager the deployment records of a Preparation's status are
+// written as, apart from the Order reconciler's writes of its Ready condition.
+func RecordsFieldManager(shardName string) string { return shard.FieldManager(shardName) + "-records" }
 
 // MaxDeploymentRecords is how many records a Preparation's status lists, newest first.
 const MaxDeploymentRecords = 32
@@ -80,8 +85,14 @@ func (r *Reconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *dep
 		prep.Status.DeploymentRecords = prep.Status.DeploymentRecords[:MaxDeploymentRecords]
 	}
 	// Optimistic lock: a list written meanwhile is never overwritten; the next reconcile retries.
-	if err := r.Status().Patch(ctx, prep, status.Patch(base)); err != nil {
-		return fmt.Errorf("list the deployment record in the status of Preparation %s: %w", prep.Name, err)
+	// The records have a field manager of their own: the Order's reconciler writes the rest of
+	// the Preparation's status (its Ready condition), never this list.
+	written, err := status.Write(ctx, r.Client, prep, base, client.FieldOwner(RecordsFieldManager(r.Config.Shard)))
+	if err != nil {
+		return fmt.Errorf("list the deployment record of Preparation %s: %w", prep.Name, err)
+	}
+	if written.Conflict {
+		return fmt.Errorf("list the deployment record in the status of Preparation %s: it changed meanwhile; trying again", prep.Name)
 	}
 	r.Recorder.Eventf(s, prep, corev1.EventTypeNormal, "Recorded", "RecordDeployment",
 		"Signed deployment record %s of Preparation %s in Environment %s: healthy on %s", entry.Digest, prep.Name, environment, text.Names(healthy))

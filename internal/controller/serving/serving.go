@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,6 +42,7 @@ import (
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/rollout"
 	"github.com/kokumi-dev/kokumi/internal/shard"
 	"github.com/kokumi-dev/kokumi/internal/stages"
 	"github.com/kokumi-dev/kokumi/internal/text"
@@ -95,10 +95,10 @@ type Reconciler struct {
 	// ArgoCD reads Argo CD's Applications and AppProjects (Client writes them).
 	ArgoCD *argocache.Cache
 
-	// writes follows roll-outs made in slices (serving_progress.go).
-	writes servingWrites
-	// applied remembers which Applications were as wanted (serving_memo.go).
-	applied upToDateMemo
+	// writes follows roll-outs made in slices (internal/rollout).
+	writes rollout.Writes
+	// applied remembers which Applications were as wanted (internal/rollout).
+	applied rollout.Memo
 }
 
 // Setup registers the Serving reconciler.
@@ -186,13 +186,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {
 			kmetrics.ForgetServing(req.Namespace, req.Name)
-			r.applied.forget(req.NamespacedName)
+			r.applied.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !s.DeletionTimestamp.IsZero() {
 		kmetrics.ForgetServing(s.Namespace, s.Name)
-		r.applied.forget(req.NamespacedName)
+		r.applied.Forget(req.NamespacedName)
 		if controllerutil.ContainsFinalizer(&s, ServingFinalizer) {
 			if err := r.removeApplications(ctx, &s, "ServingDeleted"); err != nil {
 				return ctrl.Result{}, err
@@ -211,7 +211,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
-	before := s.Status.DeepCopy()
+	base := s.DeepCopy()
+	before := &base.Status
 	var deployed *deployment
 	res, err := r.deploy(ctx, &s, &deployed)
 	if err == nil {
@@ -219,16 +220,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.recordTransition(&s, before)
 	setServingMetrics(&s)
-	if !equality.Semantic.DeepEqual(before, &s.Status) {
-		// A merge patch of status alone, from the status read: if the cache had not seen the
-		// last write yet, the patch conflicts and the reconcile runs again on what is there.
-		base := s.DeepCopy()
-		base.Status = *before
-		if uerr := r.Status().Patch(ctx, &s, status.Patch(base)); apierrors.IsConflict(uerr) && err == nil {
-			return ctrl.Result{RequeueAfter: status.ConflictRetry}, nil
-		} else if uerr != nil {
-			return ctrl.Result{}, fmt.Errorf("update status of Serving %s: %w", req, uerr)
-		}
+	// If the cache had not seen the last write yet, the write conflicts and the reconcile runs
+	// again on what is there.
+	written, uerr := status.Write(ctx, r.Client, &s, base)
+	if uerr != nil {
+		return ctrl.Result{}, uerr
+	}
+	if written.Conflict && err == nil {
+		return written.Result(), nil
 	}
 	if err == nil && deployed != nil {
 		// After the status: a registry that is slow or down delays only the record.
@@ -461,8 +460,8 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	for i := range ours {
 		byName[ours[i].Name] = &ours[i]
 	}
-	applied := r.applied.round(key, len(req.Clusters))
-	defer applied.done()
+	applied := r.applied.Round(key, len(req.Clusters))
+	defer applied.Done()
 	for _, c := range req.Clusters {
 		name := fleet.ApplicationName(s.Namespace, s.Name, c.Name)
 		app := byName[name]
@@ -470,12 +469,12 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 			// Not in the cache, which holds only Kokumi's Applications of this shard. No lookup per
 			// Application here: the write creates it, and a create that finds one of that name
 			// (not Kokumi's, or labelled for another shard) reads it then (writeApplication).
-			if app = r.writes.foreign(key, name, time.Now()); app == nil {
+			if app = r.writes.Foreign(key, name, time.Now()); app == nil {
 				continue
 			}
 		}
 		req.Applications[name] = fleet.Observed{Ours: argocd.IsKokumis(app, s.Namespace, s.Name),
-			UpToDate: applied.upToDate(req.Spec(c), app) && shard.ApplicationIn(app, r.Config.Shard), Status: app.Status}
+			UpToDate: applied.UpToDate(req.Spec(c), app) && shard.ApplicationIn(app, r.Config.Shard), Status: app.Status}
 	}
 
 	decisions := fleet.Decide(req)
@@ -498,7 +497,7 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	}
 	more := r.sliceOutcome(s, slice, req.Preparation, entry)
 	if writeErr != nil {
-		if slice.done > 0 {
+		if slice.Succeeded() > 0 {
 			// Some writes went through: the failed ones are retried soon, and the backoff that
 			// grows with each failed reconcile is kept for writes that fail alone, again and again.
 			ctrl.LoggerFrom(ctx).Info("some Application writes failed; retrying them", "error", writeErr.Error())
@@ -511,7 +510,7 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 		// The next slice of the writes, at once: the worker was held for one slice only.
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
-	if len(slice.inFlight) > 0 {
+	if slice.Pending() {
 		// Written before and not in the cache yet: its watch event comes, or this.
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
@@ -530,7 +529,7 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 // reconcile). A failed write never stops the others: its cluster shows ApplicationWriteFailed
 // with the error, and the errors are returned together. One Event names the clusters whose
 // Applications it created.
-func (r *Reconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet.Decision, byName map[string]*argocd.Application, slice *writeSlice) error {
+func (r *Reconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet.Decision, byName map[string]*argocd.Application, slice *rollout.Slice) error {
 	errs := make([]error, len(decisions))
 	ran := make([]bool, len(decisions))
 	w := r.writers()
@@ -546,13 +545,13 @@ func (r *Reconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet
 		default:
 			continue
 		}
-		if !slice.take(d) {
+		if !slice.Take(d) {
 			continue
 		}
 		ran[i] = true
-		w.run(func() { errs[i] = op() })
+		w.Run(func() { errs[i] = op() })
 	}
-	w.wait()
+	w.Wait()
 	var joined []string
 	for i := range decisions {
 		if !ran[i] || errs[i] != nil {
@@ -562,9 +561,9 @@ func (r *Reconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet
 		if decisions[i].Write && existing == nil {
 			joined = append(joined, decisions[i].Cluster)
 		}
-		slice.wrote(&decisions[i], existing)
+		slice.Wrote(&decisions[i], existing)
 	}
-	r.writes.record(slice)
+	r.writes.Record(slice)
 	r.joinedEvent(s, joined)
 	for i, err := range errs {
 		if errors.Is(err, errNotOurs) {
@@ -621,7 +620,7 @@ func (r *Reconciler) writeApplication(ctx context.Context, s *v1.Serving, d flee
 			return fmt.Errorf("read Application %q for Cluster %s, which exists: %w", d.Application, d.Cluster, err)
 		}
 		if !argocd.IsKokumis(live, s.Namespace, s.Name) {
-			r.writes.rememberForeign(client.ObjectKeyFromObject(s), live, time.Now())
+			r.writes.RememberForeign(client.ObjectKeyFromObject(s), live, time.Now())
 			return errNotOurs
 		}
 		existing = live
@@ -734,34 +733,16 @@ func (r *Reconciler) deleteApplications(ctx context.Context, apps []*argocd.Appl
 	errs := make([]error, len(apps))
 	w := r.writers()
 	for i, app := range apps {
-		w.run(func() { errs[i] = r.deleteApplication(ctx, app) })
+		w.Run(func() { errs[i] = r.deleteApplication(ctx, app) })
 	}
-	w.wait()
+	w.Wait()
 	return errs
 }
 
-// writerPool runs Application writes Config.ApplicationWriters at a time.
-type writerPool struct {
-	sem chan struct{}
-	wg  sync.WaitGroup
-}
-
 // writers returns a pool of Config.ApplicationWriters (at least one).
-func (r *Reconciler) writers() *writerPool {
-	return &writerPool{sem: make(chan struct{}, max(r.Config.ApplicationWriters, 1))}
+func (r *Reconciler) writers() *rollout.Writers {
+	return rollout.NewWriters(r.Config.ApplicationWriters)
 }
-
-// run starts write once a writer is free.
-func (p *writerPool) run(write func()) {
-	p.sem <- struct{}{}
-	p.wg.Go(func() {
-		defer func() { <-p.sem }()
-		write()
-	})
-}
-
-// wait waits for every write started.
-func (p *writerPool) wait() { p.wg.Wait() }
 
 // recordTransition records an event when the Ready reason changes to Deployed or a failure.
 func (r *Reconciler) recordTransition(s *v1.Serving, before *v1.ServingStatus) {

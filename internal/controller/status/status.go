@@ -4,12 +4,17 @@
 package status
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -45,4 +50,42 @@ func ReadyTransitionEvent(rec events.EventRecorder, obj client.Object, before, a
 		kind = corev1.EventTypeNormal
 	}
 	rec.Eventf(obj, nil, kind, now.Reason, "Reconcile", "%s", now.Message)
+}
+
+// Written is what Write did.
+type Written struct {
+	// Changed is true when the status differed from the one read and was written.
+	Changed bool
+	// Conflict is true when the write met a newer object (the cache had not seen the last
+	// write): nothing was written, and the reconcile runs again after ConflictRetry.
+	Conflict bool
+}
+
+// Result is the reconcile's result after the write: a quiet requeue after a conflict.
+func (w Written) Result() ctrl.Result {
+	if w.Conflict {
+		return ctrl.Result{RequeueAfter: ConflictRetry}
+	}
+	return ctrl.Result{}
+}
+
+// Write is the one status write of every reconciler: when obj's status differs from base's
+// (base is obj as read, before the reconcile changed its status), a merge patch of what changed
+// through the status subresource, under an optimistic lock (Patch). A quiet fleet writes
+// nothing. A conflict is no error (Written.Conflict: requeue after ConflictRetry), nor is an
+// object deleted meanwhile; any other failure is, naming what was written.
+func Write(ctx context.Context, c client.Client, obj, base client.Object, opts ...client.SubResourcePatchOption) (Written, error) {
+	if equality.Semantic.DeepEqual(base, obj) {
+		return Written{}, nil
+	}
+	err := c.Status().Patch(ctx, obj, Patch(base), opts...)
+	switch {
+	case err == nil:
+		return Written{Changed: true}, nil
+	case apierrors.IsConflict(err):
+		return Written{Conflict: true}, nil
+	case apierrors.IsNotFound(err):
+		return Written{}, nil
+	}
+	return Written{}, fmt.Errorf("write the status of %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
 }

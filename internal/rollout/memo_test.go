@@ -1,4 +1,4 @@
-package serving
+package rollout
 
 import (
 	"testing"
@@ -20,46 +20,46 @@ func TestUpToDateIsComparedAgainOnlyWhenTheApplicationOrTheWantedSpecChanged(t *
 	}
 	app.ResourceVersion = "1"
 	key := types.NamespacedName{Namespace: "team", Name: "app"}
-	var m upToDateMemo
+	var m Memo
 
-	r := m.round(key, 1)
-	if !r.upToDate(spec, app) {
+	r := m.Round(key, 1)
+	if !r.UpToDate(spec, app) {
 		t.Fatal("the Application as built is not up to date")
 	}
-	r.done()
+	r.Done()
 
 	// Changed behind the memo's back at the same resourceVersion (which the API server never
 	// does): the memo's answer stands, so it was not compared again.
 	app.Spec.Project = `"other"`
-	r = m.round(key, 1)
-	if !r.upToDate(spec, app) {
+	r = m.Round(key, 1)
+	if !r.UpToDate(spec, app) {
 		t.Fatal("the answer of the last reconcile was not reused")
 	}
-	r.done()
+	r.Done()
 
 	// A new resourceVersion is compared again.
 	app.ResourceVersion = "2"
-	r = m.round(key, 1)
-	if r.upToDate(spec, app) {
+	r = m.Round(key, 1)
+	if r.UpToDate(spec, app) {
 		t.Fatal("a changed Application was taken as up to date")
 	}
-	r.done()
+	r.Done()
 
 	// So is another wanted spec.
 	app.Spec.Project = `"p"`
 	app.ResourceVersion = "3"
-	r = m.round(key, 1)
-	if !r.upToDate(spec, app) {
+	r = m.Round(key, 1)
+	if !r.UpToDate(spec, app) {
 		t.Fatal("the Application put back is not up to date")
 	}
 	moved := spec
 	moved.Revision = "sha256:bb"
-	if r.upToDate(moved, app) {
+	if r.UpToDate(moved, app) {
 		t.Fatal("an Application at the old revision is up to date with the new one")
 	}
-	r.done()
+	r.Done()
 
-	m.forget(key)
+	m.Forget(key)
 	if len(m.byServing) != 0 {
 		t.Fatalf("forget kept %v", m.byServing)
 	}
