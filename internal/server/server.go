@@ -493,8 +493,8 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) {
 
 // ProductSummary is one Product of a namespace, as the Order form offers it.
 type ProductSummary struct {
-	Name            string         `json:"name"`
-	Source          string         `json:"source"`
+	Name            string `json:"name"`
+	Source          string `json:"source"`
 	TargetNamespace string `json:"targetNamespace,omitempty"`
 }
 
