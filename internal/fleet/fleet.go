@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -153,6 +154,33 @@ func Decide(req Request) []Decision {
 func (d *Decision) NotOurs(argoCDNamespace string) {
 	d.Write = false
 	d.hold(v1.ReasonOptInRequired, fmt.Sprintf("Application %s/%s exists and is not Kokumi's, so Kokumi leaves it alone. Delete it, or rename it, to let this Serving deploy here.", argoCDNamespace, d.Application))
+}
+
+// WriteResult is what became of one decision's write or delete: Err is its error (nil when it
+// went through, or was left for the next slice); NotOurs is true when an Application of that
+// name exists and is someone else's.
+type WriteResult struct {
+	Err     error
+	NotOurs bool
+}
+
+// AfterWrites returns the decisions as the writes left them, for ApplyDeadline and Fold: a
+// cluster whose Application turned out to be someone else's is held (OptInRequired, nothing
+// written), one whose write failed is Progressing (ApplicationWriteFailed) with the error, to be
+// retried. decisions itself is not changed: the plan stays what was decided before any write.
+func AfterWrites(decisions []Decision, results []WriteResult, argoCDNamespace string) []Decision {
+	out := slices.Clone(decisions)
+	for i, res := range results {
+		d := &out[i]
+		switch {
+		case res.NotOurs:
+			d.NotOurs(argoCDNamespace)
+		case res.Err != nil && d.Write:
+			d.State, d.Reason = Progressing, v1.ReasonApplicationWriteFailed
+			d.Message = "could not write Application " + d.Application + ", retrying: " + res.Err.Error()
+		}
+	}
+	return out
 }
 
 func (d *Decision) hold(reason, message string) {

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -356,5 +357,30 @@ func TestAnArgoCDErrorFailsTheClusterWithArgoCDsMessage(t *testing.T) {
 	d := Decide(req)[0]
 	if d.State != Degraded || d.Reason != v1.ReasonArgoCDError || d.Message != "Argo CD reports ComparisonError: failed to load target state: dial tcp: connection refused" {
 		t.Errorf("decision %+v", d)
+	}
+}
+
+func TestAfterWritesFoldsEachWritesResultWithoutEditingThePlan(t *testing.T) {
+	plan := []Decision{
+		{Cluster: "a", Application: "ns.s.a", Write: true, State: Progressing, Reason: v1.ReasonProgressing, Message: "creating Application"},
+		{Cluster: "b", Application: "ns.s.b", Write: true, State: Progressing, Reason: v1.ReasonProgressing, Message: "creating Application"},
+		{Cluster: "c", Application: "ns.s.c", Write: true, State: Progressing, Reason: v1.ReasonProgressing, Message: "updating Application"},
+		{Cluster: "d", Application: "ns.s.d", Remove: true, State: Held, Reason: v1.ReasonClusterConflict},
+	}
+	got := AfterWrites(plan, []WriteResult{{}, {NotOurs: true}, {Err: errors.New("etcd is slow")}, {Err: errors.New("gone")}}, "argocd")
+	if got[0].Reason != v1.ReasonProgressing || got[0].Message != "creating Application" {
+		t.Errorf("a write that went through: %+v", got[0])
+	}
+	if got[1].State != Held || got[1].Reason != v1.ReasonOptInRequired || got[1].Write || !strings.Contains(got[1].Message, "argocd/ns.s.b") {
+		t.Errorf("someone else's Application: %+v", got[1])
+	}
+	if got[2].State != Progressing || got[2].Reason != v1.ReasonApplicationWriteFailed || !strings.Contains(got[2].Message, "etcd is slow") {
+		t.Errorf("a failed write: %+v", got[2])
+	}
+	if got[3].Reason != v1.ReasonClusterConflict {
+		t.Errorf("a failed delete keeps its decision: %+v", got[3])
+	}
+	if plan[1].Reason != v1.ReasonProgressing || !plan[1].Write || plan[2].Reason != v1.ReasonProgressing {
+		t.Errorf("the plan was edited: %+v", plan)
 	}
 }

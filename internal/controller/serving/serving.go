@@ -477,10 +477,12 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 			UpToDate: applied.UpToDate(req.Spec(c), app) && shard.ApplicationIn(app, r.Config.Shard), Status: app.Status}
 	}
 
-	decisions := fleet.Decide(req)
+	// Decide, write (each write's result apart), fold: the plan is not edited by the writes.
+	planned := fleet.Decide(req)
 	entry := s.Status.DeepCopy()
-	slice := r.startSlice(s, decisions, byName)
-	writeErr := r.apply(ctx, s, decisions, byName, slice)
+	slice := r.startSlice(s, planned, byName)
+	results, writeErr := r.apply(ctx, s, planned, byName, slice)
+	decisions := fleet.AfterWrites(planned, results, r.Config.ArgoCDNamespace)
 	optIn := false
 	for _, d := range decisions {
 		optIn = optIn || d.Reason == v1.ReasonOptInRequired
@@ -526,10 +528,10 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 
 // apply writes and removes the Applications the decisions ask for, at most
 // Config.ApplicationWriters at a time, and those of the slice only (the rest wait for the next
-// reconcile). A failed write never stops the others: its cluster shows ApplicationWriteFailed
-// with the error, and the errors are returned together. One Event names the clusters whose
-// Applications it created.
-func (r *Reconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet.Decision, byName map[string]*argocd.Application, slice *rollout.Slice) error {
+// reconcile), and returns what became of each (fleet.AfterWrites folds them in). A failed write
+// never stops the others; the errors are also returned together. One Event names the clusters
+// whose Applications it created.
+func (r *Reconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet.Decision, byName map[string]*argocd.Application, slice *rollout.Slice) ([]fleet.WriteResult, error) {
 	errs := make([]error, len(decisions))
 	ran := make([]bool, len(decisions))
 	w := r.writers()
@@ -565,19 +567,15 @@ func (r *Reconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet
 	}
 	r.writes.Record(slice)
 	r.joinedEvent(s, joined)
+	results := make([]fleet.WriteResult, len(decisions))
 	for i, err := range errs {
 		if errors.Is(err, errNotOurs) {
-			decisions[i].NotOurs(r.Config.ArgoCDNamespace)
-			errs[i] = nil
+			results[i].NotOurs, errs[i] = true, nil
 			continue
 		}
-		if err != nil && decisions[i].Write {
-			d := &decisions[i]
-			d.State, d.Reason = fleet.Progressing, v1.ReasonApplicationWriteFailed
-			d.Message = "could not write Application " + d.Application + ", retrying: " + err.Error()
-		}
+		results[i].Err = err
 	}
-	return errors.Join(errs...)
+	return results, errors.Join(errs...)
 }
 
 // setServingMetrics sets the Serving's series from the status it is about to write: its
