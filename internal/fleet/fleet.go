@@ -71,6 +71,9 @@ type Request struct {
 	Clusters []Cluster
 	// Applications are the Applications that exist under the planned names.
 	Applications map[string]Observed
+	// Wanted holds, by cluster, the Application spec already computed for it (Spec) when the
+	// caller compared it with what exists; Decide computes the others. Nil: all.
+	Wanted map[string]argocd.ApplicationSpec
 	// Retry is the syncPolicy.retry of every Application.
 	Retry argocd.SyncRetry
 }
@@ -111,7 +114,11 @@ func Decide(req Request) []Decision {
 	out := make([]Decision, 0, len(clusters))
 	for _, c := range clusters {
 		name := ApplicationName(req.ServingNamespace, req.ServingName, c.Name)
-		d := Decision{Cluster: c.Name, Application: name, Spec: req.Spec(c)}
+		spec, ok := req.Wanted[c.Name]
+		if !ok {
+			spec = req.Spec(c)
+		}
+		d := Decision{Cluster: c.Name, Application: name, Spec: spec}
 		app, exists := req.Applications[name]
 		if exists {
 			d.Revision = app.Status.Sync.Revision

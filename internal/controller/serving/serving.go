@@ -455,6 +455,8 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 		return ctrl.Result{}, err
 	}
 	req.Applications = make(map[string]fleet.Observed, len(req.Clusters))
+	// The wanted spec of each cluster is computed once: compared here, planned by Decide.
+	req.Wanted = make(map[string]argocd.ApplicationSpec, len(req.Clusters))
 	key := client.ObjectKeyFromObject(s)
 	byName := make(map[string]*argocd.Application, len(ours))
 	for i := range ours {
@@ -473,8 +475,10 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 				continue
 			}
 		}
+		spec := req.Spec(c)
+		req.Wanted[c.Name] = spec
 		req.Applications[name] = fleet.Observed{Ours: argocd.IsKokumis(app, s.Namespace, s.Name),
-			UpToDate: applied.UpToDate(req.Spec(c), app) && shard.ApplicationIn(app, r.Config.Shard), Status: app.Status}
+			UpToDate: applied.UpToDate(spec, app) && shard.ApplicationIn(app, r.Config.Shard), Status: app.Status}
 	}
 
 	// Decide, write (each write's result apart), fold: the plan is not edited by the writes.
