@@ -129,6 +129,7 @@ type Requirement struct {
 	Soak string `json:"soak,omitempty"`
 }
 
+// RequirementsOf lists the stages an Environment requires, as its page shows them.
 func RequirementsOf(e *v1.Environment) []Requirement {
 	var out []Requirement
 	for _, r := range e.Spec.Requires {
@@ -141,6 +142,7 @@ func RequirementsOf(e *v1.Environment) []Requirement {
 	return out
 }
 
+// ReadyOf is the Ready condition of conds as the pages show it: Unknown when there is none.
 func ReadyOf(conds []metav1.Condition) Condition {
 	c := apimeta.FindStatusCondition(conds, v1.ConditionReady)
 	if c == nil {
@@ -149,6 +151,7 @@ func ReadyOf(conds []metav1.Condition) Condition {
 	return Condition{Status: string(c.Status), Reason: c.Reason, Message: c.Message}
 }
 
+// SummarizeServing is a Serving's row of the Servings table.
 func SummarizeServing(s *v1.Serving) ServingSummary {
 	return ServingSummary{
 		Namespace:   s.Namespace,
@@ -161,6 +164,7 @@ func SummarizeServing(s *v1.Serving) ServingSummary {
 	}
 }
 
+// SummarizeCluster is a Cluster's row of the Clusters table.
 func SummarizeCluster(c *v1.Cluster) ClusterSummary {
 	return ClusterSummary{
 		Name:    c.Name,
