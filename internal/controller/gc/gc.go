@@ -143,17 +143,17 @@ func (r *Collector) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	if len(victims) == 0 {
 		return ctrl.Result{}, nil
 	}
-	// The cache may lag a promotion: what is kept is decided again on what the API server says.
-	if err := r.Reader.Get(ctx, req.NamespacedName, &order); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if serving, err = r.serving(ctx, r.Reader, order.Namespace, order.Name); err != nil {
-		return ctrl.Result{}, err
-	}
-	keep := preparation.Keeps(&order, serving)
+	// The cache may lag a promotion, and each collection takes registry calls of up to
+	// bundled.Timeout during which a promotion, a rollback or a cluster's report may land: what
+	// is kept is decided again on what the API server says right before each deletion.
 	var deleted []string
 	for _, p := range victims {
-		if keep(p) {
+		kept, err := r.keptNow(ctx, req.NamespacedName, p)
+		if err != nil {
+			r.announce(&order, deleted)
+			return ctrl.Result{}, err
+		}
+		if kept {
 			continue
 		}
 		if err := r.collect(ctx, p); err != nil {
@@ -205,18 +205,43 @@ func (r *Collector) serving(ctx context.Context, reader client.Reader, namespace
 
 // collect deletes a Preparation's artifact, then the Preparation: a failure in between leaves
 // the Preparation, which the next pass collects again (an artifact already gone is no error).
+// keptNow reads the Order and its Serving again from the API server and says whether p is kept
+// now (the Order's latest, the Serving's, or one it runs), or the Order is gone.
+func (r *Collector) keptNow(ctx context.Context, key client.ObjectKey, p *v1.Preparation) (bool, error) {
+	var order v1.Order
+	if err := r.Reader.Get(ctx, key, &order); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil // the Order's deletion takes its Preparations; nothing to collect
+		}
+		return false, fmt.Errorf("read Order %s again: %w", key, err)
+	}
+	serving, err := r.serving(ctx, r.Reader, key.Namespace, key.Name)
+	if err != nil {
+		return false, err
+	}
+	return preparation.Keeps(&order, serving)(p), nil
+}
+
+// collect deletes p, then its artifact. The deletion of the object is the commit point: it is
+// made only on the resourceVersion the collector decided on, right after keptNow, and once it is
+// gone the Preparation can be neither promoted nor rolled back to; its artifact goes after. A
+// crash between the two leaves an artifact no Preparation names, never a Preparation without its
+// artifact.
 func (r *Collector) collect(ctx context.Context, p *v1.Preparation) error {
+	uid, rv := p.UID, p.ResourceVersion
+	if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // collected already
+		}
+		return fmt.Errorf("collect Preparation %s/%s: %w", p.Namespace, p.Name, err)
+	}
 	// Where the artifact is today: Kokumi's own repository follows the bundled registry when it
 	// moves. An artifact elsewhere than in today's bundled registry is not Kokumi's to delete.
 	repository, digest := preparation.ArtifactLocation(r.Config.BundledRegistry, p)
 	if host, _, _ := strings.Cut(repository, "/"); host == r.Config.BundledRegistry {
 		if err := r.deleteArtifact(ctx, repository, digest); err != nil {
-			return fmt.Errorf("collect Preparation %s/%s: delete its artifact %s@%s: %w", p.Namespace, p.Name, repository, digest, err)
+			return fmt.Errorf("collect Preparation %s/%s: it is deleted, its artifact %s@%s is left: %w", p.Namespace, p.Name, repository, digest, err)
 		}
-	}
-	uid := p.UID
-	if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("collect Preparation %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("collected an old Preparation and its artifact", "preparation", p.Name, "artifact", p.Spec.Artifact.Ref)
 	return nil
