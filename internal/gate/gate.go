@@ -70,9 +70,9 @@ type ServingFacts struct {
 	// Order is spec.orderRef; OrderFound whether it exists.
 	Order      string
 	OrderFound bool
-	// Environment is the Order's Environment; EnvironmentFound whether it exists. Local is
-	// true for the Environment local that Kokumi provides (--local-project set) when the
-	// namespace has none of that name.
+	// Environment is the Order's Environment; EnvironmentFound whether it exists. LocalEnabled
+	// is true when Kokumi provides the Environment local (--local-project set), which stands in
+	// for a namespace that has no Environment of that name.
 	Environment      string
 	EnvironmentFound bool
 	LocalEnabled     bool
@@ -107,7 +107,8 @@ type Verdict struct {
 	RecheckAfter time.Duration
 }
 
-// RecheckArgoCD is how often a Serving waiting for Argo CD's namespace looks again.
+// RecheckArgoCD is how often a Serving waiting for Argo CD's namespace, or held by an
+// Application of its name that is not Kokumi's, looks again.
 const RecheckArgoCD = time.Minute
 
 // Serving decides the first of ArgoCDNotInstalled, OrderNotFound, EnvironmentNotFound,

@@ -58,9 +58,6 @@ const (
 	indexServingPreparation = "spec.preparationName"
 )
 
-// recheckArgoCD is how often a Serving held by an Application it may not change looks again.
-const recheckArgoCD = gate.RecheckArgoCD
-
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings/finalizers,verbs=update
@@ -334,12 +331,12 @@ func (r *Reconciler) read(ctx context.Context, s *v1.Serving) (reading, error) {
 		return in, nil
 	}
 	var ns corev1.Namespace
-	found, err := r.found(ctx, client.ObjectKey{Name: r.Config.ArgoCDNamespace}, &ns, "Argo CD namespace")
+	found, err := exists(ctx, r.Client, client.ObjectKey{Name: r.Config.ArgoCDNamespace}, &ns, "Argo CD namespace")
 	if f.ArgoCDNamespaceFound = found; err != nil || !found {
 		return in, err
 	}
 	in.order = &v1.Order{}
-	found, err = r.found(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.OrderRef.Name}, in.order, "Order")
+	found, err = exists(ctx, r.Client, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.OrderRef.Name}, in.order, "Order")
 	if f.OrderFound = found; err != nil || !found {
 		return in, err
 	}
@@ -350,7 +347,7 @@ func (r *Reconciler) read(ctx context.Context, s *v1.Serving) (reading, error) {
 	f.Project = in.target.project
 	projectObj := &unstructured.Unstructured{}
 	projectObj.SetGroupVersionKind(argocd.AppProjectGVK)
-	found, err = r.foundIn(ctx, r.ArgoCD.Client, client.ObjectKey{Namespace: r.Config.ArgoCDNamespace, Name: in.target.project}, projectObj, "AppProject")
+	found, err = exists(ctx, r.ArgoCD.Client, client.ObjectKey{Namespace: r.Config.ArgoCDNamespace, Name: in.target.project}, projectObj, "AppProject")
 	if f.ProjectFound = found; err != nil || !found {
 		return in, err
 	}
@@ -362,20 +359,15 @@ func (r *Reconciler) read(ctx context.Context, s *v1.Serving) (reading, error) {
 		return in, nil
 	}
 	in.prep = &v1.Preparation{}
-	found, err = r.found(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.PreparationName}, in.prep, "Preparation")
+	found, err = exists(ctx, r.Client, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.PreparationName}, in.prep, "Preparation")
 	if f.PreparationFound = found; found {
 		f.PreparationOrder = in.prep.Spec.OrderRef.Name
 	}
 	return in, err
 }
 
-// found gets key into obj through the manager's client: false when it does not exist.
-func (r *Reconciler) found(ctx context.Context, key client.ObjectKey, obj client.Object, what string) (bool, error) {
-	return r.foundIn(ctx, r.Client, key, obj, what)
-}
-
-// foundIn gets key into obj through c: false when it does not exist.
-func (r *Reconciler) foundIn(ctx context.Context, c client.Reader, key client.ObjectKey, obj client.Object, what string) (bool, error) {
+// exists gets key into obj through c: false when it does not exist.
+func exists(ctx context.Context, c client.Reader, key client.ObjectKey, obj client.Object, what string) (bool, error) {
 	if err := c.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -391,7 +383,7 @@ func (r *Reconciler) readTarget(ctx context.Context, in *reading) error {
 	f := &in.facts
 	name := f.Environment
 	var env v1.Environment
-	found, err := r.found(ctx, client.ObjectKey{Namespace: f.Namespace, Name: name}, &env, "Environment")
+	found, err := exists(ctx, r.Client, client.ObjectKey{Namespace: f.Namespace, Name: name}, &env, "Environment")
 	if err != nil {
 		return err
 	}
@@ -521,7 +513,7 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	if optIn {
-		return ctrl.Result{RequeueAfter: recheckArgoCD}, nil
+		return ctrl.Result{RequeueAfter: gate.RecheckArgoCD}, nil
 	}
 	if recheck > 0 {
 		// A cluster still Progressing fails at its deadline even if Argo CD reports nothing new.
