@@ -95,6 +95,19 @@ type ServingStatus struct {
 	// +optional
 	Revision string `json:"revision,omitempty"`
 
+	// DeployedRevision is the artifact digest that has run healthily on every cluster of the
+	// Serving, without a break, since DeployedSince: the soak clock of the stages that require
+	// this Environment. Empty while the Serving is not Deployed.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	DeployedRevision string `json:"deployedRevision,omitempty"`
+
+	// DeployedSince is when DeployedRevision became Deployed. It starts again whenever the
+	// revision changes or the Serving stops being Deployed, whatever the Ready condition's
+	// transition time says.
+	// +optional
+	DeployedSince *metav1.Time `json:"deployedSince,omitempty"`
+
 	// Clusters counts the clusters by the state of their deployment.
 	// +optional
 	Clusters ClusterCounts `json:"clusters,omitempty"`

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -135,9 +134,9 @@ func (p *Pipeline) run(ctx context.Context, o *v1.Order, release string, keys **
 	run := &promotion.Run{Order: o.Name, Environment: o.Spec.EnvironmentRef.Name, Preparation: prep.Name, Release: ReleaseOf(&prep)}
 	if c := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady); c != nil {
 		run.State = c.Reason
-		run.Deployed = c.Status == metav1.ConditionTrue && c.Reason == v1.ReasonDeployed &&
-			s.Status.Revision == prep.Spec.Artifact.Digest && c.ObservedGeneration == s.Generation
-		run.Since = c.LastTransitionTime.Time
+		// The soak counts from when this revision became Deployed (status.deployedSince).
+		since, deployed := s.Status.DeployedAt(prep.Spec.Artifact.Digest)
+		run.Deployed, run.Since = deployed && c.ObservedGeneration == s.Generation, since
 	}
 	if run.Release != release || !run.Deployed {
 		return run, nil

@@ -34,13 +34,16 @@ type Condition struct {
 
 // ServingSummary is one row of the Servings table.
 type ServingSummary struct {
-	Namespace   string           `json:"namespace"`
-	Name        string           `json:"name"`
-	Order       string           `json:"order"`
-	Preparation string           `json:"preparation,omitempty"`
-	Revision    string           `json:"revision,omitempty"`
-	Clusters    v1.ClusterCounts `json:"clusters"`
-	Ready       Condition        `json:"ready"`
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	Order       string `json:"order"`
+	Preparation string `json:"preparation,omitempty"`
+	Revision    string `json:"revision,omitempty"`
+	// DeployedSince is when Revision became Deployed on every cluster, unbroken since: the
+	// start of the soak of the stages after this Serving's Environment.
+	DeployedSince *time.Time       `json:"deployedSince,omitempty"`
+	Clusters      v1.ClusterCounts `json:"clusters"`
+	Ready         Condition        `json:"ready"`
 }
 
 // ClusterRow is one cluster of a Serving: what its Argo CD Application reports, or why Kokumi
@@ -153,7 +156,7 @@ func ReadyOf(conds []metav1.Condition) Condition {
 
 // SummarizeServing is a Serving's row of the Servings table.
 func SummarizeServing(s *v1.Serving) ServingSummary {
-	return ServingSummary{
+	out := ServingSummary{
 		Namespace:   s.Namespace,
 		Name:        s.Name,
 		Order:       s.Spec.OrderRef.Name,
@@ -162,6 +165,10 @@ func SummarizeServing(s *v1.Serving) ServingSummary {
 		Clusters:    s.Status.Clusters,
 		Ready:       ReadyOf(s.Status.Conditions),
 	}
+	if since, ok := s.Status.DeployedAt(s.Status.Revision); ok {
+		out.DeployedSince = &since
+	}
+	return out
 }
 
 // SummarizeCluster is a Cluster's row of the Clusters table.

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net/url"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
@@ -147,5 +150,21 @@ func TestARowsStateIsFleetsState(t *testing.T) {
 		if r.State != want || (r.Cluster != "now" && r.State != st.String()) {
 			t.Errorf("%s: state %s, want %s as fleet decides", r.Cluster, r.State, want)
 		}
+	}
+}
+
+// The Serving's page shows the soak clock the stages read: the revision's Deployed time, not
+// the Ready condition's transition time, and nothing while the Serving is not Deployed.
+func TestAServingShowsWhenItsRevisionWasDeployed(t *testing.T) {
+	ready := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	since := ready.Add(time.Hour)
+	s := &v1.Serving{Status: v1.ServingStatus{Revision: "sha256:b", DeployedRevision: "sha256:b", DeployedSince: &metav1.Time{Time: since},
+		Conditions: []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonDeployed, LastTransitionTime: metav1.NewTime(ready)}}}}
+	if got := SummarizeServing(s).DeployedSince; got == nil || !got.Equal(since) {
+		t.Errorf("deployed since %v, want %v", got, since)
+	}
+	s.Status.Conditions[0].Status, s.Status.Conditions[0].Reason = metav1.ConditionFalse, v1.ReasonProgressing
+	if got := SummarizeServing(s).DeployedSince; got != nil {
+		t.Errorf("a Progressing Serving shows deployed since %v", got)
 	}
 }

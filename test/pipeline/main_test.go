@@ -7,6 +7,8 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -44,6 +46,8 @@ var (
 	clock   = &fakeClock{}
 	// pipeline is the tests' own view of the pipeline, with the same clock and keys.
 	pipeline *stages.Pipeline
+	// blocker fails the controller's writes of the status of the Servings a test names.
+	blocker = &statusWrites{}
 )
 
 // waitTimeout bounds every wait: generous, for a loaded machine.
@@ -105,6 +109,10 @@ func (s suite) Run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	sa.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		blocker.next = rt
+		return blocker
+	})
 	mgr, err := controller.NewManager(sa, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg},
 		setupOrder, setupServing, controller.Environment.Setup)
 	if err != nil {
@@ -421,4 +429,36 @@ func (f *fixture) attached(prep *v1.Preparation) []record.Record {
 	recs, err := pipeline.Records.Records(f.ctx, repository, prep.Spec.Artifact.Digest, keys)
 	must(f.t, err)
 	return recs
+}
+
+// statusWrites fails the controller's writes of the status of the Servings it names, as a
+// controller that crashes (or loses a conflict) between the Application writes and the
+// status write would leave them: the Applications written, the status not.
+type statusWrites struct {
+	next    http.RoundTripper
+	blocked sync.Map // "<namespace>/<serving>" → struct{}
+}
+
+// block fails the writes of the Serving's status until unblock.
+func (w *statusWrites) block(namespace, serving string) { w.blocked.Store(namespace+"/"+serving, struct{}{}) }
+
+func (w *statusWrites) unblock(namespace, serving string) { w.blocked.Delete(namespace + "/" + serving) }
+
+// RoundTrip answers a blocked status write with 500, and passes everything else.
+func (w *statusWrites) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet {
+		// …/namespaces/<ns>/servings/<name>/status
+		parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+		if n := len(parts); n >= 5 && parts[n-1] == "status" && parts[n-3] == "servings" && parts[n-5] == "namespaces" {
+			if _, ok := w.blocked.Load(parts[n-4] + "/" + parts[n-2]); ok {
+				if req.Body != nil {
+					_ = req.Body.Close()
+				}
+				return &http.Response{StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error", Request: req,
+					Header: http.Header{"Content-Type": []string{"application/json"}},
+					Body:   io.NopCloser(strings.NewReader(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the test blocks this status write","reason":"InternalError","code":500}`))}, nil
+			}
+		}
+	}
+	return w.next.RoundTrip(req)
 }

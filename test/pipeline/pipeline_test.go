@@ -19,6 +19,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/record"
 )
 
@@ -320,4 +321,72 @@ func TestAClusterProgressingPastTheDeadlineFailsTheDeployment(t *testing.T) {
 	}
 	f.playArgoCD("app-staging", []string{"staging-1"}, "Healthy")
 	f.servingReady("app-staging", v1.ReasonDeployed)
+}
+
+// A release's soak starts when that release is Deployed, never earlier: a controller that wrote
+// the new release's Applications and then crashed (or lost its status write to a conflict)
+// before writing Progressing finds the clusters healthy on the new release when it comes back,
+// and goes from Deployed(A) to Deployed(B) in one reconcile. B's soak still starts then, not at
+// A's.
+func TestASoakStartsWithItsReleaseAfterACrashBetweenTheWritesAndTheStatus(t *testing.T) {
+	f := newFixture(t, soak)
+	a := f.deployStaging()
+	clock.Advance(soak + time.Minute)
+	if v, err := pipeline.Check(f.ctx, f.ns, "prod", a); err != nil || !v.Allowed {
+		t.Fatalf("release A after its soak: %+v, %v", v, err)
+	}
+
+	// The controller writes B's Application, and its status write fails, again and again.
+	blocker.block(f.ns, "app-staging")
+	defer blocker.unblock(f.ns, "app-staging")
+	f.product("podinfo-staging", "6.15.0")
+	var b *v1.Preparation
+	f.eventually("B rendered and promoted", func() error {
+		b = f.latest("app-staging")
+		if b.Name == a.Name || f.serving("app-staging").Spec.PreparationName != b.Name {
+			return fmt.Errorf("staging is promoted to %q", f.serving("app-staging").Spec.PreparationName)
+		}
+		return nil
+	})
+	name := fleet.ApplicationName(f.ns, "app-staging", f.clusterName("staging-1"))
+	f.eventually("B's Application written", func() error {
+		app := &unstructured.Unstructured{}
+		app.SetGroupVersionKind(argocd.ApplicationGVK)
+		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: cfg.ArgoCDNamespace, Name: name}, app); err != nil {
+			return err
+		}
+		if revision, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision"); revision != b.Spec.Artifact.Digest {
+			return fmt.Errorf("the Application asks for %s", revision)
+		}
+		return nil
+	})
+	if s := f.serving("app-staging"); s.Status.Revision != a.Spec.Artifact.Digest {
+		t.Fatalf("the status was written (revision %s): the test did not land in the window", s.Status.Revision)
+	}
+	// Argo CD syncs B, healthy, before the controller writes any status.
+	f.playArgoCD("app-staging", []string{"staging-1"}, "Healthy")
+	blocker.unblock(f.ns, "app-staging")
+	f.poke("app-staging")
+	f.eventually("staging Deployed with B", func() error {
+		s := f.serving("app-staging")
+		c := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
+		if s.Status.Revision != b.Spec.Artifact.Digest || c == nil || c.Reason != v1.ReasonDeployed {
+			return fmt.Errorf("revision %s, Ready %+v", s.Status.Revision, c)
+		}
+		return nil
+	})
+	f.records(b.Name, 1)
+	v, err := pipeline.Check(f.ctx, f.ns, "prod", b)
+	must(t, err)
+	if v.Allowed || !strings.Contains(v.Message, "staging soaking") {
+		t.Fatalf("B passed staging at once, on A's soak: %+v", v)
+	}
+	s := f.serving("app-staging")
+	if s.Status.DeployedRevision != b.Spec.Artifact.Digest || s.Status.DeployedSince == nil || clock.Now().Sub(s.Status.DeployedSince.Time) > time.Minute {
+		t.Errorf("the soak clock says %s since %v", s.Status.DeployedRevision, s.Status.DeployedSince)
+	}
+	clock.Advance(soak + time.Minute)
+	if v, err := pipeline.Check(f.ctx, f.ns, "prod", b); err != nil || !v.Allowed {
+		t.Fatalf("release B after its own soak: %+v, %v", v, err)
+	}
 }

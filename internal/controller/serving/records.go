@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,8 +35,11 @@ func (r *Reconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *dep
 		return nil
 	}
 	environment, healthy := d.environment, d.healthy
-	ready := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
-	since := ready.LastTransitionTime.Truncate(time.Second)
+	since, ok := s.Status.DeployedAt(d.prep.Spec.Artifact.Digest)
+	if !ok {
+		return nil
+	}
+	since = since.Truncate(time.Second)
 	if !needsRecord(d.prep.Status.DeploymentRecords, environment, since, len(healthy)) {
 		return nil
 	}

@@ -215,6 +215,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err == nil {
 		s.Status.ObservedGeneration = s.Generation
 	}
+	// The soak clock follows the status just decided: a release's soak starts when it is
+	// Deployed, whatever the Ready condition's transition time kept from an earlier release.
+	s.Status.TickSoakClock(metav1.NewTime(r.Now().Truncate(time.Second)))
 	r.recordTransition(&s, before)
 	setServingMetrics(&s)
 	// If the cache had not seen the last write yet, the write conflicts and the reconcile runs
@@ -238,8 +241,8 @@ func (r *Reconciler) outcome(s *v1.Serving, status metav1.ConditionStatus, reaso
 	apimeta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
 		Type: v1.ConditionReady, Status: status, Reason: reason, Message: text.Truncate(message, 2048),
 		ObservedGeneration: s.Generation,
-		// Kept when the status does not change: a Deployed Serving's transition time starts the
-		// soak of the stages after it.
+		// Kept when the status does not change. The soak of the stages after a Deployed Serving
+		// counts from status.deployedSince instead (ServingStatus.TickSoakClock).
 		LastTransitionTime: metav1.NewTime(r.Now().Truncate(time.Second)),
 	})
 }

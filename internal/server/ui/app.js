@@ -8,7 +8,7 @@
 
 /** @typedef {{status: string, reason?: string, message?: string}} Condition */
 /** @typedef {{selected?: number, healthy?: number, progressing?: number, degraded?: number, held?: number}} Counts */
-/** @typedef {{namespace: string, name: string, order: string, preparation?: string, revision?: string, clusters: Counts, ready: Condition}} ServingSummary */
+/** @typedef {{namespace: string, name: string, order: string, preparation?: string, revision?: string, deployedSince?: string, clusters: Counts, ready: Condition}} ServingSummary */
 /** @typedef {{cluster: string, application?: string, state: string, link?: string, health?: string, sync?: string, revision?: string, since?: string, reason?: string, message?: string}} ClusterRow */
 /** @typedef {{environment: string, clusters: number, time: string}} Deployed */
 /** @typedef {{name: string, created: string, digest: string, targetNamespace: string, ready: Condition, promoted?: boolean, deployments?: Deployed[]}} PreparationSummary */
@@ -501,7 +501,9 @@ const servingPage = {
         ["selected", "healthy", "progressing", "degraded", "held"].map(k =>
           h("div", { class: "count", "data-key": k }, h("b", {}, /** @type {any} */ (c)[k] || 0), " ", k))),
       h("p", { title: s.ready.message || "" }, "Ready: ", badge(s.ready.status), " ", s.ready.reason || "", s.ready.message ? ` — ${s.ready.message}` : ""),
-      h("p", { class: "note" }, "Order ", s.order, s.preparation ? `, Preparation ${s.preparation}` : ""),
+      h("p", { class: "note", "data-key": "order" }, "Order ", s.order, s.preparation ? `, Preparation ${s.preparation}` : "",
+        s.deployedSince ? h("span", { id: "deployed-since", title: "the soak of the stages after this Environment counts from here" },
+          `; deployed on every cluster since ${new Date(s.deployedSince).toLocaleString()} (${since(s.deployedSince)})`) : ""),
       clustersSection(s, ui),
       pipelineSection(s),
       promotionSection(s, ui),
