@@ -66,7 +66,7 @@ func release(t *testing.T, ns, name, order, source, repository, digest string) *
 }
 
 // ready writes the Serving's Ready condition as the Serving reconciler would; Deployed also
-// sets the revision to digest.
+// sets the revision to digest, and the soak clock.
 func ready(t *testing.T, s *v1.Serving, reason, digest string) {
 	t.Helper()
 	status := metav1.ConditionFalse
@@ -74,6 +74,7 @@ func ready(t *testing.T, s *v1.Serving, reason, digest string) {
 		status, s.Status.Revision = metav1.ConditionTrue, digest
 	}
 	apimeta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: status, Reason: reason, Message: reason, ObservedGeneration: s.Generation})
+	s.Status.TickSoakClock(metav1.Now())
 	must(t, env.Client.Status().Update(context.Background(), s))
 }
 
