@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Group, version and kinds of Argo CD's API.
@@ -40,8 +41,9 @@ type ApplicationSpec struct {
 	Name string
 	// Namespace is Argo CD's namespace.
 	Namespace string
-	// ServingNamespace and ServingName are the Serving it deploys.
+	// ServingNamespace and ServingName are the Serving it deploys; ServingUID is its UID.
 	ServingNamespace, ServingName string
+	ServingUID                    types.UID
 	// Cluster is the Kokumi Cluster it deploys to.
 	Cluster string
 	// Project is the AppProject.
@@ -94,12 +96,16 @@ func (s ApplicationSpec) Build() *unstructured.Unstructured {
 
 // labels are the labels Build sets: they find the Application by Serving and by Cluster.
 func (s ApplicationSpec) labels() map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		LabelServing:          s.ServingName,
 		LabelServingNamespace: s.ServingNamespace,
 		LabelCluster:          s.Cluster,
 		LabelManagedBy:        ManagedByKokumi,
 	}
+	if s.ServingUID != "" {
+		l[LabelServingUID] = string(s.ServingUID)
+	}
+	return l
 }
 
 // annotations are the annotations Build sets: the owner.
@@ -224,6 +230,34 @@ func (s ApplicationSpec) Apply(existing *Application) {
 func IsKokumis(app metav1.Object, servingNamespace, servingName string) bool {
 	return app.GetAnnotations()[AnnotationOwner] == Owner(servingNamespace, servingName) &&
 		app.GetLabels()[LabelManagedBy] == ManagedByKokumi
+}
+
+// BelongsTo reports whether app is serving's own: Kokumi's, for the Serving's namespace and
+// name, and written for this very Serving (its UID), or before Kokumi labelled Applications with
+// the UID (adopted, and labelled at the next write). Only such an Application is changed, or
+// deleted by the Serving's reconcile.
+func BelongsTo(app, serving metav1.Object) bool {
+	if !IsKokumis(app, serving.GetNamespace(), serving.GetName()) {
+		return false
+	}
+	uid := app.GetLabels()[LabelServingUID]
+	return uid == "" || uid == string(serving.GetUID())
+}
+
+// Orphaned reports whether app, which Kokumi labelled for the Serving of namespace/name, was
+// left by a Serving that is gone: serving, what the API server holds under that name, is nil,
+// or another Serving of the same name, made after the one the Application was written for.
+// Such an Application is deleted (what runs on its cluster keeps running): it would otherwise
+// keep syncing what no Serving, Environment or AppProject governs any more.
+func Orphaned(app metav1.Object, namespace, name string, serving metav1.Object) bool {
+	if !IsKokumis(app, namespace, name) {
+		return false
+	}
+	if serving == nil {
+		return true
+	}
+	uid := app.GetLabels()[LabelServingUID]
+	return uid != "" && uid != string(serving.GetUID())
 }
 
 // Condition is one of an Application's status.conditions.

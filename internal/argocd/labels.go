@@ -8,6 +8,9 @@ const (
 	LabelServing = "delivery.kokumi.dev/serving"
 	// LabelServingNamespace names the namespace of that Serving.
 	LabelServingNamespace = "delivery.kokumi.dev/serving-namespace"
+	// LabelServingUID is the UID of that Serving: an Application outlives neither its Serving
+	// nor a re-created Serving of the same name (BelongsTo, Orphaned).
+	LabelServingUID = "delivery.kokumi.dev/serving-uid"
 	// LabelCluster names the Kokumi Cluster an Application or cluster Secret is for.
 	LabelCluster = "delivery.kokumi.dev/cluster"
 	// LabelManagedBy marks every Argo CD object Kokumi owns (value ManagedByKokumi).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
@@ -53,8 +54,10 @@ type Observed struct {
 
 // Request is everything Decide needs of one Serving.
 type Request struct {
-	// ServingNamespace and ServingName name the Serving (and its Order).
+	// ServingNamespace and ServingName name the Serving (and its Order); ServingUID is its UID,
+	// which every Application carries.
 	ServingNamespace, ServingName string
+	ServingUID                    types.UID
 	// ArgoCDNamespace is where the Applications live.
 	ArgoCDNamespace string
 	// Preparation is the deployed Preparation's name.
@@ -83,7 +86,7 @@ func (req Request) Spec(c Cluster) argocd.ApplicationSpec {
 	name := ApplicationName(req.ServingNamespace, req.ServingName, c.Name)
 	return argocd.ApplicationSpec{
 		Name: name, Namespace: req.ArgoCDNamespace,
-		ServingNamespace: req.ServingNamespace, ServingName: req.ServingName, Cluster: c.Name,
+		ServingNamespace: req.ServingNamespace, ServingName: req.ServingName, ServingUID: req.ServingUID, Cluster: c.Name,
 		Project: req.Project.Name, RepoURL: req.RepoURL, Revision: req.Revision,
 		Server: c.Server, TargetNamespace: req.TargetNamespace, Retry: req.Retry,
 	}

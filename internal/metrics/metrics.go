@@ -56,6 +56,7 @@ const (
 	RecordsSignedName           = "kokumi_deployment_records_signed_total"
 	ApplicationWriteSecondsName = "kokumi_application_write_seconds"
 	ApplicationsCachedName      = "kokumi_applications_cached"
+	OrphansDeletedName          = "kokumi_orphan_applications_deleted_total"
 )
 
 var (
@@ -98,6 +99,11 @@ var (
 		Help: "Deployment records signed and attached to a Preparation's artifact.",
 	})
 
+	orphansDeleted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: OrphansDeletedName,
+		Help: "Argo CD Applications Kokumi deleted because the Serving they were written for is gone (what runs on the cluster keeps running).",
+	})
+
 	applicationWriteSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    ApplicationWriteSecondsName,
 		Help:    "Time one create or update of an Argo CD Application by a Serving took (result: success, failure).",
@@ -112,7 +118,7 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(servingClusters, servingReady, promotionsWaiting, renderSeconds,
-		probeSeconds, clusterReady, recordsSigned, applicationWriteSeconds, applicationsCached)
+		probeSeconds, clusterReady, recordsSigned, applicationWriteSeconds, applicationsCached, orphansDeleted)
 	// The series of every result exist from the start, at zero: a rate() over them, or an alert,
 	// works before the first failure.
 	for _, r := range []string{Success, Failure, Skipped} {
@@ -195,6 +201,9 @@ func ForgetCluster(cluster string) {
 
 // RecordSigned counts a deployment record signed and attached.
 func RecordSigned() { recordsSigned.Inc() }
+
+// OrphanDeleted counts an Application deleted because its Serving is gone.
+func OrphanDeleted() { orphansDeleted.Inc() }
 
 // ObserveApplicationWrite records how long one write of an Argo CD Application took, and
 // whether it failed.

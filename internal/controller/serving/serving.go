@@ -157,6 +157,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("build serving controller: %w", err)
 	}
+	// Beyond the watch, Kokumi's Applications are walked now and then for those whose Serving
+	// is gone.
+	if err := mgr.Add(manager.RunnableFunc(r.sweeper)); err != nil {
+		return fmt.Errorf("add the sweep of orphaned Applications: %w", err)
+	}
 	// Argo CD may be installed after Kokumi: its kinds are watched from when they are served,
 	// and every Serving looks again then.
 	argo.OnInstalled(func(context.Context) error { return r.watchArgoCD(c) })
@@ -184,8 +189,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			kmetrics.ForgetServing(req.Namespace, req.Name)
 			r.applied.Forget(req.NamespacedName)
+			// A Serving that is gone leaves no Application behind, whether it went through its
+			// finalizer or not (an Application of it that appears, or the start's list of them,
+			// brings its key here).
+			return ctrl.Result{}, r.sweep(ctx, req.NamespacedName, nil)
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, err
 	}
 	if !s.DeletionTimestamp.IsZero() {
 		kmetrics.ForgetServing(s.Namespace, s.Name)
@@ -307,7 +316,7 @@ func (r *Reconciler) deploy(ctx context.Context, s *v1.Serving, deployed **deplo
 		}
 	}
 	return r.rollOut(ctx, s, prep, deployed, fleet.Request{
-		ServingNamespace: s.Namespace, ServingName: s.Name, ArgoCDNamespace: r.Config.ArgoCDNamespace,
+		ServingNamespace: s.Namespace, ServingName: s.Name, ServingUID: s.UID, ArgoCDNamespace: r.Config.ArgoCDNamespace,
 		Preparation: prep.Name, RepoURL: repoURL, Revision: revision, TargetNamespace: prep.Spec.TargetNamespace,
 		ImagesInBundledRegistry: prep.Spec.ImagesInBundledRegistry, Project: project, Clusters: tgt.clusters, Retry: r.Config.SyncRetry,
 	}, tgt.environment)
@@ -472,7 +481,7 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 		}
 		spec := req.Spec(c)
 		req.Wanted[c.Name] = spec
-		req.Applications[name] = fleet.Observed{Ours: argocd.IsKokumis(app, s.Namespace, s.Name),
+		req.Applications[name] = fleet.Observed{Ours: argocd.BelongsTo(app, s),
 			UpToDate: applied.UpToDate(spec, app) && shard.ApplicationIn(app, r.Config.Shard), Status: app.Status}
 	}
 
@@ -541,7 +550,7 @@ func (r *Reconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet
 		switch {
 		case d.Write:
 			op = func() error { return r.writeApplication(ctx, s, *d, existing) }
-		case d.Remove && existing != nil && argocd.IsKokumis(existing, s.Namespace, s.Name):
+		case d.Remove && existing != nil && argocd.BelongsTo(existing, s):
 			op = func() error { return r.deleteApplication(ctx, existing) }
 		default:
 			continue
@@ -616,7 +625,7 @@ func (r *Reconciler) writeApplication(ctx context.Context, s *v1.Serving, d flee
 		if err := r.ArgoCD.Reader.Get(ctx, client.ObjectKeyFromObject(app), live); err != nil {
 			return fmt.Errorf("read Application %q for Cluster %s, which exists: %w", d.Application, d.Cluster, err)
 		}
-		if !argocd.IsKokumis(live, s.Namespace, s.Name) {
+		if !argocd.BelongsTo(live, s) {
 			r.writes.RememberForeign(client.ObjectKeyFromObject(s), live, time.Now())
 			return errNotOurs
 		}
@@ -662,10 +671,19 @@ func (r *Reconciler) applications(ctx context.Context, s *v1.Serving) ([]argocd.
 		}
 		return nil, fmt.Errorf("list Applications of Serving %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	out := list.Items[:0]
+	out := list.Items[:0:0]
+	left := false
 	for _, app := range list.Items {
-		if argocd.IsKokumis(&app, s.Namespace, s.Name) {
+		if argocd.BelongsTo(&app, s) {
 			out = append(out, app)
+		} else {
+			left = left || argocd.Orphaned(&app, s.Namespace, s.Name, s)
+		}
+	}
+	if left {
+		// A former Serving of this name wrote them: they go, and this one writes its own.
+		if err := r.sweep(ctx, client.ObjectKeyFromObject(s), s); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

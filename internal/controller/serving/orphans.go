@@ -1,0 +1,148 @@
+package serving
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
+	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
+)
+
+// SweepInterval is how often the Serving reconciler walks Kokumi's Applications for those
+// whose Serving is gone, beyond the watch that finds them as they come and go: a controller
+// that was down when a Serving went, or a backup restored without its Servings, leaves them.
+const SweepInterval = 10 * time.Minute
+
+// ReasonOrphanDeleted is the reason of the Event of an Application deleted because its Serving
+// is gone.
+const ReasonOrphanDeleted = "OrphanDeleted"
+
+// sweep deletes the Applications Kokumi labelled for the Serving key that a Serving which is gone
+// left (argocd.Orphaned); what runs on their clusters keeps running. cached is the Serving as the
+// cache holds it (nil when it holds none): nothing is read from the API server unless the cache
+// suggests an orphan, and then the Serving is read from the API server right before the deletes,
+// so that a Serving the cache has not seen yet keeps its Applications. Each delete carries the
+// Application's UID.
+func (r *Reconciler) sweep(ctx context.Context, key types.NamespacedName, cached *v1.Serving) error {
+	list := &argocd.ApplicationList{}
+	if err := r.ArgoCD.ListApplications(ctx, list, r.Config.ArgoCDNamespace, client.MatchingLabels{
+		argocd.LabelServing: key.Name, argocd.LabelServingNamespace: key.Namespace,
+	}); err != nil {
+		if apimeta.IsNoMatchError(err) {
+			return nil
+		}
+		return fmt.Errorf("list Applications of Serving %s: %w", key, err)
+	}
+	if len(orphans(list.Items, key, cached)) == 0 {
+		return nil
+	}
+	live := &v1.Serving{}
+	if err := r.apiReader().Get(ctx, key, live); apierrors.IsNotFound(err) {
+		live = nil
+	} else if err != nil {
+		return fmt.Errorf("read Serving %s before deleting the Applications it left: %w", key, err)
+	}
+	gone := orphans(list.Items, key, live)
+	errs := r.deleteApplications(ctx, gone)
+	for i, app := range gone {
+		if errs[i] != nil {
+			continue
+		}
+		kmetrics.OrphanDeleted()
+		// On the Serving that is gone, in its namespace, where its team looks.
+		was := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, UID: types.UID(app.Labels[argocd.LabelServingUID])}}
+		was.SetGroupVersionKind(v1.GroupVersion.WithKind("Serving"))
+		r.Recorder.Eventf(was, clusterRef(app.Labels[argocd.LabelCluster]), corev1.EventTypeWarning, ReasonOrphanDeleted, "DeleteApplication",
+			"Deleted Argo CD Application %s: Serving %s it was written for (UID %s) is gone; what runs on the cluster keeps running",
+			app.Name, key, app.Labels[argocd.LabelServingUID])
+	}
+	return errors.Join(errs...)
+}
+
+// orphans returns the apps, labelled for the Serving key, that serving (nil: none of that name)
+// did not write and that a Serving which is gone did.
+func orphans(apps []argocd.Application, key types.NamespacedName, serving *v1.Serving) []*argocd.Application {
+	var owner metav1.Object
+	if serving != nil {
+		owner = serving
+	}
+	var out []*argocd.Application
+	for i := range apps {
+		if argocd.Orphaned(&apps[i], key.Namespace, key.Name, owner) {
+			out = append(out, &apps[i])
+		}
+	}
+	return out
+}
+
+// sweepAll walks Kokumi's Applications of this shard, from the cache, and sweeps those of every
+// Serving the cache does not hold, or holds under another UID.
+func (r *Reconciler) sweepAll(ctx context.Context) error {
+	if !r.ArgoCD.Installed() {
+		return nil
+	}
+	list := &argocd.ApplicationList{}
+	if err := r.ArgoCD.ListApplications(ctx, list, r.Config.ArgoCDNamespace, client.MatchingLabels{argocd.LabelManagedBy: argocd.ManagedByKokumi}); err != nil {
+		if apimeta.IsNoMatchError(err) {
+			return nil
+		}
+		return fmt.Errorf("list Kokumi's Applications: %w", err)
+	}
+	suspects := map[types.NamespacedName]bool{}
+	for i := range list.Items {
+		app := &list.Items[i]
+		key := types.NamespacedName{Namespace: app.Labels[argocd.LabelServingNamespace], Name: app.Labels[argocd.LabelServing]}
+		if key.Name == "" || key.Namespace == "" || suspects[key] {
+			continue
+		}
+		var s v1.Serving
+		err := r.Get(ctx, key, &s)
+		switch {
+		case apierrors.IsNotFound(err):
+			suspects[key] = argocd.Orphaned(app, key.Namespace, key.Name, nil)
+		case err != nil:
+			return fmt.Errorf("read Serving %s: %w", key, err)
+		default:
+			suspects[key] = argocd.Orphaned(app, key.Namespace, key.Name, &s)
+		}
+	}
+	var errs []error
+	for key, suspect := range suspects {
+		if !suspect {
+			continue
+		}
+		var cached *v1.Serving
+		if s := (&v1.Serving{}); r.Get(ctx, key, s) == nil {
+			cached = s
+		}
+		errs = append(errs, r.sweep(ctx, key, cached))
+	}
+	return errors.Join(errs...)
+}
+
+// sweeper runs sweepAll every SweepInterval, on the leader only.
+func (r *Reconciler) sweeper(ctx context.Context) error {
+	t := time.NewTicker(SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := r.sweepAll(ctx); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "sweep the Applications of Servings that are gone")
+			}
+		}
+	}
+}
