@@ -77,7 +77,8 @@ const (
 	ReasonClusterNotReady = "ClusterNotReady"
 	// ReasonRejected: held; Argo CD refuses the Application.
 	ReasonRejected = "Rejected"
-	// ReasonClusterConflict: held; another Cluster of the Environment has the same server.
+	// ReasonClusterConflict: held; another Cluster of the Environment has the same server and
+	// sorts first by name: only that one deploys there (the rule of ReasonServerConflict).
 	ReasonClusterConflict = "ClusterConflict"
 	// ReasonOptInRequired: held; an Application of that name exists and is not Kokumi's.
 	ReasonOptInRequired = "OptInRequired"
@@ -107,8 +108,9 @@ const (
 	ReasonCredentialsNotFound = "CredentialsNotFound"
 	// ReasonInvalidCredentials: the credentials Secret holds nothing usable.
 	ReasonInvalidCredentials = "InvalidCredentials"
-	// ReasonServerConflict: an older Cluster connects to the same server (as Argo CD compares
-	// them), so this one gets no Argo CD cluster Secret: Argo CD keeps one identity per server.
+	// ReasonServerConflict: another Cluster connects to the same server (as Argo CD compares
+	// them) and sorts first by name, so this one gets no Argo CD cluster Secret: Argo CD keeps
+	// one identity per server, and only the first by name has it and deploys there.
 	ReasonServerConflict = "ServerConflict"
 )
 

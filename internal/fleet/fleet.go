@@ -113,7 +113,7 @@ type Decision struct {
 func Decide(req Request) []Decision {
 	clusters := append([]Cluster(nil), req.Clusters...)
 	sort.Slice(clusters, func(i, j int) bool { return clusters[i].Name < clusters[j].Name })
-	firstByServer := make(map[string]string, len(clusters))
+	owners := ServerOwners(clusters)
 	out := make([]Decision, 0, len(clusters))
 	for _, c := range clusters {
 		name := ApplicationName(req.ServingNamespace, req.ServingName, c.Name)
@@ -126,14 +126,11 @@ func Decide(req Request) []Decision {
 		if exists {
 			d.Revision = app.Status.Sync.Revision
 		}
-		server := argocd.NormalizeServer(c.Server)
-		first, conflict := firstByServer[server]
-		if !conflict {
-			firstByServer[server] = c.Name
-		}
-		switch {
-		case conflict:
-			d.hold(v1.ReasonClusterConflict, fmt.Sprintf("Cluster %s connects to the same server %s as Cluster %s; only %s deploys. Remove one of them from the Environment.", c.Name, c.Server, first, first))
+		switch owner := owners[c.Name]; {
+		case owner != c.Name:
+			d.hold(v1.ReasonClusterConflict, fmt.Sprintf(
+				"Cluster %s connects to the same server %s as Cluster %s, which sorts first by name: Argo CD keeps one identity per server, so only %s deploys there. Delete one of the two Clusters, or fix the spec.server of the one that names the wrong server.",
+				c.Name, c.Server, owner, owner))
 			d.Remove = true
 		case exists && !app.Ours:
 			d.NotOurs(req.ArgoCDNamespace)

@@ -122,7 +122,12 @@ func TestDecide(t *testing.T) {
 			b := ready("b")
 			b.Server = "https://a:6443"
 			return request(b, ready("a"))
-		}, "b", Held, v1.ReasonClusterConflict, "same server https://a:6443 as Cluster a; only a deploys", false, true},
+		}, "b", Held, v1.ReasonClusterConflict, "same server https://a:6443 as Cluster a, which sorts first by name", false, true},
+		{"of two Clusters on one server the first by name deploys, whatever the order given", func() Request {
+			b := ready("b")
+			b.Server = "https://a:6443"
+			return request(b, ready("a"))
+		}, "a", Progressing, v1.ReasonProgressing, "creating Application", true, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
+	"github.com/kokumi-dev/kokumi/internal/fleet"
 )
 
 // check runs one row: x.broke() marks when the bad input was given; x.sees and x.refused
@@ -279,4 +280,47 @@ func (x *check) clusterHeld(r running, clusterName, reason string) {
 		return nil
 	})
 	x.stillRuns(r)
+}
+
+// serverDeployedBy waits, by the deadline, until of two Clusters of one server exactly one
+// deploys there: first has the Serving's Application, at the revision that ran, and the
+// server's only Argo CD cluster Secret, and runs it healthily once Argo CD says so, while other
+// has neither and is held ClusterConflict.
+func (x *check) serverDeployedBy(r running, first, other string) {
+	x.t.Helper()
+	app, otherApp := fleet.ApplicationName(x.ns, r.serving, first), fleet.ApplicationName(x.ns, r.serving, other)
+	waitFor(x.t, "only "+first+" deploys to the server", x.start.Add(deadline), func() error {
+		apps := x.apps(r.serving)
+		a, ok := findApp(apps, app)
+		if !ok {
+			return fmt.Errorf("no Application %s", app)
+		}
+		if rev, _, _ := unstructured.NestedString(a.Object, "spec", "source", "targetRevision"); rev != r.revision {
+			return fmt.Errorf("Application %s at revision %q, want %s", app, rev, r.revision)
+		}
+		if _, ok := findApp(apps, otherApp); ok {
+			return fmt.Errorf("Application %s of the other Cluster still exists", otherApp)
+		}
+		tg := target(x.serving(r.serving), other)
+		if tg == nil || len(tg.Conditions) == 0 || tg.Conditions[0].Reason != v1.ReasonClusterConflict {
+			return fmt.Errorf("the Serving does not hold %s ClusterConflict: targets %+v", other, x.serving(r.serving).Status.Targets)
+		}
+		var s corev1.Secret
+		switch err := env.Client.Get(x.ctx, client.ObjectKey{Namespace: cfg.ArgoCDNamespace, Name: cluster.SecretName(other)}, &s); {
+		case err == nil:
+			return fmt.Errorf("the Argo CD cluster Secret of %s still exists", other)
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("get the Argo CD cluster Secret of %s: %w", other, err)
+		}
+		return nil
+	})
+	x.argoCDSecret(first)
+	waitFor(x.t, "the Serving healthy on "+first, x.start.Add(deadline), func() error {
+		x.playArgoCD(r.serving)
+		s := x.serving(r.serving)
+		if s.Status.Clusters.Healthy != 1 || target(s, first) != nil {
+			return fmt.Errorf("clusters %+v, targets %+v", s.Status.Clusters, s.Status.Targets)
+		}
+		return nil
+	})
 }

@@ -655,6 +655,29 @@ var table = []badInput{
 		},
 	},
 	{
+		// A typo or a rename: the newer Cluster sorts first by name, so it is the one that
+		// deploys there, with the server's only Argo CD cluster Secret; the older one steps back.
+		name: "cluster-server-duplicate", kind: "Cluster",
+		input: "a second Cluster names a working Cluster's `spec.server` (a trailing `/` is the same server) and sorts first by name",
+		on:    onCluster, reason: v1.ReasonServerConflict, mentions: []string{"sorts first by name", "spec.server"},
+		keeps: "what runs on the server, at the same revision, deployed by one Cluster: the first by name, which holds the server's only Argo CD cluster Secret; the other is held ClusterConflict, and its Application goes",
+		also:  map[string]string{onServing: v1.ReasonDeploymentFailed},
+		run: func(x *check) {
+			first, older := x.ns+"-a", x.ns+"-b"
+			r := x.working(v1.PromotionAutomatic, older)
+			m := memberOf(x.t, older)
+			x.putSecret(cfg.Namespace, first, corev1.SecretTypeOpaque, map[string][]byte{cluster.KeyToken: []byte(memberToken), cluster.KeyCA: m.CA()})
+			x.broke()
+			x.clusterAt(first, m.URL()+"/", map[string]string{"tier": x.ns})
+			if msg := x.sees(clusterNamed(older)).Message; !strings.Contains(msg, "Cluster "+first+" ") {
+				x.t.Errorf("the message does not name the Cluster that keeps the server, %s: %s", first, msg)
+			}
+			x.seesReason(clusterNamed(first), v1.ReasonConnected)
+			x.serverDeployedBy(r, first, older)
+			x.alsoSees(serving(x.ns, "web"))
+		},
+	},
+	{
 		name: "cluster-label-unicode", kind: "Cluster", input: "a Cluster labelled `tier: край`",
 		on: refusedAt, mentions: []string{"metadata.labels"}, keeps: nothingRan,
 		run: func(x *check) {

@@ -448,8 +448,9 @@ func countString(list []string, s string) int {
 }
 
 // Two Clusters of one server (as Argo CD compares servers: a trailing "/" or upper case does
-// not make another one) would give Argo CD two identities to pick from at random: the later one
-// is not Ready and gets no Argo CD cluster Secret; when the first goes, it takes over.
+// not make another one) would give Argo CD two identities to pick from at random: the one that
+// does not sort first by name is not Ready and gets no Argo CD cluster Secret; when the first
+// goes, it takes over. (test/badinput's cluster-server-duplicate has the newer one sort first.)
 func TestASecondClusterOfTheSameServerGetsNoIdentity(t *testing.T) {
 	token := member.token(t)
 	putCredentials(t, "first-token", tokenCredentials(token))
@@ -460,7 +461,7 @@ func TestASecondClusterOfTheSameServerGetsNoIdentity(t *testing.T) {
 
 	createCluster(t, "second-of-server", member.Server+"/", "second-token", nil)
 	c := waitReady(t, "second-of-server", metav1.ConditionFalse, v1.ReasonServerConflict)
-	if !strings.Contains(readyMessage(c), "Cluster first-of-server already connects to server") {
+	if !strings.Contains(readyMessage(c), "Cluster first-of-server connects to the same server") {
 		t.Errorf("Ready message %q does not name the first Cluster", readyMessage(c))
 	}
 	if _, err := argoCDSecret(t, "second-of-server"); !apierrors.IsNotFound(err) {

@@ -32,6 +32,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/cluster"
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller/status"
+	"github.com/kokumi-dev/kokumi/internal/fleet"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/text"
 )
@@ -205,6 +206,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	before := c.Status.DeepCopy()
 
+	// The server's owner first, whatever this Cluster's credentials: a Cluster that does not own
+	// its server never keeps an Argo CD cluster Secret.
+	if owner, err := r.serverOwner(ctx, &c); err != nil {
+		return ctrl.Result{}, err
+	} else if owner != c.Name {
+		// Argo CD keeps one cluster Secret per server: a second identity would be picked at
+		// random. The owner (fleet.ServerOwners, the rule a Serving deploys by too) keeps the
+		// server; this one gets no Secret.
+		if err := r.deleteArgoCDSecret(ctx, &c); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.forget(c.Name)
+		setClusterReady(&c, metav1.ConditionFalse, v1.ReasonServerConflict, fmt.Sprintf(
+			"Cluster %s connects to the same server %s (as Argo CD compares servers) and sorts first by name, so it alone deploys there: Argo CD keeps one identity per server, and this Cluster gets none. Delete the Cluster you do not want, or fix the spec.server of the one that names the wrong server.",
+			owner, argocd.NormalizeServer(c.Spec.Server)))
+		return r.writeStatus(ctx, &c, before)
+	}
 	creds, reason, message, err := r.credentials(ctx, &c)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -213,20 +231,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Bad input: the Secret watch brings the fix, no retry before.
 		r.forget(c.Name)
 		setClusterReady(&c, metav1.ConditionFalse, reason, message)
-		return r.writeStatus(ctx, &c, before)
-	}
-	if first, err := r.firstOnServer(ctx, &c); err != nil {
-		return ctrl.Result{}, err
-	} else if first != "" {
-		// Argo CD keeps one cluster Secret per server: a second identity would be picked at
-		// random. The older Cluster keeps the server; this one gets no Secret.
-		if err := r.deleteArgoCDSecret(ctx, &c); err != nil {
-			return ctrl.Result{}, err
-		}
-		r.forget(c.Name)
-		setClusterReady(&c, metav1.ConditionFalse, v1.ReasonServerConflict, fmt.Sprintf(
-			"Cluster %s already connects to server %s (as Argo CD compares servers): Argo CD keeps one identity per server, so this Cluster gets none. Delete one of the two Clusters, or fix spec.server.",
-			first, argocd.NormalizeServer(c.Spec.Server)))
 		return r.writeStatus(ctx, &c, before)
 	}
 	if err := r.syncArgoCDSecret(ctx, &c, creds); err != nil {
@@ -339,30 +343,26 @@ func (r *Reconciler) deleteArgoCDSecret(ctx context.Context, c *v1.Cluster) erro
 	return nil
 }
 
-// firstOnServer returns the name of an older Cluster (by creation, then name) that connects to
-// the same server as c, or "" when c is the first.
-func (r *Reconciler) firstOnServer(ctx context.Context, c *v1.Cluster) (string, error) {
+// serverOwner returns the name of the Cluster that owns c's server, by the rule of
+// fleet.ServerOwners (the first by name of the Clusters of that server, as Argo CD compares
+// servers), among the Clusters not being deleted: c's own name when c owns it.
+func (r *Reconciler) serverOwner(ctx context.Context, c *v1.Cluster) (string, error) {
 	var list v1.ClusterList
 	if err := r.Client.List(ctx, &list, client.MatchingFields{clusterServerIndex: argocd.NormalizeServer(c.Spec.Server)}); err != nil {
 		return "", fmt.Errorf("list the Clusters of server %s: %w", c.Spec.Server, err)
 	}
-	first := ""
-	var firstAt metav1.Time
+	same := []fleet.Cluster{{Name: c.Name, Server: c.Spec.Server}}
 	for _, o := range list.Items {
-		if o.Name == c.Name || !o.DeletionTimestamp.IsZero() {
-			continue
-		}
-		older := o.CreationTimestamp.Before(&c.CreationTimestamp) ||
-			(o.CreationTimestamp.Equal(&c.CreationTimestamp) && o.Name < c.Name)
-		if older && (first == "" || o.CreationTimestamp.Before(&firstAt) || (o.CreationTimestamp.Equal(&firstAt) && o.Name < first)) {
-			first, firstAt = o.Name, o.CreationTimestamp
+		if o.Name != c.Name && o.DeletionTimestamp.IsZero() {
+			same = append(same, fleet.Cluster{Name: o.Name, Server: o.Spec.Server})
 		}
 	}
-	return first, nil
+	return fleet.ServerOwners(same)[c.Name], nil
 }
 
-// clustersOnSameServer maps a Cluster to the other Clusters of its server: one going, or moving
-// to another server, may free the server for them.
+// clustersOnSameServer maps a Cluster to the other Clusters of its server (of its old and its
+// new server, when it moves): one arriving may take the server from them, as the first by name,
+// and one going, or moving to another server, may hand it to them.
 func (r *Reconciler) clustersOnSameServer(ctx context.Context, o client.Object) []reconcile.Request {
 	var list v1.ClusterList
 	if err := r.Client.List(ctx, &list, client.MatchingFields{clusterServerIndex: argocd.NormalizeServer(o.(*v1.Cluster).Spec.Server)}); err != nil {
