@@ -16,8 +16,6 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	release "helm.sh/helm/v4/pkg/release/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
 )
@@ -44,10 +42,10 @@ type HelmOptions struct {
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // Helm renders a chart archive (.tgz) with the Helm SDK, as `helm template` does without a
-// cluster: the release manifest, then every hook that is neither a test nor a delete hook (see
-// deployableHook). It returns one
-// YAML stream. Within o.Limits, the archive is decompressed once, counting, before Helm loads
-// it, and the output is measured as soon as Helm's template engine returns it.
+// cluster: the release manifest, then every hook, tests and delete hooks included (Render
+// deploys neither: see deployable). It returns one YAML stream. Within o.Limits, the archive
+// is decompressed once, counting, before Helm loads it, and the output is measured as soon as
+// Helm's template engine returns it.
 func Helm(ctx context.Context, chartArchive []byte, o HelmOptions) ([]byte, error) {
 	if o.Limits.UncompressedBytes > 0 {
 		if _, err := oci.GunzipWithin(chartArchive, 0, o.Limits.UncompressedBytes); err != nil {
@@ -108,15 +106,9 @@ func Helm(ctx context.Context, chartArchive []byte, o HelmOptions) ([]byte, erro
 	out.WriteString(manifest)
 	out.WriteString("\n")
 	for _, h := range r.Hooks {
-		manifest, keep, err := deployableHook(h)
-		if err != nil {
-			return nil, fmt.Errorf("render chart %s: hook %s: %w", chrt.Name(), h.Path, err)
-		}
-		if keep {
-			fmt.Fprintf(&out, "---\n# Source: %s\n%s\n", h.Path, manifest)
-			if err := overOutput(out.Len()); err != nil {
-				return nil, err
-			}
+		fmt.Fprintf(&out, "---\n# Source: %s\n%s\n", h.Path, strings.TrimSpace(h.Manifest))
+		if err := overOutput(out.Len()); err != nil {
+			return nil, err
 		}
 	}
 	return out.Bytes(), nil
@@ -188,43 +180,4 @@ func boundedFuncs(max int64, exceeded *atomic.Pointer[oci.LimitError]) template.
 			return strings.Repeat(str, count), nil
 		},
 	}
-}
-
-// hookAnnotation is Helm's annotation that makes a resource a hook, and says when it runs.
-const hookAnnotation = "helm.sh/hook"
-
-// deployableHook returns what of a hook Kokumi deploys. Test hooks are dropped. Delete hooks
-// (pre-delete, post-delete) are dropped too: Argo CD would run them when an Application goes,
-// and Kokumi deletes Applications when a cluster leaves or a gate holds, while what runs there
-// keeps running; an unreachable cluster would also block the deletion. A hook with other events
-// as well keeps those, without its delete events.
-func deployableHook(h *release.Hook) (manifest string, keep bool, err error) {
-	var kept []string
-	dropped := false
-	for _, e := range h.Events {
-		switch e {
-		case release.HookTest, release.HookPreDelete, release.HookPostDelete:
-			dropped = true
-		default:
-			kept = append(kept, e.String())
-		}
-	}
-	if len(kept) == 0 {
-		return "", false, nil
-	}
-	if !dropped {
-		return h.Manifest, true, nil
-	}
-	var obj map[string]any
-	if err := yaml.Unmarshal([]byte(h.Manifest), &obj); err != nil {
-		return "", false, fmt.Errorf("parse: %w", err)
-	}
-	if err := unstructured.SetNestedField(obj, strings.Join(kept, ","), "metadata", "annotations", hookAnnotation); err != nil {
-		return "", false, fmt.Errorf("set %s: %w", hookAnnotation, err)
-	}
-	out, err := yaml.Marshal(obj)
-	if err != nil {
-		return "", false, fmt.Errorf("write: %w", err)
-	}
-	return strings.TrimSpace(string(out)), true, nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kokumi-dev/kokumi/internal/manifests"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 	"github.com/kokumi-dev/kokumi/internal/render"
 )
@@ -28,6 +29,8 @@ spec:
 
 // Argo CD runs Helm's delete hooks when an Application is deleted; Kokumi deletes Applications
 // when a cluster leaves, and what runs there keeps running: the chart's cleanup must not run.
+// Test hooks are not deployed either. (TestArgoCDDeleteHooksAreNotDeployed covers Argo CD's
+// own hook annotation, and bundles.)
 func TestDeleteAndTestHooksAreNotDeployed(t *testing.T) {
 	chart := ocitest.Chart(t, "hooks", map[string]string{
 		"Chart.yaml":                    "apiVersion: v2\nname: hooks\nversion: 1.0.0\n",
@@ -38,7 +41,11 @@ func TestDeleteAndTestHooksAreNotDeployed(t *testing.T) {
 		"templates/setup-teardown.yaml": job("setup-teardown", "post-install,pre-delete"),
 		"templates/smoke.yaml":          job("smoke", "test"),
 	})
-	out, err := render.Helm(context.Background(), chart, render.HelmOptions{ReleaseName: "app", Namespace: "app"})
+	res, err := render.Render(context.Background(), chartLayer(chart), render.Options{ReleaseName: "app", TargetNamespace: "app", RequireChart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := manifests.Marshal(res.Objects)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 // Package render turns a Product's source into manifests: it reads a pulled OCI Helm chart or
-// manifest bundle, renders the chart with the Helm SDK, and puts every namespaced object
-// without a namespace into the target namespace.
+// manifest bundle, renders the chart with the Helm SDK, leaves out the hooks Kokumi does not
+// deploy (delete hooks, Helm's test hooks), and puts every namespaced object without a
+// namespace into the target namespace.
 package render
 
 import (
@@ -87,7 +88,8 @@ func ReleaseName(product, orderName string) string {
 }
 
 // Render renders the layers of a pulled source: a Helm chart layer with the Helm SDK,
-// otherwise the YAML files of the bundle.
+// otherwise the YAML files of the bundle. Of either it returns what Kokumi deploys: no delete
+// hook and no Helm test hook, whichever annotation makes it one (see deployable).
 func Render(ctx context.Context, layers []oci.Layer, o Options) (*Result, error) {
 	var stream []byte
 	chart := findChart(layers)
@@ -113,6 +115,7 @@ func Render(ctx context.Context, layers []oci.Layer, o Options) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
+	objs = deployable(objs)
 	manifests.SetNamespace(objs, o.TargetNamespace)
 	return &Result{Chart: chart != nil, Objects: objs}, nil
 }

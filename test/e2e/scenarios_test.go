@@ -24,6 +24,7 @@ import (
 	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
+	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 )
 
 // The spec's scenarios, in order, on one fleet: each starts from where the one before left the
@@ -230,6 +231,9 @@ func forbiddenDestination(t *testing.T) {
 
 func joinAndLeave(t *testing.T) {
 	ctx := context.Background()
+	// Beside podinfo, a tenant's chart with a delete hook Argo CD would run when Kokumi deletes
+	// the Application; it deploys while edge-4 starts.
+	orderHooks(t)
 	edge4, err := fleet.AddMember(ctx, "edge-4")
 	if err != nil {
 		t.Fatal(err)
@@ -244,6 +248,19 @@ func joinAndLeave(t *testing.T) {
 		t.Errorf("%d Applications after edge-4 joined, want 4: %v", len(apps), apps)
 	}
 	expectWorkload(t, "edge-4", sandbox.DemoTargetNamespace)
+	waitServing(t, hooksOrder, "the hooks chart runs on the four clusters", func(s *deliveryv1alpha1.Serving) error {
+		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 4, 4)
+	})
+	expectConfigMap(t, "edge-4", hooksApp, true)
+	// Argo CD marks an Application whose manifests hold a post-delete hook with its finalizer,
+	// and holds its deletion until the hook ran: the rendered manifests hold none.
+	for _, app := range clusterApplications(t, hooksOrder, "edge-4") {
+		for _, f := range app.GetFinalizers() {
+			if strings.HasPrefix(f, "post-delete-finalizer.argocd.argoproj.io") || strings.HasPrefix(f, "pre-delete-finalizer.argocd.argoproj.io") {
+				t.Errorf("Application %s carries Argo CD's delete-hook finalizer %s", app.GetName(), f)
+			}
+		}
+	}
 
 	// edge-4 leaves the Environment: its label no longer matches.
 	if err := fleet.RegisterCluster(ctx, edge4, map[string]string{sandbox.EnvironmentLabel: "elsewhere"}); err != nil {
@@ -274,6 +291,80 @@ func joinAndLeave(t *testing.T) {
 	})
 	// What runs there keeps running.
 	expectWorkload(t, "edge-4", sandbox.DemoTargetNamespace)
+	// The hook never ran: once the Application is gone (Argo CD would have held it until its
+	// post-delete hooks ran), the hook's ConfigMap, which Argo CD would keep (HookFailed), is
+	// not on edge-4, and the chart's other ConfigMap still is.
+	eventually(t, settle, "the hooks chart's Application on edge-4 is gone", func(ctx context.Context) error {
+		if apps := clusterApplications(t, hooksOrder, "edge-4"); len(apps) > 0 {
+			return fmt.Errorf("Application %s is still there (finalizers %v)", apps[0].GetName(), apps[0].GetFinalizers())
+		}
+		return nil
+	})
+	expectConfigMap(t, "edge-4", hooksFarewell, false)
+	expectConfigMap(t, "edge-4", hooksApp, true)
+}
+
+// The hooks chart: a ConfigMap, and a ConfigMap Argo CD would create on a cluster when the
+// Application deploying the chart there is deleted (PostDelete), and keep (HookFailed: it
+// deletes the hook only if it failed).
+const (
+	hooksOrder    = "hooks-edge"
+	hooksApp      = "hooks-app"
+	hooksFarewell = "hooks-farewell"
+)
+
+// orderHooks pushes the hooks chart to the bundled registry and orders it to the Environment,
+// into the namespace podinfo runs in (the AppProject permits it).
+func orderHooks(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	ocitest.SignIn(t, fleet.Registry, registryCreds.Pusher)
+	chart := ocitest.Chart(t, "hooks", map[string]string{
+		"Chart.yaml":         "apiVersion: v2\nname: hooks\nversion: 1.0.0\n",
+		"templates/app.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + hooksApp + "\ndata:\n  app: runs\n",
+		"templates/farewell.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + hooksFarewell + "\n  annotations:\n" +
+			"    argocd.argoproj.io/hook: PostDelete\n    argocd.argoproj.io/hook-delete-policy: HookFailed\n" +
+			"data:\n  farewell: the tenant's cleanup ran\n",
+	})
+	ocitest.PushChart(t, fleet.Registry+"/charts/hooks", "1.0.0", "hooks", "1.0.0", chart)
+	must(t, hub.Create(ctx, &deliveryv1alpha1.Product{ObjectMeta: metav1.ObjectMeta{Name: "hooks", Namespace: tenant}, Spec: deliveryv1alpha1.ProductSpec{
+		Source:          deliveryv1alpha1.ProductSource{URL: "oci://" + fleet.Registry + "/charts/hooks", Version: "1.0.0"},
+		TargetNamespace: sandbox.DemoTargetNamespace,
+		Render:          &deliveryv1alpha1.RenderSpec{Helm: &deliveryv1alpha1.HelmRender{}},
+	}}))
+	must(t, hub.Create(ctx, &deliveryv1alpha1.Order{ObjectMeta: metav1.ObjectMeta{Name: hooksOrder, Namespace: tenant}, Spec: deliveryv1alpha1.OrderSpec{
+		ProductRef:     deliveryv1alpha1.LocalObjectReference{Name: "hooks"},
+		EnvironmentRef: deliveryv1alpha1.LocalObjectReference{Name: sandbox.DemoEnvironment},
+		Promotion:      deliveryv1alpha1.Promotion{Mode: deliveryv1alpha1.PromotionAutomatic},
+	}}))
+}
+
+// expectConfigMap checks that a ConfigMap of podinfo's namespace is on the member, or is not.
+func expectConfigMap(t *testing.T, cluster, name string, present bool) {
+	t.Helper()
+	_, err := member(t, cluster).CoreV1().ConfigMaps(sandbox.DemoTargetNamespace).Get(context.Background(), name, metav1.GetOptions{})
+	switch {
+	case present && err != nil:
+		t.Errorf("%s: ConfigMap %s/%s: %v", cluster, sandbox.DemoTargetNamespace, name, err)
+	case !present && err == nil:
+		t.Errorf("%s: ConfigMap %s/%s is there: a delete hook ran", cluster, sandbox.DemoTargetNamespace, name)
+	case !present && !apierrors.IsNotFound(err):
+		t.Errorf("%s: ConfigMap %s/%s: %v", cluster, sandbox.DemoTargetNamespace, name, err)
+	}
+}
+
+// clusterApplications lists the Applications of a Serving of the tenant namespace for one
+// cluster, those being deleted included.
+func clusterApplications(t *testing.T, name, cluster string) []unstructured.Unstructured {
+	t.Helper()
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("argoproj.io/v1alpha1")
+	list.SetKind("ApplicationList")
+	if err := hub.List(context.Background(), list, client.InNamespace(fleet.ArgoCDNamespace),
+		client.MatchingLabels{argocd.LabelServing: name, argocd.LabelServingNamespace: tenant, argocd.LabelCluster: cluster}); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
 }
 
 func targetNamespaceChange(t *testing.T) {

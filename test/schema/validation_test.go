@@ -124,7 +124,12 @@ func TestCreateIsValidatedByTheSchema(t *testing.T) {
 		{"an Environment that requires itself is refused", environment("selfish", func(e *v1.Environment) {
 			e.Spec.Requires = []v1.StageRequirement{{Environment: "selfish"}}
 		}), "spec.requires cannot name the Environment itself"},
+		{"a Cluster of 63 characters is accepted", cluster(strings.Repeat("c", 63), nil), ""},
 		{"a Cluster of 64 characters is refused", cluster(strings.Repeat("c", 64), nil), "a Cluster's name is at most 63 characters"},
+		// A Product's name is the value of its Preparations' label delivery.kokumi.dev/product.
+		{"a Product of 63 characters is accepted", product(strings.Repeat("p", 63), nil), ""},
+		{"a Product of 64 characters is refused, naming the label limit", product(strings.Repeat("p", 64), nil),
+			"a Product's name is at most 63 characters: it is a label value of its Preparations; choose a shorter name"},
 		{"a Serving without orderRef is refused", &v1.Serving{ObjectMeta: meta("no-order")}, "spec.orderRef.name"},
 		{"an Environment is accepted", environment("ok", nil), ""},
 		{"an Environment without project is refused", environment("no-project", func(e *v1.Environment) { e.Spec.Project = "" }), "spec.project"},

@@ -79,6 +79,14 @@ func StartWithCredentials(tb testing.TB, creds oci.RegistryCredentials) *registr
 	return reg
 }
 
+// SignIn makes the helpers below push to the registry at host (host:port) as pusher until the
+// test ends: for a registry the test did not start, such as a local fleet's bundled registry.
+func SignIn(tb testing.TB, host string, pusher oci.Credential) {
+	tb.Helper()
+	credentials[host] = pusher
+	tb.Cleanup(func() { delete(credentials, host) })
+}
+
 // remoteOptions sign in to the registry of ref when StartWithAuth started it.
 func remoteOptions(ref name.Reference) []remote.Option {
 	if c, ok := credentials.Lookup(ref.Context().RegistryStr()); ok {
