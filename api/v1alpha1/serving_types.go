@@ -7,6 +7,9 @@ import (
 // MaxTargets is the most clusters status.targets lists.
 const MaxTargets = 64
 
+// MaxRunning is the most revisions status.running lists.
+const MaxRunning = 16
+
 // ServingSpec says which Preparation runs.
 type ServingSpec struct {
 	// OrderRef is the Order the Serving belongs to (same name).
@@ -84,6 +87,18 @@ type Target struct {
 	Since metav1.Time `json:"since,omitempty"`
 }
 
+// RevisionCount is how many of a Serving's clusters run one artifact digest.
+type RevisionCount struct {
+	// Revision is the artifact digest Argo CD last synced on those clusters.
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	Revision string `json:"revision"`
+
+	// Clusters counts them.
+	// +required
+	Clusters int32 `json:"clusters"`
+}
+
 // ServingStatus is the observed state of a Serving.
 type ServingStatus struct {
 	// ObservedGeneration is the generation last reconciled without error.
@@ -122,6 +137,19 @@ type ServingStatus struct {
 	// TargetsOmitted counts the non-healthy clusters left out of targets by the cap.
 	// +optional
 	TargetsOmitted int32 `json:"targetsOmitted,omitempty"`
+
+	// Running counts every cluster by the revision Argo CD last synced there, most-run first:
+	// what runs anywhere, however many clusters there are (targets lists at most 64). The
+	// collector keeps each Preparation whose artifact is listed here; at most 16.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Running []RevisionCount `json:"running,omitempty"`
+
+	// RunningOmitted counts the revisions the cap left out of running: while it is not zero,
+	// the collector deletes none of the Order's Preparations.
+	// +optional
+	RunningOmitted int32 `json:"runningOmitted,omitempty"`
 
 	// Conditions of the Serving.
 	// +listType=map

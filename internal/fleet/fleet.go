@@ -323,6 +323,13 @@ type Summary struct {
 	Targets []v1.Target
 	// Omitted counts the non-healthy clusters the cap left out.
 	Omitted int32
+	// Unlisted are the non-healthy clusters the cap left out of Targets, each with the time it
+	// entered its state as previous said (the caller remembers them: ApplyDeadline reaches them).
+	Unlisted []v1.Target
+	// Running counts every cluster by the revision Argo CD last synced there, most-run first,
+	// at most v1.MaxRunning; RunningOmitted counts the revisions left out.
+	Running        []v1.RevisionCount
+	RunningOmitted int32
 	// Ready is the Serving's Ready condition (without times and generation).
 	Ready metav1.Condition
 	// HealthyClusters names the clusters that run the Preparation synced and healthy, by name.
@@ -366,28 +373,60 @@ func Fold(preparation, environment string, decisions []Decision, previous []v1.T
 		}
 		return ordered[i].Cluster < ordered[j].Cluster
 	})
-	if len(ordered) > v1.MaxTargets {
-		s.Omitted = int32(len(ordered) - v1.MaxTargets)
-		ordered = ordered[:v1.MaxTargets]
-	}
 	since := make(map[string]v1.Target, len(previous))
 	for _, t := range previous {
 		since[t.Cluster] = t
 	}
-	for _, d := range ordered {
+	for i, d := range ordered {
 		t := v1.Target{
 			Cluster: d.Cluster, Application: d.Application, Revision: d.Revision,
-			Conditions: []v1.TargetCondition{{Type: d.State.String(), Reason: d.Reason, Message: text.Truncate(d.Message, 1024)}},
+			Conditions: []v1.TargetCondition{{Type: d.State.String(), Reason: d.Reason}},
 			Since:      now,
 		}
 		if p, ok := since[d.Cluster]; ok && len(p.Conditions) > 0 && p.Conditions[0].Reason == d.Reason && p.Conditions[0].Type == t.Conditions[0].Type {
 			t.Since = p.Since
 		}
+		if i >= v1.MaxTargets {
+			// Past the cap: remembered with its time, without its message.
+			s.Unlisted = append(s.Unlisted, t)
+			continue
+		}
+		t.Conditions[0].Message = text.Truncate(d.Message, 1024)
 		s.Targets = append(s.Targets, t)
 	}
+	s.Omitted = int32(len(s.Unlisted))
+	s.Running, s.RunningOmitted = running(decisions)
 	s.Ready = readyCondition(preparation, environment, len(decisions), healthy, notReady, failing, progressing)
 	s.HealthyClusters = healthy
 	return s
+}
+
+// running counts the decisions by the revision Argo CD last synced on each cluster, most-run
+// first, then by revision; at most v1.MaxRunning, and how many revisions were left out.
+func running(decisions []Decision) ([]v1.RevisionCount, int32) {
+	counts := map[string]int32{}
+	for i := range decisions {
+		if r := decisions[i].Revision; r != "" {
+			counts[r]++
+		}
+	}
+	if len(counts) == 0 {
+		return nil, 0
+	}
+	out := make([]v1.RevisionCount, 0, len(counts))
+	for r, n := range counts {
+		out = append(out, v1.RevisionCount{Revision: r, Clusters: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Clusters != out[j].Clusters {
+			return out[i].Clusters > out[j].Clusters
+		}
+		return out[i].Revision < out[j].Revision
+	})
+	if len(out) > v1.MaxRunning {
+		return out[:v1.MaxRunning], int32(len(out) - v1.MaxRunning)
+	}
+	return out, 0
 }
 
 func readyCondition(preparation, environment string, selected int, healthy, notReady, failing, progressing []string) metav1.Condition {

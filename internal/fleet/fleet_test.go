@@ -389,3 +389,50 @@ func TestAfterWritesFoldsEachWritesResultWithoutEditingThePlan(t *testing.T) {
 		t.Errorf("the plan was edited: %+v", plan)
 	}
 }
+
+// The progress deadline reaches every cluster of a fleet larger than status.targets' cap: the
+// clusters Fold leaves out of Targets come back (with their times) as Unlisted, which the
+// caller passes again as previous.
+func TestTheProgressDeadlineReachesClustersPastTheCap(t *testing.T) {
+	const n = v1.MaxTargets + 36
+	deadline := 10 * time.Minute
+	decide := func() []Decision {
+		ds := make([]Decision, n)
+		for i := range ds {
+			ds[i] = Decision{Cluster: fmt.Sprintf("c%03d", i), State: Progressing, Reason: v1.ReasonProgressing, Revision: oldRev}
+		}
+		return ds
+	}
+	start := metav1.NewTime(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC))
+	first := decide()
+	ApplyDeadline(first, nil, start, deadline)
+	sum := Fold("p", "edge", first, nil, start)
+	if len(sum.Targets) != v1.MaxTargets || len(sum.Unlisted) != n-v1.MaxTargets || sum.Omitted != n-v1.MaxTargets {
+		t.Fatalf("%d listed, %d unlisted, %d omitted", len(sum.Targets), len(sum.Unlisted), sum.Omitted)
+	}
+	if got := fmt.Sprint(sum.Running); got != fmt.Sprint([]v1.RevisionCount{{Revision: oldRev, Clusters: n}}) {
+		t.Errorf("running %s", got)
+	}
+	previous := append(append([]v1.Target{}, sum.Targets...), sum.Unlisted...)
+	later := decide()
+	ApplyDeadline(later, previous, metav1.NewTime(start.Add(deadline+time.Second)), deadline)
+	for _, d := range later {
+		if d.State != Degraded || d.Reason != v1.ReasonProgressDeadlineExceeded {
+			t.Fatalf("cluster %s is %s (%s) past the deadline", d.Cluster, d.State, d.Reason)
+		}
+	}
+}
+
+// Running lists at most v1.MaxRunning revisions, the most-run first, and counts the rest.
+func TestRunningIsCappedMostRunFirst(t *testing.T) {
+	var ds []Decision
+	for i := range v1.MaxRunning + 3 {
+		for range i + 1 {
+			ds = append(ds, Decision{Cluster: fmt.Sprint(len(ds)), State: Healthy, Revision: fmt.Sprintf("sha256:%02d", i)})
+		}
+	}
+	sum := Fold("p", "edge", ds, nil, metav1.Now())
+	if len(sum.Running) != v1.MaxRunning || sum.RunningOmitted != 3 || sum.Running[0].Revision != fmt.Sprintf("sha256:%02d", v1.MaxRunning+2) {
+		t.Errorf("running %+v, %d omitted", sum.Running, sum.RunningOmitted)
+	}
+}

@@ -2,6 +2,7 @@ package preparation
 
 import (
 	"sort"
+	"strconv"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 )
@@ -10,8 +11,12 @@ import (
 
 // Keeps says which Preparations of an Order are kept whatever their age: the Order's latest,
 // the one its Serving names, and those whose artifact the Serving Runs (status.revision, and
-// what each cluster last synced while a roll-out goes on).
+// what every cluster last synced: status.running). While the Serving's status.running leaves
+// revisions out, every Preparation is kept.
 func Keeps(order *v1.Order, s *v1.Serving) func(*v1.Preparation) bool {
+	if s != nil && s.Status.RunningOmitted > 0 {
+		return func(*v1.Preparation) bool { return true }
+	}
 	names := map[string]bool{order.Status.LatestPreparation: true}
 	digests := map[string]bool{}
 	if s != nil {
@@ -24,18 +29,32 @@ func Keeps(order *v1.Order, s *v1.Serving) func(*v1.Preparation) bool {
 	return func(p *v1.Preparation) bool { return names[p.Name] || digests[p.Spec.Artifact.Digest] }
 }
 
-// Runs lists the artifact digests a Serving Runs: its revision and its clusters', sorted.
+// Runs lists the artifact digests a Serving Runs, sorted and each once: its revision and what
+// its clusters last synced (status.running counts every cluster; status.targets is read too,
+// for a status written before running was). When status.running leaves revisions out, the
+// last entry is "+N more": Keeps then keeps everything.
 func Runs(s *v1.Serving) []string {
-	var out []string
-	if s.Status.Revision != "" {
-		out = append(out, s.Status.Revision)
-	}
-	for _, t := range s.Status.Targets {
-		if t.Revision != "" {
-			out = append(out, t.Revision)
+	seen := map[string]bool{}
+	add := func(d string) {
+		if d != "" {
+			seen[d] = true
 		}
 	}
+	add(s.Status.Revision)
+	for _, r := range s.Status.Running {
+		add(r.Revision)
+	}
+	for _, t := range s.Status.Targets {
+		add(t.Revision)
+	}
+	out := make([]string, 0, len(seen)+1)
+	for d := range seen {
+		out = append(out, d)
+	}
 	sort.Strings(out)
+	if n := s.Status.RunningOmitted; n > 0 {
+		out = append(out, "+"+strconv.Itoa(int(n))+" more")
+	}
 	return out
 }
 

@@ -105,3 +105,24 @@ func TestAPreparationOfTheSameSecondAfterABrokenChainStays(t *testing.T) {
 		t.Errorf("collectible: %v, want none: the fourth may be newer than the second, which the history keeps", got)
 	}
 }
+
+// What status.running counts is kept, and nothing goes while it leaves revisions out.
+func TestKeepsWhatRunsAnywhereAndEverythingWhenRunningIsCut(t *testing.T) {
+	order := &v1.Order{Status: v1.OrderStatus{LatestPreparation: "new"}}
+	s := &v1.Serving{Spec: v1.ServingSpec{PreparationName: "new"}, Status: v1.ServingStatus{Revision: "sha256:new",
+		Running: []v1.RevisionCount{{Revision: "sha256:new", Clusters: 99}, {Revision: "sha256:old", Clusters: 1}}}}
+	prep := func(name, digest string) *v1.Preparation {
+		return &v1.Preparation{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.PreparationSpec{Artifact: v1.Artifact{Digest: digest}}}
+	}
+	keep := Keeps(order, s)
+	if !keep(prep("old", "sha256:old")) || keep(prep("older", "sha256:older")) {
+		t.Errorf("kept old %v, older %v: want old only", keep(prep("old", "sha256:old")), keep(prep("older", "sha256:older")))
+	}
+	s.Status.RunningOmitted = 1
+	if !Keeps(order, s)(prep("older", "sha256:older")) {
+		t.Error("a Preparation was collectible while status.running left revisions out")
+	}
+	if got := Runs(s); got[len(got)-1] != "+1 more" {
+		t.Errorf("Runs %v does not change when revisions are left out", got)
+	}
+}

@@ -96,6 +96,8 @@ type Reconciler struct {
 	writes rollout.Writes
 	// applied remembers which Applications were as wanted (internal/rollout).
 	applied rollout.Memo
+	// unlisted remembers the clusters past status.targets' cap, with their times.
+	unlisted rollout.Unlisted
 }
 
 // Setup registers the Serving reconciler.
@@ -189,6 +191,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			kmetrics.ForgetServing(req.Namespace, req.Name)
 			r.applied.Forget(req.NamespacedName)
+			r.unlisted.Forget(req.NamespacedName)
 			// A Serving that is gone leaves no Application behind, whether it went through its
 			// finalizer or not (an Application of it that appears, or the start's list of them,
 			// brings its key here).
@@ -199,6 +202,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !s.DeletionTimestamp.IsZero() {
 		kmetrics.ForgetServing(s.Namespace, s.Name)
 		r.applied.Forget(req.NamespacedName)
+		r.unlisted.Forget(req.NamespacedName)
 		if controllerutil.ContainsFinalizer(&s, ServingFinalizer) {
 			if err := r.removeApplications(ctx, &s, "ServingDeleted"); err != nil {
 				return ctrl.Result{}, err
@@ -265,6 +269,8 @@ func (r *Reconciler) hold(ctx context.Context, s *v1.Serving, v gate.Verdict) (c
 			return ctrl.Result{}, err
 		}
 		s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = v1.ClusterCounts{}, nil, 0
+		s.Status.Running, s.Status.RunningOmitted = nil, 0
+		r.unlisted.Forget(client.ObjectKeyFromObject(s))
 	}
 	r.outcome(s, metav1.ConditionFalse, v.Reason, v.Message)
 	return ctrl.Result{RequeueAfter: v.RecheckAfter}, nil
@@ -497,10 +503,15 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	}
 
 	now := metav1.NewTime(r.Now().Truncate(time.Second))
-	recheck := fleet.ApplyDeadline(decisions, s.Status.Targets, now, r.Config.ProgressDeadline)
-	sum := fleet.Fold(req.Preparation, environment, decisions, s.Status.Targets, now)
+	// What the status lists, and the clusters past its cap this process remembers: the
+	// deadline and each cluster's time reach every cluster.
+	previous := r.unlisted.With(key, s.Status.Targets)
+	recheck := fleet.ApplyDeadline(decisions, previous, now, r.Config.ProgressDeadline)
+	sum := fleet.Fold(req.Preparation, environment, decisions, previous, now)
+	r.unlisted.Remember(key, sum.Unlisted)
 	s.Status.Revision = req.Revision
 	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = sum.Clusters, sum.Targets, sum.Omitted
+	s.Status.Running, s.Status.RunningOmitted = sum.Running, sum.RunningOmitted
 	r.outcome(s, sum.Ready.Status, sum.Ready.Reason, sum.Ready.Message)
 	if sum.Ready.Reason == v1.ReasonDeployed {
 		*deployed = &deployment{prep: prep, environment: environment, healthy: sum.HealthyClusters}
