@@ -440,9 +440,13 @@ type statusWrites struct {
 }
 
 // block fails the writes of the Serving's status until unblock.
-func (w *statusWrites) block(namespace, serving string) { w.blocked.Store(namespace+"/"+serving, struct{}{}) }
+func (w *statusWrites) block(namespace, serving string) {
+	w.blocked.Store(namespace+"/"+serving, struct{}{})
+}
 
-func (w *statusWrites) unblock(namespace, serving string) { w.blocked.Delete(namespace + "/" + serving) }
+func (w *statusWrites) unblock(namespace, serving string) {
+	w.blocked.Delete(namespace + "/" + serving)
+}
 
 // RoundTrip answers a blocked status write with 500, and passes everything else.
 func (w *statusWrites) RoundTrip(req *http.Request) (*http.Response, error) {
