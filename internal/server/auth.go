@@ -8,10 +8,13 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,15 +26,14 @@ import (
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 
 // SessionCookie is the cookie that carries a login session's id; the token stays on the server's
-// side (it is not even kept: the session remembers whom the token authenticated).
+// side, in memory only: it acts for its person on the API server and is reviewed again now and
+// then (DefaultRevalidate).
 const SessionCookie = "kokumi_session"
 
 // AdminUser is the name the opt-in admin token signs in as, in the answers of /api/v1/me.
 const AdminUser = "kokumi:admin-token"
 
 const (
-	// maxSessions caps the sessions kept in memory; the one that expires first goes first.
-	maxSessions = 10000
 	// tokenTTL is how long the answer of a TokenReview is reused for a bearer token.
 	tokenTTL = 30 * time.Second
 	// maxTokens caps the reviewed bearer tokens kept, by their SHA-256.
@@ -41,11 +43,15 @@ const (
 // Identity is whom a request acts for.
 type Identity struct {
 	// User is the Kubernetes user the token authenticated as (name, UID, groups, extra), as
-	// the TokenReview returned it; the server impersonates it and asks RBAC about it.
+	// the TokenReview returned it; the server asks RBAC about it.
 	User authenticationv1.UserInfo
 	// Admin is true for the opt-in admin token: the server acts with its own ServiceAccount
 	// and asks RBAC nothing.
 	Admin bool
+	// token is the person's own token: the server writes with it (clientFor), so the API server
+	// authenticates and authorizes every write itself, and the server holds no impersonation
+	// grant. It is never logged nor sent anywhere else.
+	token string
 }
 
 // auth checks tokens (the admin token, or any token the API server accepts) and keeps the
@@ -56,22 +62,35 @@ type auth struct {
 	// reviewer creates TokenReviews.
 	reviewer client.Client
 	ttl      time.Duration
-	now      func() time.Time
+	// revalidate is how often a session's token is reviewed again.
+	revalidate time.Duration
+	now        func() time.Time
 
-	sessions *ttlCache[string, Identity]
+	sessions *sessionTable
 	tokens   *ttlCache[[sha256.Size]byte, Identity]
 }
 
 // newAuth checks tokens with reviewer's TokenReviews; adminToken, when not empty, also signs in
-// as the admin.
-func newAuth(adminToken string, reviewer client.Client, ttl time.Duration) *auth {
+// as the admin. It keeps at most maxSessions sessions, perIdentity of one identity, and reviews
+// a session's token again every revalidate.
+func newAuth(adminToken string, reviewer client.Client, ttl time.Duration, maxSessions, perIdentity int, revalidate time.Duration) *auth {
 	a := &auth{
-		adminSum: sha256.Sum256([]byte(adminToken)), admin: adminToken != "", reviewer: reviewer, ttl: ttl, now: time.Now,
-		sessions: newTTLCache[string, Identity](maxSessions), tokens: newTTLCache[[sha256.Size]byte, Identity](maxTokens),
+		adminSum: sha256.Sum256([]byte(adminToken)), admin: adminToken != "", reviewer: reviewer, ttl: ttl, revalidate: revalidate, now: time.Now,
+		sessions: newSessionTable(maxSessions, perIdentity), tokens: newTTLCache[[sha256.Size]byte, Identity](maxTokens),
 	}
 	a.sessions.now = func() time.Time { return a.now() }
 	a.tokens.now = a.sessions.now
 	return a
+}
+
+// knownGood reports whether token was reviewed and accepted in the last tokenTTL: such a
+// request is never throttled.
+func (a *auth) knownGood(token string) bool {
+	if a.isAdminToken(token) {
+		return true
+	}
+	_, ok := a.tokens.get(sha256.Sum256([]byte(token)))
+	return ok
 }
 
 // isAdminToken compares in constant time, whatever the lengths; without an admin token
@@ -103,7 +122,7 @@ func (a *auth) authenticate(ctx context.Context, token string) (id Identity, unt
 	if !review.Status.Authenticated || review.Status.User.Username == "" {
 		return Identity{}, time.Time{}, false, nil
 	}
-	id = Identity{User: review.Status.User}
+	id = Identity{User: review.Status.User, token: token}
 	keep := a.now().Add(tokenTTL)
 	if !until.IsZero() && until.Before(keep) {
 		keep = until
@@ -148,14 +167,36 @@ func (a *auth) open(id Identity, until time.Time) (string, error) {
 	if !until.IsZero() && until.Before(exp) {
 		exp = until
 	}
-	a.sessions.put(sid, id, exp)
+	if err := a.sessions.add(sid, id, exp); err != nil {
+		return "", err
+	}
 	return sid, nil
 }
 
-func (a *auth) close(sid string) { a.sessions.delete(sid) }
+func (a *auth) close(sid string) { a.sessions.remove(sid) }
 
-// session returns the identity of a live session.
-func (a *auth) session(sid string) (Identity, bool) { return a.sessions.get(sid) }
+// session returns the identity of a live session. A session whose token was last reviewed
+// revalidate ago or more is reviewed again first: a token the API server no longer accepts (a
+// deleted ServiceAccount, a revoked or expired token) ends the session.
+func (a *auth) session(ctx context.Context, sid string) (Identity, bool, error) {
+	s, ok := a.sessions.get(sid)
+	if !ok {
+		return Identity{}, false, nil
+	}
+	if s.id.Admin || a.now().Sub(s.reviewed) < a.revalidate {
+		return s.id, true, nil
+	}
+	id, _, ok, err := a.authenticate(ctx, s.id.token)
+	if err != nil {
+		return Identity{}, false, err
+	}
+	if !ok {
+		a.sessions.remove(sid)
+		return Identity{}, false, nil
+	}
+	a.sessions.reviewedAt(sid, id, a.now())
+	return id, true, nil
+}
 
 // identify finds whom r acts for: its bearer token, or else its session cookie. A request with
 // an Authorization header is judged by that header alone.
@@ -172,8 +213,7 @@ func (a *auth) identify(r *http.Request) (Identity, bool, error) {
 	if err != nil {
 		return Identity{}, false, nil
 	}
-	id, ok := a.session(c.Value)
-	return id, ok, nil
+	return a.session(r.Context(), c.Value)
 }
 
 type identityKey struct{}
@@ -209,7 +249,8 @@ func (s *Server) require(next http.HandlerFunc) http.HandlerFunc {
 // 503 when the token cannot be checked).
 func (s *Server) identify(w http.ResponseWriter, r *http.Request) (id Identity, ok, answered bool) {
 	bearer := r.Header.Get("Authorization") != ""
-	if bearer && !s.throttle(w, r) {
+	token := bearerToken(r)
+	if bearer && !s.auth.knownGood(token) && !s.throttle(w, r, token) {
 		return Identity{}, false, true
 	}
 	id, ok, err := s.auth.identify(r)
@@ -218,9 +259,15 @@ func (s *Server) identify(w http.ResponseWriter, r *http.Request) (id Identity, 
 		return Identity{}, false, true
 	}
 	if bearer && !ok {
-		s.failedSignIn(r, "bearer token")
+		s.failedSignIn(r, "bearer token", token)
 	}
 	return id, ok, false
+}
+
+// bearerToken is the token of r's Authorization header, if any.
+func bearerToken(r *http.Request) string {
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return strings.TrimSpace(token)
 }
 
 // requireJSON answers 415 unless r's body is JSON, and reports whether it is: a cross-site form
@@ -273,16 +320,20 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Token string `json:"token"`
 	}
-	if !requireJSON(w, r) || !readJSON(w, r, &body) || !s.throttle(w, r) {
+	if !requireJSON(w, r) || !readJSON(w, r, &body) {
 		return
 	}
-	id, until, ok, err := s.auth.authenticate(r.Context(), strings.TrimSpace(body.Token))
+	token := strings.TrimSpace(body.Token)
+	if !s.auth.knownGood(token) && !s.throttle(w, r, token) {
+		return
+	}
+	id, until, ok, err := s.auth.authenticate(r.Context(), token)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
 	if !ok {
-		s.failedSignIn(r, "login")
+		s.failedSignIn(r, "login", token)
 		msg := "token: the cluster does not accept it: use `kubectl create token <serviceaccount>` or your OIDC id-token"
 		if s.auth.admin {
 			msg += ", or the server's admin token (--admin-token-file)"
@@ -290,7 +341,21 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, msg)
 		return
 	}
+	// Logins of one identity are throttled too, successful or not: a loop of logins gains
+	// nothing but its own sessions, which its cap ends oldest first.
+	if ok, wait := s.logins.allow(id.key()); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+		writeError(w, http.StatusTooManyRequests, "too many sign-ins as "+id.User.Username+" of late: use the session you have, or wait and try again")
+		return
+	}
+	s.logins.fail(id.key())
 	sid, err := s.auth.open(id, until)
+	if errors.Is(err, errSessionsFull) {
+		s.log.Info("refused a sign-in: the sessions table is full", "client", s.clientOf(r), "user", id.User.Username)
+		w.Header().Set("Retry-After", "60")
+		writeError(w, http.StatusServiceUnavailable, "sign-in refused: "+err.Error())
+		return
+	}
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "open a session: "+err.Error())
 		return

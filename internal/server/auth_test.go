@@ -3,14 +3,17 @@ package server
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
 )
 
 func TestSessionsExpire(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	a := newAuth("secret", nil, time.Hour)
+	a := newAuth("secret", nil, time.Hour, 10, 2, time.Minute)
 	a.now = func() time.Time { return now }
 	id, _, ok, err := a.authenticate(context.Background(), "secret")
 	if err != nil || !ok || !id.Admin {
@@ -20,11 +23,11 @@ func TestSessionsExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := a.session(sid); !ok {
+	if _, ok, _ := a.session(context.Background(), sid); !ok {
 		t.Fatal("a fresh session is not valid")
 	}
 	now = now.Add(61 * time.Minute)
-	if _, ok := a.session(sid); ok {
+	if _, ok, _ := a.session(context.Background(), sid); ok {
 		t.Fatal("a session past its TTL is still valid")
 	}
 	// A session lasts no longer than the token it was opened with.
@@ -33,7 +36,7 @@ func TestSessionsExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(2 * time.Minute)
-	if _, ok := a.session(sid); ok {
+	if _, ok, _ := a.session(context.Background(), sid); ok {
 		t.Fatal("a session outlives its token")
 	}
 	if a.isAdminToken("") || a.isAdminToken("secre") || !a.isAdminToken("secret") {
@@ -42,7 +45,7 @@ func TestSessionsExpire(t *testing.T) {
 }
 
 func TestWithoutAnAdminTokenNothingIsTheAdminToken(t *testing.T) {
-	a := newAuth("", nil, time.Hour)
+	a := newAuth("", nil, time.Hour, 10, 2, time.Minute)
 	for _, token := range []string{"", "secret", "kokumi:admin-token"} {
 		if a.isAdminToken(token) {
 			t.Errorf("%q signs in as the admin of a server without an admin token", token)
@@ -110,5 +113,40 @@ func TestTTLCacheIsBounded(t *testing.T) {
 	c.delete("3")
 	if _, ok := c.get("3"); ok || len(c.entries) > 3 {
 		t.Errorf("delete kept 3, or the cache holds %d", len(c.entries))
+	}
+}
+
+// A full table refuses a new login and ends nobody's session; an identity at its own cap ends
+// its own oldest session, never another's.
+func TestTheSessionTableRefusesRatherThanEvicts(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := newAuth("", nil, time.Hour, 3, 2, time.Hour)
+	a.now = func() time.Time { return now }
+	person := func(name string) Identity {
+		return Identity{User: authenticationv1.UserInfo{Username: name}, token: name + "-token"}
+	}
+	victim, err := a.open(person("victim"), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mallory []string
+	for range 5 {
+		sid, err := a.open(person("mallory"), time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mallory = append(mallory, sid)
+	}
+	if n := a.sessions.len(); n != 3 {
+		t.Errorf("%d sessions, want the victim's and mallory's last 2", n)
+	}
+	if _, ok, _ := a.session(context.Background(), mallory[0]); ok {
+		t.Error("mallory's oldest session outlived its identity's cap")
+	}
+	if _, err := a.open(person("eve"), time.Time{}); !errors.Is(err, errSessionsFull) {
+		t.Errorf("a login into a full table: %v, want errSessionsFull", err)
+	}
+	if _, ok, _ := a.session(context.Background(), victim); !ok {
+		t.Error("the victim was logged out by other people's logins")
 	}
 }

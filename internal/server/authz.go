@@ -19,12 +19,10 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 )
 
-// The server asks RBAC what a signed-in person may read, and writes as that person: it
-// impersonates them (their user name, UID, groups and extra, as the TokenReview gave them), so
-// that the API server's RBAC decides every write.
+// The server asks RBAC what a signed-in person may read, and writes as that person, with their
+// own token (held in memory for their session): the API server authenticates and authorizes
+// every write itself, and the server holds no impersonation grant.
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
-// +kubebuilder:rbac:groups="",resources=users;groups;serviceaccounts,verbs=impersonate
-// +kubebuilder:rbac:groups=authentication.k8s.io,resources=*,verbs=impersonate
 
 const (
 	// accessTTL is how long an answer of RBAC is reused for the same person and question.
@@ -189,23 +187,18 @@ func (s *Server) maySee(ctx context.Context, c Change) (bool, error) {
 }
 
 // clientFor returns a client that acts as the request's person: the server's own for the
-// admin, else one that impersonates them, so that the API server's RBAC decides.
+// admin, else one that sends the person's own token and nothing of the server's credentials,
+// so that the API server authenticates and authorizes the request as theirs.
 func (s *Server) clientFor(ctx context.Context) (client.Client, error) {
 	id := identityOf(ctx)
 	if id.Admin {
 		return s.client, nil
 	}
-	if id.User.Username == "" {
+	if id.User.Username == "" || id.token == "" {
 		return nil, errors.New("act as nobody: the request is not signed in")
 	}
-	cfg := rest.CopyConfig(s.config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: id.User.Username, UID: id.User.UID, Groups: id.User.Groups}
-	if len(id.User.Extra) > 0 {
-		cfg.Impersonate.Extra = map[string][]string{}
-		for k, v := range id.User.Extra {
-			cfg.Impersonate.Extra[k] = v
-		}
-	}
+	cfg := rest.AnonymousClientConfig(s.config)
+	cfg.BearerToken = id.token
 	c, err := client.New(cfg, client.Options{Scheme: s.client.Scheme(), Mapper: s.client.RESTMapper()})
 	if err != nil {
 		return nil, fmt.Errorf("act as %s: %w", id.User.Username, err)

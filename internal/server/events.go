@@ -40,44 +40,62 @@ type subscriber struct {
 	ch       chan Change
 	kick     chan struct{}
 	overflow atomic.Bool
-	// key is the session (or bearer token) the stream belongs to; done closes when it ends.
-	key  string
-	done chan struct{}
+	// key is the session (or bearer token) the stream belongs to, owner the identity; done
+	// closes when it ends.
+	key, owner string
+	done       chan struct{}
 }
 
 // broker fans changes out to the open event streams. A client that falls behind loses the
 // changes it missed and gets one "resync" event instead, so a busy fleet never blocks the
 // informers. It knows the streams of each session, to cap them and end them at logout.
 type broker struct {
-	mu    sync.Mutex
-	subs  map[*subscriber]struct{}
-	byKey map[string]map[*subscriber]struct{}
+	mu      sync.Mutex
+	subs    map[*subscriber]struct{}
+	byKey   map[string]map[*subscriber]struct{}
+	byOwner map[string]int
 }
 
 func newBroker() *broker {
-	return &broker{subs: map[*subscriber]struct{}{}, byKey: map[string]map[*subscriber]struct{}{}}
+	return &broker{subs: map[*subscriber]struct{}{}, byKey: map[string]map[*subscriber]struct{}{}, byOwner: map[string]int{}}
 }
 
-// subscribe opens a stream for key (a session, a bearer token), unless key already has limit
-// open (limit <= 0: no cap).
-func (b *broker) subscribe(key string, limit int) (*subscriber, bool) {
-	s := &subscriber{ch: make(chan Change, subscriberBuffer), kick: make(chan struct{}, 1), key: key, done: make(chan struct{})}
+// streamLimits caps the event streams of a session or bearer token, of an identity, and in all
+// (<= 0: no cap).
+type streamLimits struct{ perKey, perOwner, total int }
+
+// errStreams says which cap refused a stream.
+type errStreams string
+
+// subscribe opens a stream for key (a session, a bearer token) of owner (an identity), unless a
+// cap of limits is reached: then it says which.
+func (b *broker) subscribe(key, owner string, limits streamLimits) (*subscriber, errStreams) {
+	s := &subscriber{ch: make(chan Change, subscriberBuffer), kick: make(chan struct{}, 1), key: key, owner: owner, done: make(chan struct{})}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if limit > 0 && len(b.byKey[key]) >= limit {
-		return nil, false
+	switch {
+	case limits.perKey > 0 && len(b.byKey[key]) >= limits.perKey:
+		return nil, errStreams(fmt.Sprintf("this session has %d event streams open already: close one", limits.perKey))
+	case limits.perOwner > 0 && b.byOwner[owner] >= limits.perOwner:
+		return nil, errStreams(fmt.Sprintf("your identity has %d event streams open already, across its sessions: close one", limits.perOwner))
+	case limits.total > 0 && len(b.subs) >= limits.total:
+		return nil, errStreams(fmt.Sprintf("the server holds its maximum of %d event streams: try again in a moment (the page still works without live updates)", limits.total))
 	}
+	b.byOwner[owner]++
 	b.subs[s] = struct{}{}
 	if b.byKey[key] == nil {
 		b.byKey[key] = map[*subscriber]struct{}{}
 	}
 	b.byKey[key][s] = struct{}{}
-	return s, true
+	return s, ""
 }
 
 func (b *broker) unsubscribe(s *subscriber) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if _, ok := b.subs[s]; ok {
+		b.release(s)
+	}
 	delete(b.subs, s)
 	if m := b.byKey[s.key]; m != nil {
 		if _, ok := m[s]; ok {
@@ -94,10 +112,20 @@ func (b *broker) end(key string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for s := range b.byKey[key] {
+		if _, ok := b.subs[s]; ok {
+			b.release(s)
+		}
 		delete(b.subs, s)
 		close(s.done)
 	}
 	delete(b.byKey, key)
+}
+
+// release forgets s's count against its owner; b.mu is held.
+func (b *broker) release(s *subscriber) {
+	if b.byOwner[s.owner]--; b.byOwner[s.owner] <= 0 {
+		delete(b.byOwner, s.owner)
+	}
 }
 
 // sessionStream is the key of a session's event streams.
@@ -110,8 +138,8 @@ func (s *Server) streamLive(key string) bool {
 	if !ok {
 		return true
 	}
-	_, live := s.auth.session(sid)
-	return live
+	_, live, err := s.auth.session(context.Background(), sid)
+	return live || err != nil // the API server may be down for a moment: the stream goes on
 }
 
 // streamKeyOf is the key of r's event streams: its bearer token's SHA-256, or its session.
@@ -214,10 +242,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := streamKeyOf(r)
-	sub, ok := s.broker.subscribe(key, s.opts.MaxStreamsPerSession)
-	if !ok {
+	sub, refused := s.broker.subscribe(key, identityOf(r.Context()).key(), streamLimits{
+		perKey: s.opts.MaxStreamsPerSession, perOwner: s.opts.MaxStreamsPerIdentity, total: s.opts.MaxStreams})
+	if sub == nil {
 		w.Header().Set("Retry-After", "10")
-		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("this session has %d event streams open already: close one", s.opts.MaxStreamsPerSession))
+		writeError(w, http.StatusTooManyRequests, string(refused))
 		return
 	}
 	defer s.broker.unsubscribe(sub)

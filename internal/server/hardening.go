@@ -1,10 +1,13 @@
 package server
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +32,12 @@ const (
 	// DefaultMaxStreamsPerSession caps the event streams one session (or one bearer token) keeps
 	// open.
 	DefaultMaxStreamsPerSession = 8
+	// DefaultMaxStreamsPerIdentity caps the event streams of one identity across its sessions
+	// and bearer tokens.
+	DefaultMaxStreamsPerIdentity = 32
+	// DefaultMaxStreams caps the event streams of everyone: each holds a goroutine and a
+	// buffer of subscriberBuffer changes.
+	DefaultMaxStreams = 2048
 	// DefaultFailedLoginBurst is how many failed sign-ins a client may make at once before it
 	// must wait; it then gets one more per DefaultFailedLoginInterval.
 	DefaultFailedLoginBurst = 10
@@ -36,6 +45,15 @@ const (
 	DefaultFailedLoginInterval = time.Second
 	// maxThrottledClients caps the clients whose failed sign-ins are counted.
 	maxThrottledClients = 10000
+	// addressBurstFactor is how many more failed sign-ins an address may make, whatever
+	// tokens it tries, than one token from it: it bounds the TokenReviews of one address that
+	// tries a new token each time, and leaves room for the other people behind a shared address.
+	addressBurstFactor = 10
+	// DefaultLoginBurst is how many logins one identity may make at once, successful or not,
+	// before it must wait; it then gets one more per DefaultLoginInterval.
+	DefaultLoginBurst = 20
+	// DefaultLoginInterval is how often an identity that logged in too often gets one more.
+	DefaultLoginInterval = 3 * time.Second
 )
 
 // limiter is a token bucket per client address for failed sign-ins: each failure takes a
@@ -120,18 +138,100 @@ func (l *limiter) makeRoom(now time.Time) {
 	}
 }
 
-// clientOf is the address a request comes from, without its port.
-func clientOf(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+// clientOf is the address a request comes from, without its port: the connection's peer, or,
+// when that peer is a trusted proxy (Options.TrustedProxies), the last address of
+// X-Forwarded-For that is not one.
+func (s *Server) clientOf(r *http.Request) string {
+	host := r.RemoteAddr
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		host = h
+	}
+	if len(s.trusted) == 0 || !s.isTrusted(host) {
 		return host
 	}
-	return r.RemoteAddr
+	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop := strings.TrimSpace(hops[i])
+		if hop == "" {
+			continue
+		}
+		if _, err := netip.ParseAddr(hop); err != nil {
+			return host // a hop that is no address: the proxy's own address is all that is known
+		}
+		if !s.isTrusted(hop) {
+			return hop
+		}
+	}
+	return host
 }
 
-// throttle answers 429 with Retry-After, and reports false, when r's client has failed to sign
-// in too often of late.
-func (s *Server) throttle(w http.ResponseWriter, r *http.Request) bool {
-	ok, wait := s.limiter.allow(clientOf(r))
+// isTrusted reports whether addr is within a trusted proxy's prefix.
+func (s *Server) isTrusted(addr string) bool {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range s.trusted {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseTrustedProxies parses comma-separated addresses and CIDR prefixes (--trusted-proxies).
+func ParseTrustedProxies(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range list {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			continue
+		}
+		if !strings.Contains(v, "/") {
+			ip, err := netip.ParseAddr(v)
+			if err != nil {
+				return nil, fmt.Errorf("trusted proxy %q: an address or a CIDR prefix such as 10.0.0.0/8: %w", v, err)
+			}
+			out = append(out, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			return nil, fmt.Errorf("trusted proxy %q: an address or a CIDR prefix such as 10.0.0.0/8: %w", v, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// throttleKey is the address a client's failures count against: an IPv4 address, or the /64
+// of an IPv6 one (a host gets a whole /64, and would otherwise try from each of its addresses).
+func throttleKey(client string) string {
+	ip, err := netip.ParseAddr(client)
+	if err != nil || ip.Unmap().Is4() {
+		return client
+	}
+	p, _ := ip.Prefix(64)
+	return p.String()
+}
+
+// tokenKey is a short prefix of token's SHA-256: the failures of one token are counted apart
+// from those of other tokens of the same address, without keeping the token.
+func tokenKey(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:6])
+}
+
+// throttle answers 429 with Retry-After, and reports false, when token has failed from r's
+// address too often of late, or the address has failed with many tokens. A token the API server
+// accepted of late is never throttled (the callers ask auth.knownGood first).
+func (s *Server) throttle(w http.ResponseWriter, r *http.Request, token string) bool {
+	addr := throttleKey(s.clientOf(r))
+	ok, wait := s.limiter.allow(addr + "|" + tokenKey(token))
+	if ok {
+		ok, wait = s.addresses.allow(addr)
+	}
 	if ok {
 		return true
 	}
@@ -141,9 +241,11 @@ func (s *Server) throttle(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // failedSignIn counts and logs a failed sign-in with the client's address (never the token).
-func (s *Server) failedSignIn(r *http.Request, how string) {
-	client := clientOf(r)
-	throttled := s.limiter.fail(client)
+func (s *Server) failedSignIn(r *http.Request, how, token string) {
+	client := s.clientOf(r)
+	addr := throttleKey(client)
+	throttled := s.limiter.fail(addr + "|" + tokenKey(token))
+	throttled = s.addresses.fail(addr) || throttled
 	s.log.Info("failed sign-in", "client", client, "how", how, "path", r.URL.Path, "throttled", throttled)
 }
 
@@ -174,7 +276,7 @@ func (s *Server) sameOrigin(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := cop.Check(r); err != nil {
-			s.log.Info("refused a cross-origin request", "client", clientOf(r), "method", r.Method, "path", r.URL.Path, "origin", r.Header.Get("Origin"))
+			s.log.Info("refused a cross-origin request", "client", s.clientOf(r), "method", r.Method, "path", r.URL.Path, "origin", r.Header.Get("Origin"))
 			writeError(w, http.StatusForbidden, "cross-origin request refused: "+err.Error())
 			return
 		}
@@ -252,7 +354,7 @@ func (m *hostMatcher) allows(hostHeader string) bool {
 func (s *Server) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.hosts.allows(r.Host) {
-			s.log.Info("refused a request for another host", "client", clientOf(r), "host", r.Host)
+			s.log.Info("refused a request for another host", "client", s.clientOf(r), "host", r.Host)
 			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("this server does not serve the host %q: add it to --allowed-hosts", r.Host))
 			return
 		}

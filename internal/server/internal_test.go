@@ -21,7 +21,7 @@ func TestTruncateTextCutsAtALineAndSaysSo(t *testing.T) {
 
 func TestSlowSubscriberIsToldToResync(t *testing.T) {
 	b := newBroker()
-	s, _ := b.subscribe("session:a", 0)
+	s, _ := b.subscribe("session:a", "a", streamLimits{})
 	for i := 0; i < subscriberBuffer+3; i++ {
 		b.publish(Change{Kind: "Serving", Name: fmt.Sprint(i)})
 	}

@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sort"
 	"time"
@@ -102,14 +103,27 @@ type Options struct {
 	// names are refused with 421, as a page that rebinds its own name to the server's address
 	// (DNS rebinding) sends.
 	AllowedHosts []string
-	// MaxStreamsPerSession caps the event streams a session (or a bearer token) keeps open;
-	// zero means DefaultMaxStreamsPerSession.
-	MaxStreamsPerSession int
+	// MaxStreamsPerSession caps the event streams a session (or a bearer token) keeps open,
+	// MaxStreamsPerIdentity those of one identity across its sessions, MaxStreams those of
+	// everyone; zero means the Default… constants.
+	MaxStreamsPerSession, MaxStreamsPerIdentity, MaxStreams int
 	// FailedLoginBurst and FailedLoginInterval throttle failed sign-ins per client address: a
 	// client may fail FailedLoginBurst times at once, then once per FailedLoginInterval, and
 	// is answered 429 in between; zero means the Default… constants.
 	FailedLoginBurst    int
 	FailedLoginInterval time.Duration
+	// MaxSessions caps the sessions kept in all (a full table refuses new logins, never ends
+	// a session), MaxSessionsPerIdentity those of one identity (its new login ends its own
+	// oldest); zero means the Default… constants.
+	MaxSessions, MaxSessionsPerIdentity int
+	// Revalidate is how often a session's token is reviewed again (TokenReview); zero means
+	// DefaultRevalidate.
+	Revalidate time.Duration
+	// TrustedProxies are the addresses and CIDR prefixes of the proxies in front of the server
+	// (such as an ingress controller's Pods): for a request from one of them, the client is the
+	// last address of X-Forwarded-For that is not a trusted proxy. Empty trusts none: the
+	// client is the connection's peer.
+	TrustedProxies []string
 	// Log is where the server logs failed sign-ins and refused requests; the zero Logger means
 	// controller-runtime's.
 	Log logr.Logger
@@ -129,8 +143,8 @@ func timeout(d, def time.Duration) time.Duration {
 // Server serves the API and the UI.
 type Server struct {
 	opts Options
-	// config reaches the API server as the server's ServiceAccount; clientFor impersonates
-	// people with copies of it.
+	// config reaches the API server as the server's ServiceAccount; clientFor acts for people
+	// with copies of it that carry their own token instead.
 	config *rest.Config
 	client client.Client
 	// reader reads without a cache what the server may only get: the public keys.
@@ -152,8 +166,12 @@ type Server struct {
 	// limiter throttles failed sign-ins per client address; hosts decides which Host headers
 	// are served.
 	limiter *limiter
-	hosts   *hostMatcher
-	log     logr.Logger
+	// addresses throttles the failed sign-ins of a client address whatever the token, logins
+	// the sign-ins of each identity; trusted are the proxies whose X-Forwarded-For is believed.
+	addresses, logins *limiter
+	trusted           []netip.Prefix
+	hosts             *hostMatcher
+	log               logr.Logger
 }
 
 // New returns a server that reads through c, checks tokens and asks RBAC with c, reads the
@@ -184,11 +202,30 @@ func New(cfg *rest.Config, c client.Client, reader client.Reader, informers cach
 	if o.MaxStreamsPerSession <= 0 {
 		o.MaxStreamsPerSession = DefaultMaxStreamsPerSession
 	}
+	if o.MaxStreamsPerIdentity <= 0 {
+		o.MaxStreamsPerIdentity = DefaultMaxStreamsPerIdentity
+	}
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = DefaultMaxStreams
+	}
 	if o.FailedLoginBurst <= 0 {
 		o.FailedLoginBurst = DefaultFailedLoginBurst
 	}
 	if o.FailedLoginInterval <= 0 {
 		o.FailedLoginInterval = DefaultFailedLoginInterval
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxSessionsPerIdentity <= 0 {
+		o.MaxSessionsPerIdentity = DefaultMaxSessionsPerIdentity
+	}
+	if o.Revalidate <= 0 {
+		o.Revalidate = DefaultRevalidate
+	}
+	trusted, err := ParseTrustedProxies(o.TrustedProxies)
+	if err != nil {
+		return nil, err
 	}
 	kokumi := config.Config{Namespace: o.Namespace, ArgoCDNamespace: o.ArgoCDNamespace, BundledRegistry: o.BundledRegistry}
 	p := stages.NewPipeline(c, reader, kokumi)
@@ -201,10 +238,13 @@ func New(cfg *rest.Config, c client.Client, reader client.Reader, informers cach
 	p.Records = &record.Store{Client: puller}
 	return &Server{
 		opts: o, config: cfg, client: c, reader: reader, informers: informers,
-		auth: newAuth(o.AdminToken, c, o.SessionTTL), authz: newAuthorizer(c), broker: newBroker(),
+		auth: newAuth(o.AdminToken, c, o.SessionTTL, o.MaxSessions, o.MaxSessionsPerIdentity, o.Revalidate), authz: newAuthorizer(c), broker: newBroker(),
 		secureCookies: o.secureCookies(), pipeline: p, puller: puller, records: newTTLCache[string, recordEntry](maxCachedArtifacts),
-		limiter: newLimiter(o.FailedLoginBurst, o.FailedLoginInterval, maxThrottledClients),
-		hosts:   newHostMatcher(o.AllowedHosts, o.Addr, o.Namespace), log: loggerOf(o.Log),
+		limiter:   newLimiter(o.FailedLoginBurst, o.FailedLoginInterval, maxThrottledClients),
+		addresses: newLimiter(addressBurstFactor*o.FailedLoginBurst, o.FailedLoginInterval/addressBurstFactor, maxThrottledClients),
+		logins:    newLimiter(DefaultLoginBurst, DefaultLoginInterval, maxThrottledClients),
+		trusted:   trusted,
+		hosts:     newHostMatcher(o.AllowedHosts, o.Addr, o.Namespace), log: loggerOf(o.Log),
 	}, nil
 }
 
