@@ -3,6 +3,7 @@ package argocd
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,8 +82,9 @@ func Owner(servingNamespace, servingName string) string {
 }
 
 // Build returns the Application as an unstructured object: labels that find it, the owner
-// annotation, the OCI source at the digest, automated sync with prune and self-heal,
-// CreateNamespace, and no resources finalizer, so deleting it leaves what runs in place.
+// annotation, a spec of the OCI source at the digest, automated sync with prune and self-heal,
+// CreateNamespace and nothing else, and no resources finalizer, so deleting it leaves what runs
+// in place.
 func (s ApplicationSpec) Build() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"metadata": map[string]any{"name": s.Name, "namespace": s.Namespace},
@@ -161,9 +163,13 @@ func mustJSON(v any) RawJSON {
 	return RawJSON(data)
 }
 
-// UpToDate reports whether existing carries everything Build sets: the same labels, owner
-// annotation and spec fields (each whole), and no resources finalizer. Other labels,
-// annotations and spec fields, such as Argo CD's own, are ignored.
+// UpToDate reports whether existing is as Build writes it: the same labels and owner annotation,
+// no resources finalizer (CascadeFinalizers), and the spec Kokumi writes, whole. Kokumi owns the
+// whole spec: each field it writes (project, source, destination, syncPolicy) is compared whole,
+// so that an extra key someone adds inside one, such as source.kustomize.images, is drift; and
+// any other spec field, such as sources (which Argo CD deploys instead of source) or
+// ignoreDifferences (which hides drift from self-heal), is drift too. Other labels, annotations
+// and finalizers, and the status, are ignored.
 func (s ApplicationSpec) UpToDate(existing *Application) bool {
 	for k, v := range s.labels() {
 		if existing.Labels[k] != v {
@@ -175,15 +181,11 @@ func (s ApplicationSpec) UpToDate(existing *Application) bool {
 			return false
 		}
 	}
-	for _, f := range existing.Finalizers {
-		if f == ResourcesFinalizer {
-			return false
-		}
+	if Cascades(existing) {
+		return false
 	}
-	// Each field Kokumi writes (project, source, destination, syncPolicy) is its own, whole:
-	// an extra key someone adds inside it, such as source.kustomize.images, is drift too.
 	have, wanted := existing.Spec, s.fields()
-	return sameJSON(have.Project, wanted.Project) && sameJSON(have.Source, wanted.Source) &&
+	return len(have.Others) == 0 && sameJSON(have.Project, wanted.Project) && sameJSON(have.Source, wanted.Source) &&
 		sameJSON(have.Destination, wanted.Destination) && sameJSON(have.SyncPolicy, wanted.SyncPolicy)
 }
 
@@ -201,7 +203,10 @@ func sameJSON(have, want RawJSON) bool {
 	return err == nil && string(again) == string(want)
 }
 
-// Apply copies what Build sets onto existing, keeping everything else, and drops the resources finalizer.
+// Apply copies what Build sets onto existing, keeping its other labels, annotations and
+// finalizers, drops the resources finalizers (CascadeFinalizers), and replaces the whole spec:
+// the spec fields Kokumi does not write (ApplicationFields.Others) go, and a merge patch from
+// existing names each of them null.
 func (s ApplicationSpec) Apply(existing *Application) {
 	if existing.Labels == nil {
 		existing.Labels = map[string]string{}
@@ -215,15 +220,34 @@ func (s ApplicationSpec) Apply(existing *Application) {
 	for k, v := range s.annotations() {
 		existing.Annotations[k] = v
 	}
-	var finalizers []string
-	for _, f := range existing.Finalizers {
-		if f != ResourcesFinalizer {
-			finalizers = append(finalizers, f)
-		}
-	}
-	existing.Finalizers = finalizers
+	existing.Finalizers = WithoutCascade(existing.Finalizers)
 	existing.Spec = s.fields()
 }
+
+// CascadeFinalizers are the finalizers by which Argo CD deletes what an Application deployed
+// when the Application is deleted: ResourcesFinalizer and its foreground and background
+// variants (Argo CD's isPropagationPolicyFinalizer). Kokumi's Applications carry none, so that
+// deleting one leaves what runs on its cluster in place.
+var CascadeFinalizers = []string{ResourcesFinalizer, ResourcesFinalizerForeground, ResourcesFinalizerBackground}
+
+// Cascades reports whether app carries one of CascadeFinalizers: deleting it as it is would
+// make Argo CD delete what it deployed.
+func Cascades(app metav1.Object) bool {
+	return slices.ContainsFunc(app.GetFinalizers(), isCascade)
+}
+
+// WithoutCascade returns finalizers without CascadeFinalizers, in their order; nil when none is left.
+func WithoutCascade(finalizers []string) []string {
+	var out []string
+	for _, f := range finalizers {
+		if !isCascade(f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func isCascade(finalizer string) bool { return slices.Contains(CascadeFinalizers, finalizer) }
 
 // IsKokumis reports whether an Application belongs to the Serving: only such an Application
 // is ever changed or deleted.

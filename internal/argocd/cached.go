@@ -3,6 +3,7 @@ package argocd
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,16 +16,17 @@ import (
 const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
 // Application is an Argo CD Application as Kokumi reads it, and what Kokumi's cache of Argo CD's
-// namespace holds: its metadata without managedFields and kubectl's last-applied annotation, the
-// four spec fields Kokumi writes (each as the JSON the API server sent, so that a key someone
-// adds inside one, such as source.kustomize.images, is still seen), and the part of its status
-// Kokumi and its pages read (Status).
+// namespace holds: its metadata without managedFields and kubectl's last-applied annotation, its
+// spec (the four fields Kokumi writes, and any other someone added, each as the JSON the API
+// server sent, so that a key someone adds inside one, such as source.kustomize.images, or beside
+// them, such as sources, is still seen), and the part of its status Kokumi and its pages read
+// (Status).
 //
 // Everything else is skipped while the API server's JSON is decoded, and never allocated: what
 // makes a real Application 20 KB and more (status.resources, one entry per Kubernetes object
-// deployed; status.history; operationState.syncResult; status.summary; the top-level operation)
-// and the spec fields Kokumi does not write. An Application cached so takes about 1.3 KB of heap,
-// what many Applications share (see intern) held once.
+// deployed; status.history; operationState.syncResult; status.summary; the top-level operation).
+// An Application cached so takes about 1.3 KB of heap, what many Applications share (see intern)
+// held once.
 //
 // It is never written back whole: the Application CRD has no status subresource, and writing
 // it would wipe Argo CD's status and the fields it skipped. Kokumi changes Applications with a
@@ -32,18 +34,81 @@ const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 type Application struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	// Spec is what Kokumi writes of the spec.
+	// Spec is the spec: what Kokumi writes, and what it does not.
 	Spec ApplicationFields `json:"spec"`
 	// Status is what Kokumi reads of the status.
 	Status Status `json:"status,omitzero"`
 }
 
-// ApplicationFields are the fields of an Application's spec Kokumi writes, each whole as JSON.
+// ApplicationFields is an Application's spec: the fields Kokumi writes, each whole as JSON, and
+// the others, which Kokumi never writes and removes (ApplicationSpec.UpToDate, Apply).
 type ApplicationFields struct {
 	Project     RawJSON `json:"project,omitempty"`
 	Source      RawJSON `json:"source,omitempty"`
 	Destination RawJSON `json:"destination,omitempty"`
 	SyncPolicy  RawJSON `json:"syncPolicy,omitempty"`
+	// Others are the spec's other fields by key, such as sources, ignoreDifferences, info,
+	// revisionHistoryLimit or sourceHydrator; nil when there are none, as on every Application
+	// Kokumi wrote. Serialized beside the four above, so that a merge patch from an Application
+	// that has them to one that has not names each of them null.
+	Others map[string]RawJSON `json:"-"`
+}
+
+// known returns the fields Kokumi writes by their keys in the spec.
+func (f *ApplicationFields) known() map[string]*RawJSON {
+	return map[string]*RawJSON{"project": &f.Project, "source": &f.Source, "destination": &f.Destination, "syncPolicy": &f.SyncPolicy}
+}
+
+// UnmarshalJSON reads the four fields Kokumi writes and keeps every other key in Others; keys
+// are case-sensitive, and a null is no value.
+func (f *ApplicationFields) UnmarshalJSON(data []byte) error {
+	var all map[string]RawJSON
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &all); err != nil {
+		return fmt.Errorf("decode an Application's spec: %w", err)
+	}
+	*f = ApplicationFields{}
+	known := f.known()
+	for k, v := range all {
+		if p, ok := known[k]; ok {
+			*p = v
+			continue
+		}
+		if v == "" {
+			continue
+		}
+		if f.Others == nil {
+			f.Others = map[string]RawJSON{}
+		}
+		f.Others[unique.Make(k).Value()] = v
+	}
+	return nil
+}
+
+// MarshalJSON writes the four fields Kokumi writes and Others as one object, without the empty ones.
+func (f ApplicationFields) MarshalJSON() ([]byte, error) {
+	all := make(map[string]RawJSON, len(f.Others)+4)
+	for k, v := range f.Others {
+		all[k] = v
+	}
+	for k, p := range f.known() {
+		if *p != "" {
+			all[k] = *p
+		} else {
+			delete(all, k)
+		}
+	}
+	data, err := json.Marshal(all)
+	if err != nil {
+		return nil, fmt.Errorf("encode an Application's spec: %w", err)
+	}
+	return data, nil
+}
+
+// DeepCopy copies the spec; the values are immutable strings, the map of Others is copied.
+func (f ApplicationFields) DeepCopy() ApplicationFields {
+	out := f
+	out.Others = maps.Clone(f.Others)
+	return out
 }
 
 // RawJSON is a JSON value kept as the text it was read from (empty for none or null), interned:
@@ -171,7 +236,7 @@ func (a *Application) DeepCopy() *Application {
 	if a == nil {
 		return nil
 	}
-	out := &Application{TypeMeta: a.TypeMeta, Spec: a.Spec, Status: a.Status.deepCopy()}
+	out := &Application{TypeMeta: a.TypeMeta, Spec: a.Spec.DeepCopy(), Status: a.Status.deepCopy()}
 	a.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	return out
 }

@@ -29,6 +29,11 @@ const (
 
 	// DefaultNamespace is the namespace Argo CD runs in unless configured otherwise.
 	DefaultNamespace = "argocd"
-	// ResourcesFinalizer makes Argo CD delete an Application's resources; Kokumi never sets it.
+	// ResourcesFinalizer makes Argo CD delete an Application's resources with it; Kokumi never
+	// sets it, nor its variants below, and removes any of them it finds (CascadeFinalizers).
 	ResourcesFinalizer = "resources-finalizer.argocd.argoproj.io"
+	// ResourcesFinalizerForeground is ResourcesFinalizer with foreground propagation.
+	ResourcesFinalizerForeground = ResourcesFinalizer + "/foreground"
+	// ResourcesFinalizerBackground is ResourcesFinalizer with background propagation.
+	ResourcesFinalizerBackground = ResourcesFinalizer + "/background"
 )

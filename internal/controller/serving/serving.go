@@ -5,6 +5,7 @@ package serving
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -655,8 +656,44 @@ func (r *Reconciler) writeApplication(ctx context.Context, s *v1.Serving, d flee
 	return nil
 }
 
+// deleteApplication deletes app, as Kokumi read it, so that what runs on its cluster keeps
+// running; every delete of an Application goes through it. An Application someone gave one of
+// Argo CD's resources finalizers (argocd.CascadeFinalizers) after Kokumi last wrote it would make
+// Argo CD delete what it deployed: the finalizer is patched away first, at the UID and
+// resourceVersion read, so that a change made meanwhile is not overwritten. The delete carries the UID and the
+// resourceVersion Kokumi read or patched it at: an Application that changed since, such as one
+// given the finalizer after the cache's copy, is not deleted but tried again, as it is then.
 func (r *Reconciler) deleteApplication(ctx context.Context, app *argocd.Application) error {
-	if err := r.Delete(ctx, app, client.Preconditions{UID: ptr.To(app.UID)}); client.IgnoreNotFound(err) != nil {
+	if argocd.Cascades(app) {
+		// A JSON patch that applies only to the Application at the UID and resourceVersion read:
+		// anything changed since, a finalizer added among them, fails it (a conflict).
+		patch, err := json.Marshal([]map[string]any{
+			{"op": "test", "path": "/metadata/uid", "value": app.UID},
+			{"op": "test", "path": "/metadata/resourceVersion", "value": app.ResourceVersion},
+			{"op": "replace", "path": "/metadata/finalizers", "value": argocd.WithoutCascade(app.Finalizers)},
+		})
+		if err != nil {
+			return fmt.Errorf("remove the resources finalizer of Application %q: %w", app.Name, err)
+		}
+		stripped := app.DeepCopy()
+		err = r.Patch(ctx, stripped, client.RawPatch(types.JSONPatchType, patch))
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("remove the resources finalizer of Application %q before deleting it: %w", app.Name, err)
+		}
+		app = stripped
+	}
+	unchanged := client.Preconditions{UID: ptr.To(app.UID)}
+	if app.ResourceVersion != "" {
+		unchanged.ResourceVersion = ptr.To(app.ResourceVersion)
+	}
+	err := r.Delete(ctx, app, unchanged)
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("delete Application %q: it changed since it was read, and is deleted as it is now on the next try: %w", app.Name, err)
+	}
+	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete Application %q: %w", app.Name, err)
 	}
 	return nil
