@@ -18,7 +18,7 @@ import (
 )
 
 // The server promotes a Preparation by patching the Serving's spec.preparationName: as the
-// person who asks (impersonating them), or with its own ServiceAccount for the admin token.
+// person who asks (with their own token), or with its own ServiceAccount for the admin token.
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings,verbs=patch
 
 // MaxPreparations caps the Preparations the Serving page offers, newest first.

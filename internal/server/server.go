@@ -6,8 +6,8 @@
 // id-token), checked with a TokenReview. The server reads through the manager's cache, so a page
 // costs no request to the API server (but for the public keys of deployment records, which it
 // may only get), and shows only what RBAC lets that person list or get, asked with
-// SubjectAccessReviews and cached briefly; it writes (new Orders, promotions) impersonating the
-// person, so the API server's RBAC decides. An opt-in admin token (the demo's) acts with the
+// SubjectAccessReviews and cached briefly; it writes (new Orders, promotions) with the person's
+// own token, so the API server's RBAC decides. An opt-in admin token (the demo's) acts with the
 // server's own ServiceAccount and is asked nothing.
 package server
 
@@ -53,7 +53,7 @@ import (
 // The server reads what the UI shows; the opt-in admin token creates Orders with the server's
 // own ServiceAccount (people do it as themselves, authz.go); promotion.go adds the patch of
 // Servings, publickeys.go the read of the public keys in Kokumi's namespace, auth.go and authz.go
-// what checks tokens, asks RBAC and impersonates.
+// what checks tokens and asks RBAC.
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings;clusters;environments;products;orders;preparations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=orders,verbs=create
 // +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=applications,verbs=get;list;watch
@@ -176,8 +176,8 @@ type Server struct {
 
 // New returns a server that reads through c, checks tokens and asks RBAC with c, reads the
 // public keys through reader, watches through informers, and writes as the signed-in person with
-// impersonating clients made from cfg (or through c for the admin token): usually a manager's
-// config, client, API reader and cache.
+// clients made from cfg that carry the person's own token (or through c for the admin token):
+// usually a manager's config, client, API reader and cache.
 func New(cfg *rest.Config, c client.Client, reader client.Reader, informers cache.Informers, o Options) (*Server, error) {
 	if cfg == nil {
 		return nil, errors.New("the server needs a rest config to act as the people who sign in")
