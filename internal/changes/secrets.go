@@ -33,8 +33,8 @@ type Side struct {
 	Namespace string
 }
 
-// IsSecret reports whether o is a core Secret.
-func IsSecret(o Object) bool { return o.APIVersion == "v1" && o.Kind == "Secret" }
+// isSecret reports whether o is a core Secret.
+func isSecret(o Object) bool { return o.APIVersion == "v1" && o.Kind == "Secret" }
 
 // RedactSecrets returns the objects of each side with the values of the Secrets that the
 // person may not read masked, and names those Secrets, sorted, as Secret/<namespace>/<name>.
@@ -48,7 +48,7 @@ func RedactSecrets(mayRead func(namespace string) (bool, error), sides ...Side) 
 	hidden := map[string]bool{} // by Key
 	for _, s := range sides {
 		for _, o := range s.Objects {
-			if !IsSecret(o) {
+			if !isSecret(o) {
 				continue
 			}
 			ns := cmp.Or(o.Namespace, s.Namespace)
@@ -81,7 +81,7 @@ func RedactSecrets(mayRead func(namespace string) (bool, error), sides ...Side) 
 	copies := map[string][]copyAt{}
 	for i, s := range sides {
 		for j, o := range s.Objects {
-			if !IsSecret(o) || !hidden[o.Key()] {
+			if !isSecret(o) || !hidden[o.Key()] {
 				continue
 			}
 			named = append(named, "Secret/"+cmp.Or(o.Namespace, s.Namespace)+"/"+o.Name)
@@ -99,7 +99,7 @@ func RedactSecrets(mayRead func(namespace string) (bool, error), sides ...Side) 
 		for i, c := range cs {
 			objs[i] = c.obj
 		}
-		MaskSecrets(objs...)
+		maskSecrets(objs...)
 		for _, c := range cs {
 			data, err := kmanifests.Marshal([]*unstructured.Unstructured{c.obj})
 			if err != nil {
@@ -112,11 +112,11 @@ func RedactSecrets(mayRead func(namespace string) (bool, error), sides ...Side) 
 	return out, slices.Compact(named), nil
 }
 
-// MaskSecrets masks, in place, the values of data and stringData and the annotation
+// maskSecrets masks, in place, the values of data and stringData and the annotation
 // LastAppliedAnnotation of secrets, copies of one Secret (as Preparations render it): the same
 // value gets the same mask in every copy, and each other value under the same key a longer one
 // (see SecretMask). A field that is not a map is masked whole.
-func MaskSecrets(secrets ...*unstructured.Unstructured) {
+func maskSecrets(secrets ...*unstructured.Unstructured) {
 	var maps []map[string]any
 	for _, field := range []string{"data", "stringData"} {
 		maps = maps[:0]
