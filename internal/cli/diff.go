@@ -2,10 +2,13 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/changes"
@@ -25,7 +28,10 @@ repository, so a new tag of the same image shows as changed).
 With --manifests it also pulls both artifacts from the registry their spec.artifact.ref
 names (by digest), signed in with your docker config's credentials (docker login, or a
 credential helper), and prints a unified diff of the rendered manifests, object by
-object. Use --registry-insecure for a registry that speaks plain HTTP.`,
+object. Use --registry-insecure for a registry that speaks plain HTTP. The values of a
+rendered Secret are masked (++++++++, its keys kept; a value that changed gets a longer
+mask) unless you may get secrets in its namespace (the target namespace when it names
+none), as Kokumi's UI masks them; a note on stderr names the Secrets masked.`,
 		Example: `  # What changes between web-5b2a and web-7c9f?
   kubectl kokumi diff web-5b2a web-7c9f -n shop
 
@@ -52,7 +58,7 @@ object. Use --registry-insecure for a registry that speaks plain HTTP.`,
 			if !manifests {
 				return nil
 			}
-			return o.printManifestsDiff(ctx, o.streams.Out, a, b)
+			return o.printManifestsDiff(ctx, c, a, b)
 		},
 	}
 	cmd.Flags().BoolVar(&manifests, "manifests", false, "pull both artifacts and diff their rendered manifests")
@@ -98,8 +104,9 @@ func printSpecDiff(out io.Writer, a, b *v1.Preparation) error {
 }
 
 // printManifestsDiff pulls both artifacts and prints a unified diff of each object that
-// differs.
-func (o *options) printManifestsDiff(ctx context.Context, out io.Writer, a, b *v1.Preparation) error {
+// differs, with the values of the Secrets the user of c may not get masked
+// (changes.RedactSecrets) and a note of them on stderr.
+func (o *options) printManifestsDiff(ctx context.Context, c client.Client, a, b *v1.Preparation) error {
 	ra, _ := artifactOf(a)
 	rb, _ := artifactOf(b)
 	reg := o.registryClient(registryHost(ra), registryHost(rb))
@@ -119,7 +126,12 @@ func (o *options) printManifestsDiff(ctx context.Context, out io.Writer, a, b *v
 	if err != nil {
 		return err
 	}
-	objects, unchanged, err := changes.DiffObjects(a.Name, b.Name, oa, ob)
+	redacted, hidden, err := changes.RedactSecrets(func(namespace string) (bool, error) { return mayGetSecrets(ctx, c, namespace) },
+		changes.Side{Objects: oa, Namespace: a.Spec.TargetNamespace}, changes.Side{Objects: ob, Namespace: b.Spec.TargetNamespace})
+	if err != nil {
+		return err
+	}
+	objects, unchanged, err := changes.DiffObjects(a.Name, b.Name, redacted[0], redacted[1])
 	if err != nil {
 		return err
 	}
@@ -129,8 +141,27 @@ func (o *options) printManifestsDiff(ctx context.Context, out io.Writer, a, b *v
 		counts[c.Change]++
 		body.WriteString(c.Diff)
 	}
-	w := &errWriter{w: out}
+	if len(hidden) > 0 {
+		n := &errWriter{w: o.streams.ErrOut}
+		n.printf("Note: %s (%s)\n", changes.RedactedNote(hidden), strings.Join(hidden, ", "))
+		if n.err != nil {
+			return n.err
+		}
+	}
+	w := &errWriter{w: o.streams.Out}
 	w.printf("Manifests (objects): %d changed, %d added, %d removed, %d unchanged\n", counts[changes.Changed], counts[changes.Added], counts[changes.Removed], unchanged)
 	w.printf("%s", body.String())
 	return w.err
+}
+
+// mayGetSecrets asks the API server whether the user of c may get secrets in namespace
+// (kubectl auth can-i get secrets -n namespace).
+func mayGetSecrets(ctx context.Context, c client.Client, namespace string) (bool, error) {
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "get", Resource: "secrets"},
+	}}
+	if err := c.Create(ctx, review); err != nil {
+		return false, fmt.Errorf("ask whether you may get secrets in %s (kubectl auth can-i get secrets -n %s): %w", namespace, namespace, err)
+	}
+	return review.Status.Allowed && !review.Status.Denied, nil
 }

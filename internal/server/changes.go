@@ -17,7 +17,9 @@ import (
 
 // The UI shows what a Preparation renders and what changes from one Preparation to another, as
 // `kubectl kokumi diff --manifests` prints it (internal/changes): the server pulls the
-// artifacts as the bundled registry's puller, for a person who may get the Preparations.
+// artifacts as the bundled registry's puller, for a person who may get the Preparations. The
+// values of the Secrets among the objects are masked unless the person may get Secrets where
+// each goes (redactSecrets); the answer names the Secrets masked.
 
 const (
 	// MaxObjects caps the objects a Preparation's manifests, or a diff, lists.
@@ -41,6 +43,17 @@ type PreparationManifests struct {
 	// ObjectsOmitted counts the rest.
 	Objects        []ManifestObject `json:"objects"`
 	ObjectsOmitted int              `json:"objectsOmitted"`
+	Redaction
+}
+
+// Redaction names the rendered Secrets whose values an answer masks (changes.RedactSecrets):
+// those of the namespaces where the person may not get Secrets.
+type Redaction struct {
+	// Redacted are the Secrets masked, as Secret/<namespace>/<name>, sorted; empty for none.
+	Redacted []string `json:"redacted"`
+	// RedactedNote says it in a sentence, such as "values of 2 Secrets hidden: you may not
+	// get secrets in namespace shop"; empty for none.
+	RedactedNote string `json:"redactedNote,omitempty"`
 }
 
 // ManifestObject is one rendered object.
@@ -64,6 +77,7 @@ type PreparationDiff struct {
 	// at most MaxObjects; ObjectsOmitted counts the rest.
 	Objects        []ObjectDiff `json:"objects"`
 	ObjectsOmitted int          `json:"objectsOmitted"`
+	Redaction
 }
 
 // FieldChange is one recorded field that differs: source.url, source.version, source.digest,
@@ -106,7 +120,13 @@ func (s *Server) preparationManifests(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, text.Truncate(err.Error(), maxProblem))
 		return
 	}
-	out := PreparationManifests{Preparation: prep.Name, Digest: prep.Spec.Artifact.Digest, Images: prep.Spec.Images, Objects: []ManifestObject{}}
+	redacted, redaction, err := s.redactSecrets(r.Context(), changes.Side{Objects: objs, Namespace: prep.Spec.TargetNamespace})
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	objs = redacted[0]
+	out := PreparationManifests{Preparation: prep.Name, Digest: prep.Spec.Artifact.Digest, Images: prep.Spec.Images, Objects: []ManifestObject{}, Redaction: redaction}
 	if out.Images == nil {
 		out.Images = []v1.ImagePin{}
 	}
@@ -171,7 +191,14 @@ func (s *Server) preparationDiff(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, text.Truncate(err.Error(), maxProblem))
 		return
 	}
-	objects, _, err := changes.DiffObjects(from.Name, to.Name, oa, ob)
+	redacted, redaction, err := s.redactSecrets(r.Context(),
+		changes.Side{Objects: oa, Namespace: from.Spec.TargetNamespace}, changes.Side{Objects: ob, Namespace: to.Spec.TargetNamespace})
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	out.Redaction = redaction
+	objects, _, err := changes.DiffObjects(from.Name, to.Name, redacted[0], redacted[1])
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
@@ -215,6 +242,19 @@ func (s *Server) objectsOf(ctx context.Context, prep *v1.Preparation) ([]changes
 		return nil, fmt.Errorf("read the manifests from the registry: %w", err)
 	}
 	return changes.Objects(prep.Name, m)
+}
+
+// redactSecrets masks the values of the Secrets among sides, the objects of Preparations,
+// that the request's person may not get (asked of RBAC, in each Secret's namespace), and says
+// which: the one place the manifests and the diff answered to a person are redacted.
+func (s *Server) redactSecrets(ctx context.Context, sides ...changes.Side) ([][]changes.Object, Redaction, error) {
+	out, redacted, err := changes.RedactSecrets(func(namespace string) (bool, error) {
+		return s.may(ctx, access{verb: "get", resource: "secrets", namespace: namespace})
+	}, sides...)
+	if err != nil {
+		return nil, Redaction{}, err
+	}
+	return out, Redaction{Redacted: redacted, RedactedNote: changes.RedactedNote(redacted)}, nil
 }
 
 // imageRef is an image as <original>@<digest>, or the original when it names its digest; empty

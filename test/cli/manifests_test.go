@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
@@ -109,5 +110,43 @@ func TestDiffOfTheManifestsPullsBothArtifacts(t *testing.T) {
 	r = kubectlKokumi(t, "diff", "web-1", "web-gone", "-n", ns, "--manifests")
 	if r.code != 1 || !strings.HasPrefix(r.stderr, "error: pull the artifact of Preparation web-gone from "+repository+"@"+digest("9")+": ") {
 		t.Errorf("diff of a missing artifact: exit %d %q", r.code, r.stderr)
+	}
+}
+
+func TestDiffOfTheManifestsMasksTheSecretsTheUserMayNotGet(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "manifests-secrets")
+	reg := ocitest.Start(t)
+	repository := ocitest.Repo(reg, "kokumi/"+ns+"/web")
+	secret := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ndata:\n  password: %s\n  user: YWRtaW4=\n"
+	d1 := pushPreparation(t, repository, strings.Replace(secret, "%s", "b2xkLXBhc3N3b3Jk", 1))
+	d2 := pushPreparation(t, repository, strings.Replace(secret, "%s", "bmV3LXBhc3N3b3Jk", 1))
+	preparation(t, ns, "web-1", prepSpec{order: "web", repository: repository, digest: d1, targetNamespace: ns, ready: metav1.ConditionTrue})
+	preparation(t, ns, "web-2", prepSpec{order: "web", repository: repository, digest: d2, targetNamespace: ns, ready: metav1.ConditionTrue})
+
+	// A viewer of the namespace (view leaves Secrets out) sees that the password changed, not
+	// what it was or is, and is told so.
+	cfg, err := env.AddUser("secret-viewer")
+	must(t, err)
+	must(t, env.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "secret-viewer-view"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "secret-viewer"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+	}))
+	kubeconfig := t.TempDir() + "/viewer.kubeconfig"
+	must(t, writeKubeconfig(kubeconfig, cfg, ns))
+	r := kubectlKokumi(t, "diff", "web-1", "web-2", "--manifests", "--kubeconfig", kubeconfig)
+	if r.code != 0 || strings.Contains(r.stdout, "b2xkLXBhc3N3b3Jk") || strings.Contains(r.stdout, "bmV3LXBhc3N3b3Jk") || strings.Contains(r.stdout, "YWRtaW4=") ||
+		!strings.Contains(r.stdout, "-  password: ++++++++\n+  password: +++++++++\n   user: ++++++++\n") {
+		t.Errorf("diff as a viewer: exit %d, stdout:\n%s", r.code, r.stdout)
+	}
+	if want := "Note: values of 1 Secret hidden: you may not get secrets in namespace " + ns + " (Secret/" + ns + "/db)\n"; r.stderr != want {
+		t.Errorf("stderr %q, want %q", r.stderr, want)
+	}
+
+	// The admin sees the values, and no note.
+	r = kubectlKokumi(t, "diff", "web-1", "web-2", "-n", ns, "--manifests")
+	if r.code != 0 || !strings.Contains(r.stdout, "-  password: b2xkLXBhc3N3b3Jk\n+  password: bmV3LXBhc3N3b3Jk\n") || r.stderr != "" {
+		t.Errorf("diff as the admin: exit %d, stdout:\n%s\nstderr: %q", r.code, r.stdout, r.stderr)
 	}
 }

@@ -24,11 +24,11 @@
 /** @typedef {{name: string, clusters: number, readyClusters?: number, ready: Condition, requires?: {environment: string, soak?: string}[]}} EnvironmentSummary */
 /** @typedef {{name: string, source: string, targetNamespace?: string}} ProductSummary */
 /** @typedef {{kind: string, namespace?: string, name: string, yaml: string}} ManifestObject */
-/** @typedef {{preparation: string, digest: string, images?: {original: string, pinned: string}[], objects?: ManifestObject[], objectsOmitted?: number}} Manifests */
+/** @typedef {{preparation: string, digest: string, images?: {original: string, pinned: string}[], objects?: ManifestObject[], objectsOmitted?: number, redacted?: string[], redactedNote?: string}} Manifests */
 /** @typedef {{field: string, from: string, to: string}} FieldChange */
 /** @typedef {{image: string, from: string, to: string, change: string}} ImageChange */
 /** @typedef {{kind: string, namespace?: string, name: string, change: string, diff: string}} ObjectChange */
-/** @typedef {{from: string, to: string, fields?: FieldChange[], images?: ImageChange[], objects?: ObjectChange[], objectsOmitted?: number}} Diff */
+/** @typedef {{from: string, to: string, fields?: FieldChange[], images?: ImageChange[], objects?: ObjectChange[], objectsOmitted?: number, redacted?: string[], redactedNote?: string}} Diff */
 /** @typedef {{current?: string, currentID?: string, keys: {id: string, pem: string}[], verify: string}} PublicKeys */
 /** @typedef {{authenticated: boolean, user?: string, admin?: boolean}} Me */
 /** @typedef {{field: string, message: string}} FieldError */
@@ -760,11 +760,25 @@ function panelView(p, close) {
         p.kind === "preview" ? manifestsView(p.data) : diffView(p.data));
 }
 
+/**
+ * redactedView says which Secrets the server masked (their values read ++++++++): those of
+ * the namespaces where the person may not get secrets.
+ * @param {{redacted?: string[], redactedNote?: string}} r
+ */
+function redactedView(r) {
+  const redacted = r.redacted || [];
+  if (!redacted.length) return "";
+  const note = r.redactedNote || `values of ${redacted.length} Secrets hidden`;
+  return h("p", { class: "note redacted", "data-key": "redacted" },
+    `${note.charAt(0).toUpperCase()}${note.slice(1)} (${redacted.join(", ")}).`);
+}
+
 /** @param {Manifests} m */
 function manifestsView(m) {
   const images = m.images || [], objects = m.objects || [];
   return [
     h("p", { class: "note" }, "Digest ", short(m.digest), `: ${objects.length + (m.objectsOmitted || 0)} objects.`),
+    redactedView(m),
     images.length ? table([
       { label: "Image", cell: i => h("code", {}, i.original) },
       { label: "Pinned", cell: i => h("code", {}, i.pinned) },
@@ -782,9 +796,10 @@ function objectKey(o) { return `${o.kind}/${o.namespace || ""}/${o.name}`; }
 /** @param {Diff} d */
 function diffView(d) {
   const fields = d.fields || [], images = d.images || [], objects = d.objects || [];
-  if (!fields.length && !images.length && !objects.length) return h("p", { class: "note" }, `${d.to} renders the same as ${d.from}.`);
+  if (!fields.length && !images.length && !objects.length) return [h("p", { class: "note" }, `${d.to} renders the same as ${d.from}.`), redactedView(d)];
   return h("div", { class: "diff" },
     h("p", { class: "note" }, `From ${d.from} to ${d.to}:`),
+    redactedView(d),
     fields.length ? table([
       { label: "Field", cell: f => f.field },
       { label: "From", cell: f => h("code", {}, f.from) },
