@@ -211,7 +211,13 @@ func (d *Decision) deployed(app Observed, exists bool, revision string) {
 // reports of it for revision: Held when Argo CD refuses it, Degraded when its sync failed, Argo
 // CD cannot load it or it is Degraded at revision, Healthy when synced and healthy at revision,
 // else Progressing. The Serving's fold and the UI's rows both take a cluster's state from here.
+// The message is what a tenant reads of Argo CD's (TenantMessage).
 func Observe(st argocd.Status, revision string) (state State, reason, message string) {
+	state, reason, message = observe(st, revision)
+	return state, reason, TenantMessage(message)
+}
+
+func observe(st argocd.Status, revision string) (state State, reason, message string) {
 	if msg, refused := st.Refusal(); refused {
 		return Held, v1.ReasonRejected, msg
 	}

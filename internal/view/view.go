@@ -193,9 +193,9 @@ func readApp(app *argocd.Application) appView {
 	st := app.Status
 	v.health, v.sync, v.revision = st.Health.Status, st.Sync.Status, st.Sync.Revision
 	if msg, refused := st.Refusal(); refused {
-		v.message = msg
+		v.message = fleet.TenantMessage(msg)
 	} else if st.Health.Message != "" {
-		v.message = st.Health.Message
+		v.message = fleet.TenantMessage(st.Health.Message)
 	}
 	if t := st.Health.LastTransitionTime; t != "" {
 		if parsed, err := time.Parse(time.RFC3339, t); err == nil {
