@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -129,6 +130,9 @@ func (a *authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !u.role.may(r.Method, r.URL.Path) {
 		registryError(w, http.StatusForbidden, "DENIED", u.role.String()+" may not "+r.Method+" "+r.URL.Path+": the puller only pulls, and lists neither repositories nor manifests")
 		return
+	}
+	if u.role == rolePusher {
+		r = r.WithContext(context.WithValue(r.Context(), pusherKey{}, true))
 	}
 	a.next.ServeHTTP(w, r)
 }

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distribution/reference"
 	storagedriver "github.com/distribution/distribution/v3/registry/storage/driver"
+	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
@@ -22,14 +22,25 @@ import (
 // inventory serves, in front of distribution, what Kokumi's pusher needs to collect the
 // manifests nothing names (see oci.ManifestsSuffix and oci.Client.DeleteManifestUnmodifiedSince):
 // the list of a repository's manifests with when each was pushed, and the deletion of a manifest
-// refused (412) when a manifest of its repository was pushed after If-Unmodified-Since. The
-// pushes and deletions of a repository's manifests take a lock of that repository, so that the
-// check and the deletion are one step that no push lands in between.
+// refused (412) when the repository was pushed to after If-Unmodified-Since. A push counts from
+// when the pusher asks whether a manifest is there (HEAD), which is how a push that finds it
+// there skips it, until its manifest is written; the registry's start counts as a push to every
+// repository (what the pusher asked before is not kept). The pusher's HEADs, and the pushes and
+// deletions of a repository's manifests, take a lock of that repository, so that the check and
+// the deletion are one step that no push lands in between.
 type inventory struct {
-	next   http.Handler
-	driver storagedriver.StorageDriver
-	locks  [64]sync.Mutex
+	next    http.Handler
+	driver  storagedriver.StorageDriver
+	started time.Time
+	locks   [64]sync.Mutex
+
+	mu sync.Mutex
+	// asked is when the pusher last asked for a manifest of each repository.
+	asked map[string]time.Time
 }
+
+// pusherKey marks the requests of the pusher in their context.
+type pusherKey struct{}
 
 // ServeHTTP implements http.Handler.
 func (v *inventory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -42,13 +53,19 @@ func (v *inventory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, ref, ok := manifestRoute(r.URL.Path)
-	if !ok || (r.Method != http.MethodPut && r.Method != http.MethodDelete) {
+	pusherAsks := r.Method == http.MethodHead && r.Context().Value(pusherKey{}) != nil
+	if !ok || (r.Method != http.MethodPut && r.Method != http.MethodDelete && !pusherAsks) {
 		v.next.ServeHTTP(w, r)
 		return
 	}
 	lock := v.lock(name)
 	lock.Lock()
 	defer lock.Unlock()
+	if pusherAsks {
+		v.mu.Lock()
+		v.asked[name] = time.Now()
+		v.mu.Unlock()
+	}
 	if since := r.Header.Get("If-Unmodified-Since"); since != "" && r.Method == http.MethodDelete {
 		t, err := http.ParseTime(since)
 		if err != nil {
@@ -121,20 +138,31 @@ func (v *inventory) list(w http.ResponseWriter, r *http.Request, name string) {
 
 // manifests lists the manifests of repository name, sorted by digest, with when each was
 // pushed (the time distribution wrote its link in the repository, which every push of it
-// writes again), and the newest of those times. A repository that does not exist has none.
+// writes again), and when the repository was last pushed to: the newest of those times, of the
+// pusher's last HEAD in it and of the registry's start.
 func (v *inventory) manifests(r *http.Request, name string) (time.Time, []oci.ManifestEntry, error) {
 	if _, err := reference.WithName(name); err != nil {
 		return time.Time{}, nil, err
 	}
+	v.mu.Lock()
+	newest := v.asked[name]
+	for repo, at := range v.asked { // what is older than any grace is forgotten
+		if time.Since(at) > 24*time.Hour {
+			delete(v.asked, repo)
+		}
+	}
+	v.mu.Unlock()
+	if newest.Before(v.started) {
+		newest = v.started
+	}
 	dir := path.Join("/docker/registry/v2/repositories", name, "_manifests/revisions/sha256")
 	entries, err := v.driver.List(r.Context(), dir)
 	if errors.As(err, &storagedriver.PathNotFoundError{}) {
-		return time.Time{}, nil, nil
+		return newest.UTC(), nil, nil
 	}
 	if err != nil {
 		return time.Time{}, nil, err
 	}
-	var newest time.Time
 	out := make([]oci.ManifestEntry, 0, len(entries))
 	for _, e := range entries {
 		info, err := v.driver.Stat(r.Context(), path.Join(e, "link"))

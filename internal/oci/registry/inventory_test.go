@@ -58,8 +58,8 @@ func TestThePusherAloneListsRepositoriesAndManifests(t *testing.T) {
 	if err != nil || len(page.Manifests) != 1 || page.Manifests[0].Digest != want[1] || page.More {
 		t.Fatalf("the page after %s is %+v (%v), want %s alone", want[0], page, err, want[1])
 	}
-	if none, err := pusher.Manifests(ctx, ocitest.Repo(reg, "kokumi/team/gone"), 10, ""); err != nil || len(none.Manifests) != 0 || !none.Newest.IsZero() {
-		t.Fatalf("a repository that does not exist lists %+v (%v), want nothing", none, err)
+	if none, err := pusher.Manifests(ctx, ocitest.Repo(reg, "kokumi/team/gone"), 10, ""); err != nil || len(none.Manifests) != 0 || none.Newest.Before(before) {
+		t.Fatalf("a repository that does not exist lists %+v (%v), want no manifest and the registry's start as its last push", none, err)
 	}
 
 	for _, who := range []struct {
@@ -76,50 +76,63 @@ func TestThePusherAloneListsRepositoriesAndManifests(t *testing.T) {
 }
 
 // TestAConditionalDeletionNeverDeletesFromARepositoryPushedToSince: the collector deletes a
-// manifest only if no manifest of its repository was pushed after the time it decided on. A
-// push of the same manifest again (as a render that vendors an image already there does) counts,
-// and so does the push of another manifest to the repository (an index naming the manifest).
+// manifest only if its repository was not pushed to after the time it decided on. A push of the
+// same manifest again counts, and so does a push that finds it there (the pusher's HEAD, as a
+// render that vendors an image already there does) and the push of another manifest to the
+// repository (an index naming the manifest). HTTP dates count seconds: the test waits a second
+// between a decision and the push it must see.
 func TestAConditionalDeletionNeverDeletesFromARepositoryPushedToSince(t *testing.T) {
 	ctx := context.Background()
 	reg, creds := gcRegistry(t, t.TempDir(), 0, 0)
-	repository := ocitest.Repo(reg, "vendor/team/docker.io/library/nginx")
-	old, _ := artifact(t, reg, creds.Pusher, "vendor/team/docker.io/library/nginx", "old")
 	pusher := &oci.Client{Credentials: oci.Credentials{reg.Addr: creds.Pusher}}
-	decided := time.Now().Add(-2 * time.Second) // HTTP dates count seconds: well before the next push
+	const nginx, redis = "vendor/team/docker.io/library/nginx", "vendor/team/docker.io/library/redis"
+	old, _ := artifact(t, reg, creds.Pusher, nginx, "old")
+	cached, _ := artifact(t, reg, creds.Pusher, redis, "cached")
+	time.Sleep(1100 * time.Millisecond)
+	decided := time.Now()
+	time.Sleep(1100 * time.Millisecond)
 
 	// Pushed again since the decision: kept.
-	time.Sleep(10 * time.Millisecond)
-	artifact(t, reg, creds.Pusher, "vendor/team/docker.io/library/nginx", "old")
-	if err := pusher.DeleteManifestUnmodifiedSince(ctx, repository, old, decided); !errors.Is(err, oci.ErrModified) {
+	artifact(t, reg, creds.Pusher, nginx, "old")
+	if err := pusher.DeleteManifestUnmodifiedSince(ctx, ocitest.Repo(reg, nginx), old, decided); !errors.Is(err, oci.ErrModified) {
 		t.Fatalf("deleting %s, pushed again since, answered %v, want oci.ErrModified", old, err)
 	}
-	if _, err := pusher.Pull(ctx, repository, old); err != nil {
+	if _, err := pusher.Pull(ctx, ocitest.Repo(reg, nginx), old); err != nil {
 		t.Fatalf("%s, pushed again since the decision, is gone: %v", old, err)
 	}
-
+	// Found there by a push since (its HEAD): kept.
+	repo, err := pusher.Repository(ocitest.Repo(reg, redis))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Resolve(ctx, cached); err != nil { // a HEAD
+		t.Fatalf("HEAD %s: %v", cached, err)
+	}
+	if err := pusher.DeleteManifestUnmodifiedSince(ctx, ocitest.Repo(reg, redis), cached, decided); !errors.Is(err, oci.ErrModified) {
+		t.Fatalf("deleting %s, which a push found there since, answered %v, want oci.ErrModified", cached, err)
+	}
 	// Another manifest pushed to the repository since: kept too.
-	other := ocitest.Repo(reg, "vendor/team/docker.io/library/redis")
-	redis, _ := artifact(t, reg, creds.Pusher, "vendor/team/docker.io/library/redis", "redis")
-	later := time.Now().Add(2 * time.Second)
-	artifact(t, reg, creds.Pusher, "vendor/team/docker.io/library/redis", "newer")
-	if err := pusher.DeleteManifestUnmodifiedSince(ctx, other, redis, later.Add(-4*time.Second)); !errors.Is(err, oci.ErrModified) {
-		t.Fatalf("deleting %s from a repository pushed to since answered %v, want oci.ErrModified", redis, err)
+	artifact(t, reg, creds.Pusher, redis, "newer")
+	if err := pusher.DeleteManifestUnmodifiedSince(ctx, ocitest.Repo(reg, redis), cached, decided); !errors.Is(err, oci.ErrModified) {
+		t.Fatalf("deleting %s from a repository pushed to since answered %v, want oci.ErrModified", cached, err)
 	}
 
 	// Nothing pushed since: deleted, and deleting it again is no error.
-	if err := pusher.DeleteManifestUnmodifiedSince(ctx, repository, old, time.Now().Add(time.Second)); err != nil {
+	time.Sleep(1100 * time.Millisecond)
+	now := time.Now()
+	if err := pusher.DeleteManifestUnmodifiedSince(ctx, ocitest.Repo(reg, nginx), old, now); err != nil {
 		t.Fatalf("delete %s: %v", old, err)
 	}
-	if _, err := pusher.Pull(ctx, repository, old); !oci.IsNotFound(err) {
+	if _, err := pusher.Pull(ctx, ocitest.Repo(reg, nginx), old); !oci.IsNotFound(err) {
 		t.Fatalf("%s is still there after its deletion: %v", old, err)
 	}
-	if err := pusher.DeleteManifestUnmodifiedSince(ctx, repository, old, time.Now().Add(time.Second)); err != nil {
+	if err := pusher.DeleteManifestUnmodifiedSince(ctx, ocitest.Repo(reg, nginx), old, now); err != nil {
 		t.Fatalf("delete %s again: %v", old, err)
 	}
 
 	// The puller deletes nothing, conditionally or not.
 	puller := &oci.Client{Credentials: oci.Credentials{reg.Addr: creds.Puller}}
-	if err := puller.DeleteManifestUnmodifiedSince(ctx, other, redis, time.Now().Add(time.Second)); err == nil {
+	if err := puller.DeleteManifestUnmodifiedSince(ctx, ocitest.Repo(reg, redis), cached, now); err == nil {
 		t.Fatal("the puller deleted a manifest")
 	}
 }

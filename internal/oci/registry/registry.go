@@ -105,7 +105,7 @@ func newHandler(ctx context.Context, o Options) (http.Handler, *collector, error
 		gc.background.Add(1)
 		go gc.every(ctx, o.GCPeriod)
 	}
-	inv := &inventory{next: gc.hold(handlers.NewApp(ctx, cfg)), driver: gc.driver}
+	inv := &inventory{next: gc.hold(handlers.NewApp(ctx, cfg)), driver: gc.driver, started: time.Now(), asked: map[string]time.Time{}}
 	return &authorizer{next: inv, source: source, now: time.Now}, gc, nil
 }
 
