@@ -106,6 +106,12 @@ var (
 	GC = Reconciler{Name: "preparation-gc", Sharded: true, Setup: func(mgr ctrl.Manager, s Shared) error {
 		return gc.Setup(mgr, s.Config)
 	}}
+	// RegistrySweeper deletes, in the bundled registry, the manifests nothing names: the
+	// artifacts of deleted Orders and namespaces, and vendored images no Preparation pins. It
+	// reads every namespace from the API server, so it runs once, on the main shard.
+	RegistrySweeper = Reconciler{Name: "registry-sweeper", Setup: func(mgr ctrl.Manager, s Shared) error {
+		return gc.SetupSweeper(mgr, s.Config)
+	}}
 	// Cluster probes Clusters and keeps their Argo CD cluster Secrets.
 	Cluster = Reconciler{Name: "cluster", Setup: func(mgr ctrl.Manager, s Shared) error {
 		return clusters.Setup(mgr, s.Config)
@@ -122,7 +128,7 @@ var (
 
 // Reconcilers is the wiring table: every reconciler a manager of all shards, or of the main
 // shard, runs; a named shard runs the Sharded ones.
-var Reconcilers = []Reconciler{Order, Serving, GC, Cluster, Environment, RegistryCredentials}
+var Reconcilers = []Reconciler{Order, Serving, GC, RegistrySweeper, Cluster, Environment, RegistryCredentials}
 
 // The controller's own role: leader election and events. Each reconciler adds its markers.
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kokumi-system,resources=leases,verbs=get;list;watch;create;update;patch;delete

@@ -149,6 +149,35 @@ func Envelope(ctx context.Context, repository, artifactDigest string, signer *Si
 	return out, nil
 }
 
+// recordGroup says who made the record in envelope, without verifying it: the namespace, Order
+// and Environment of its predicate and the key ids of its signatures. ok is false when it is
+// not a deployment record.
+func recordGroup(envelope []byte) (group string, ok bool) {
+	var env dsse.Envelope
+	if err := json.Unmarshal(envelope, &env); err != nil || env.PayloadType != PayloadType {
+		return "", false
+	}
+	body, err := env.DecodeB64Payload()
+	if err != nil {
+		return "", false
+	}
+	var st recordStatement
+	if err := json.Unmarshal(body, &st); err != nil || st.PredicateType != PredicateType {
+		return "", false
+	}
+	keyIDs := make([]string, 0, len(env.Signatures))
+	for _, sig := range env.Signatures {
+		keyIDs = append(keyIDs, sig.KeyID)
+	}
+	slices.Sort(keyIDs)
+	p := st.Predicate
+	g, err := json.Marshal([]string{p.Namespace, p.Order, p.Environment, strings.Join(keyIDs, ",")})
+	if err != nil {
+		return "", false
+	}
+	return string(g), true
+}
+
 // Verify verifies one DSSE envelope for artifactDigest with keys: a listed key signed it, it
 // holds an in-toto Statement of PredicateType, and its subject is the artifact. It makes no
 // network call.

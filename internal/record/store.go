@@ -41,6 +41,10 @@ const (
 	// attachAttempts is how often Attach writes the attestation image when another writer
 	// replaced it at the same time.
 	attachAttempts = 3
+	// KeepPerEnvironment is how many records of each Environment (of one Order, signed by one
+	// key) compaction keeps, the newest, before Attach adds its own: as many as a Preparation's
+	// status lists.
+	KeepPerEnvironment = 32
 )
 
 // Store reads and writes records in registries. The zero value with a Client is ready; it is
@@ -104,7 +108,15 @@ func (s *Store) Attach(ctx context.Context, repository, artifactDigest string, s
 			return ld.String(), nil
 		}
 		if len(m.Layers) >= maxLayers {
-			return "", fmt.Errorf("attach record to %s@%s: %s holds %d attestations, the most cosign reads", repository, artifactDigest, tag, len(m.Layers))
+			if base, err = compact(base, m); err != nil {
+				return "", fmt.Errorf("attach record to %s@%s: compact %s: %w", repository, artifactDigest, tag, err)
+			}
+			if m, err = base.Manifest(); err != nil {
+				return "", fmt.Errorf("read %s: %w", tag, err)
+			}
+			if len(m.Layers) >= maxLayers {
+				return "", fmt.Errorf("attach record to %s@%s: %s holds %d attestations, the most cosign reads, and none of them is an older record of an Environment", repository, artifactDigest, tag, len(m.Layers))
+			}
 		}
 		img, err := mutate.Append(base, mutate.Addendum{
 			Layer:       layer,
@@ -130,6 +142,52 @@ func (s *Store) Attach(ctx context.Context, repository, artifactDigest string, s
 			return "", fmt.Errorf("attach record to %s@%s: %s kept changing while it was written", repository, artifactDigest, tag)
 		}
 	}
+}
+
+// compact returns the attestation image base (whose manifest is m) without the records older than
+// the newest KeepPerEnvironment of each Environment: the records are grouped by what says who
+// made them (the namespace, Order and Environment of their predicate, and the key ids of their
+// signatures) and, in each group, the newest (attached last) are kept, in their order. Layers
+// that are not Kokumi records, or that do not read, are all kept. The newest verified record of
+// an Environment, which the promotion gate takes, is the newest of its group under a trusted key,
+// so compaction never changes what the gate reads while a group keeps at least one.
+func compact(base v1.Image, m *v1.Manifest) (v1.Image, error) {
+	keep := make([]bool, len(m.Layers))
+	seen := map[string]int{}
+	for i := len(m.Layers) - 1; i >= 0; i-- { // newest first
+		l := m.Layers[i]
+		group, ok := "", false
+		if l.MediaType == MediaTypeEnvelope && l.Size <= maxEnvelope {
+			envelope, err := fetch(base, l.Digest)
+			if err != nil {
+				return nil, fmt.Errorf("read record %s: %w", l.Digest, err)
+			}
+			group, ok = recordGroup(envelope)
+		}
+		if !ok {
+			keep[i] = true
+			continue
+		}
+		seen[group]++
+		keep[i] = seen[group] <= KeepPerEnvironment
+	}
+	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	var adds []mutate.Addendum
+	for i, l := range m.Layers {
+		if !keep[i] {
+			continue
+		}
+		layer, err := base.LayerByDigest(l.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("read layer %s: %w", l.Digest, err)
+		}
+		adds = append(adds, mutate.Addendum{Layer: layer, Annotations: l.Annotations, MediaType: l.MediaType})
+	}
+	out, err := mutate.Append(img, adds...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func hasLayer(m *v1.Manifest, d v1.Hash) bool {

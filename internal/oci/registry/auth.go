@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -37,12 +38,13 @@ const (
 
 // may says whether the role may send a request of method to path: both pull, the pusher
 // alone pushes and deletes manifests (Kokumi's controller deletes the artifacts of the
-// Preparations it collects). Blobs are deleted by nobody: the registry's garbage collection
-// reclaims the ones no manifest references.
+// Preparations it collects and the manifests nothing names) and lists the repositories and
+// their manifests. Blobs are deleted by nobody: the registry's garbage collection reclaims the
+// ones no manifest references.
 func (r role) may(method, path string) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead:
-		return true
+		return !isInventoryPath(path) || r == rolePusher
 	case http.MethodPost, http.MethodPut, http.MethodPatch:
 		return r == rolePusher
 	case http.MethodDelete:
@@ -61,6 +63,12 @@ func isManifestPath(path string) bool {
 	}
 	ref := path[i+len(part):]
 	return ref != "" && !strings.Contains(ref, "/")
+}
+
+// isInventoryPath says whether path lists repositories (the catalog) or a repository's
+// manifests: what only the collector of Kokumi's controller reads.
+func isInventoryPath(path string) bool {
+	return path == oci.CatalogPath || (strings.HasPrefix(path, "/v2/") && strings.HasSuffix(path, oci.ManifestsSuffix))
 }
 
 func (r role) String() string {
@@ -102,6 +110,10 @@ func (a *authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			registryError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "deleting is refused without authentication: only Kokumi's controller, signed in as the pusher, deletes manifests")
 			return
 		}
+		if isInventoryPath(r.URL.Path) {
+			registryError(w, http.StatusForbidden, "DENIED", "listing repositories and manifests is refused without authentication: only Kokumi's controller, signed in as the pusher, lists them")
+			return
+		}
 		a.next.ServeHTTP(w, r)
 		return
 	}
@@ -116,8 +128,11 @@ func (a *authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !u.role.may(r.Method, r.URL.Path) {
-		registryError(w, http.StatusForbidden, "DENIED", u.role.String()+" may not "+r.Method+": the puller only pulls")
+		registryError(w, http.StatusForbidden, "DENIED", u.role.String()+" may not "+r.Method+" "+r.URL.Path+": the puller only pulls, and lists neither repositories nor manifests")
 		return
+	}
+	if u.role == rolePusher {
+		r = r.WithContext(context.WithValue(r.Context(), pusherKey{}, true))
 	}
 	a.next.ServeHTTP(w, r)
 }

@@ -60,7 +60,8 @@ const DefaultGCGrace = 10 * time.Minute
 
 // NewHandler returns the bundled OCI registry (distribution v3) as o says: content
 // under o.Dir, /v2/ behind Kokumi's authorization (unless o.NoAuth), manifests deleted by the
-// pusher alone, garbage collected every o.GCPeriod, and HealthPath for probes. ctx ends its
+// pusher alone (conditionally on the repository's last push, see oci.ManifestsSuffix), the
+// catalog and the lists of manifests to the pusher alone, garbage collected every o.GCPeriod, and HealthPath for probes. ctx ends its
 // background work.
 func NewHandler(ctx context.Context, o Options) (http.Handler, error) {
 	h, _, err := newHandler(ctx, o)
@@ -89,6 +90,8 @@ func newHandler(ctx context.Context, o Options) (http.Handler, *collector, error
 			},
 		},
 	}
+	// The catalog is read by the pusher alone (the authorizer), a page at a time.
+	cfg.Catalog.MaxEntries = 1000
 	cfg.HTTP.Headers = http.Header{"X-Content-Type-Options": []string{"nosniff"}}
 	var source func() (oci.RegistryCredentials, error)
 	if !o.NoAuth {
@@ -102,7 +105,8 @@ func newHandler(ctx context.Context, o Options) (http.Handler, *collector, error
 		gc.background.Add(1)
 		go gc.every(ctx, o.GCPeriod)
 	}
-	return &authorizer{next: gc.hold(handlers.NewApp(ctx, cfg)), source: source, now: time.Now}, gc, nil
+	inv := &inventory{next: gc.hold(handlers.NewApp(ctx, cfg)), driver: gc.driver, started: time.Now(), asked: map[string]time.Time{}}
+	return &authorizer{next: inv, source: source, now: time.Now}, gc, nil
 }
 
 // Registry is a running bundled registry.
