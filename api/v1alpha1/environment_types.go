@@ -8,6 +8,20 @@ import (
 // Environment of that name.
 const LocalEnvironmentName = "local"
 
+// StageMatch says what makes a Preparation "the same release" as what a stage ran.
+// +kubebuilder:validation:Enum=Artifact;Release
+type StageMatch string
+
+const (
+	// MatchArtifact compares the source digest and the image digests: the values, the Product,
+	// the Order and the target namespace may differ. It is the default.
+	MatchArtifact StageMatch = "Artifact"
+	// MatchRelease compares what MatchArtifact does and the render configuration (the Helm
+	// values and CRD setting the Preparation recorded as spec.configurationDigest), all but the
+	// release name and the target namespace, which are each Order's own.
+	MatchRelease StageMatch = "Release"
+)
+
 // StageRequirement is a stage of another Environment a Preparation must pass first.
 type StageRequirement struct {
 	// Environment of the same namespace that must run the same release healthily first.
@@ -22,6 +36,12 @@ type StageRequirement struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	Soak *metav1.Duration `json:"soak,omitempty"`
+
+	// Match says what "the same release" means here: Artifact (the default: the same source
+	// digest and image digests, whatever the values) or Release (also the same render
+	// configuration: the same Helm values, so that what soaked is what is promoted).
+	// +optional
+	Match StageMatch `json:"match,omitempty"`
 }
 
 // EnvironmentSpec is a group of clusters an admin set up.
@@ -75,7 +95,7 @@ type EnvironmentStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=env,categories=kokumi
-// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=1"
+// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=2"
 // +kubebuilder:printcolumn:name="Project",type=string,JSONPath=`.spec.project`
 // +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusters`
 // +kubebuilder:printcolumn:name="Ready-Clusters",type=integer,JSONPath=`.status.readyClusters`

@@ -83,7 +83,7 @@ type OrderStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ord,categories=kokumi
-// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=1"
+// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=2"
 // +kubebuilder:printcolumn:name="Product",type=string,JSONPath=`.spec.productRef.name`
 // +kubebuilder:printcolumn:name="Environment",type=string,JSONPath=`.spec.environmentRef.name`
 // +kubebuilder:printcolumn:name="Preparation",type=string,JSONPath=`.status.latestPreparation`

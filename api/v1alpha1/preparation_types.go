@@ -49,6 +49,32 @@ type Artifact struct {
 	Digest string `json:"digest"`
 }
 
+// HiddenImages are image references Kokumi found in the rendered manifests outside the pod
+// specs whose images it pins (fields named image, or lists named images, of a Rollout, a
+// Knative Service or any other object). Kokumi does not rewrite them.
+type HiddenImages struct {
+	// Digests are the distinct digests of those given by digest (name@sha256:…), sorted, at
+	// most 64: they count into the release the stages compare.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
+	// +optional
+	Digests []string `json:"digests,omitempty"`
+
+	// Unpinned names those given by tag, at most 16, each as "Kind/name: path (reference)":
+	// no stage passes the Preparation while there is one.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=512
+	// +optional
+	Unpinned []string `json:"unpinned,omitempty"`
+
+	// Omitted counts the references left out of both lists (they were full, or the scan
+	// stopped at its bounds): no stage passes the Preparation while it is not 0.
+	// +optional
+	Omitted int32 `json:"omitted,omitempty"`
+}
+
 // PreparationSpec records what was built. It never changes after creation.
 //
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a Preparation is immutable: change the Order or Product to render a new one"
@@ -95,6 +121,18 @@ type PreparationSpec struct {
 	// +kubebuilder:validation:MaxLength=128
 	// +required
 	ConfigHash string `json:"configHash"`
+
+	// ConfigurationDigest identifies the Product's render configuration the Preparation was
+	// rendered with (the Helm values and CRD setting), without the release name and the target
+	// namespace: the stages whose requirement has match: Release compare it. Empty on
+	// Preparations rendered before Kokumi recorded it.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	ConfigurationDigest string `json:"configurationDigest,omitempty"`
+
+	// HiddenImages are the image references found outside the pod specs Kokumi pins.
+	// +optional
+	HiddenImages *HiddenImages `json:"hiddenImages,omitempty"`
 
 	// ParentDigest is the artifact digest of the Preparation this one follows.
 	// +kubebuilder:validation:MaxLength=128
@@ -150,7 +188,7 @@ type PreparationStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=prep,categories=kokumi
-// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=1"
+// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=2"
 // +kubebuilder:printcolumn:name="Order",type=string,JSONPath=`.spec.orderRef.name`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.source.version`
 // +kubebuilder:printcolumn:name="Target-Namespace",type=string,JSONPath=`.spec.targetNamespace`

@@ -34,7 +34,10 @@ func (g Graph) Stages(environment string) []Stage {
 	reqs := g.requires[environment]
 	out := make([]Stage, 0, len(reqs))
 	for _, r := range reqs {
-		st := Stage{Environment: r.Environment}
+		st := Stage{Environment: r.Environment, Match: r.Match}
+		if st.Match == "" {
+			st.Match = v1.MatchArtifact
+		}
 		if r.Soak != nil {
 			st.Soak = r.Soak.Duration
 		}
@@ -82,7 +85,7 @@ func (g Graph) Downstream(environment string) map[string]bool {
 
 // Input begins the gate's input for release going to environment at now: its stages, the
 // missing ones and any cycle. The caller adds the runs of the stages (Input.Runs).
-func (g Graph) Input(namespace, environment, release string, now time.Time) Input {
+func (g Graph) Input(namespace, environment string, release Release, now time.Time) Input {
 	return Input{Namespace: namespace, Release: release, Now: now, Requires: g.Stages(environment),
 		Missing: g.Missing(environment), Cycle: g.Cycle(environment)}
 }

@@ -35,9 +35,17 @@ func TestTheGraphReadsStagesMissingCyclesAndWhatComesAfter(t *testing.T) {
 	if d := g.Downstream("staging"); len(d) != 1 || !d["prod"] {
 		t.Errorf("downstream of staging: %v", d)
 	}
-	in := g.Input("team", "prod", "r1", time.Unix(0, 0))
-	if len(in.Requires) != 2 || !slices.Equal(in.Missing, []string{"qa"}) || in.Cycle != nil || in.Release != "r1" {
+	in := g.Input("team", "prod", Release{Artifact: "r1"}, time.Unix(0, 0))
+	if len(in.Requires) != 2 || !slices.Equal(in.Missing, []string{"qa"}) || in.Cycle != nil || in.Release.Artifact != "r1" {
 		t.Errorf("input: %+v", in)
+	}
+	if st := g.Stages("prod"); st[0].Match != v1.MatchArtifact {
+		t.Errorf("a requirement without match compares %q, want Artifact", st[0].Match)
+	}
+	release := env("prod", "staging")
+	release.Spec.Requires[0].Match = v1.MatchRelease
+	if st := NewGraph([]v1.Environment{release}).Stages("prod"); st[0].Match != v1.MatchRelease {
+		t.Errorf("match: Release reads as %q", st[0].Match)
 	}
 	if len(g.Stages("dev")) != 0 || g.Exists("qa") || !g.Exists("dev") {
 		t.Error("dev requires nothing, qa does not exist")

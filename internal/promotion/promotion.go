@@ -2,28 +2,30 @@
 // spec.requires names stages of other Environments: pure logic on plain values, so that it is
 // tested and measured without a server.
 //
-// A stage passes when an Order of the same namespace runs the same release (same source digest
-// and image digests) in the required Environment, its Serving reports it Deployed, a deployment
-// record of it verifies, and it has stayed Deployed without a break for at least the soak.
+// A stage passes when an Order of the same namespace runs the same release (as the stage's
+// match says: see Release) in the required Environment, its Serving reports it Deployed, a
+// deployment record of it verifies, and it has stayed Deployed without a break for at least the
+// soak. A Preparation with image references Kokumi could not pin passes no stage.
 package promotion
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/record"
 )
 
-// Stage is one requirement of an Environment: another Environment and its soak.
+// Stage is one requirement of an Environment: another Environment, its soak, and what makes
+// the same release there.
 type Stage struct {
 	// Environment is the required Environment, in the same namespace.
 	Environment string
 	// Soak is how long the release must have been Deployed there without a break.
 	Soak time.Duration
+	// Match is MatchArtifact or MatchRelease (Graph.Stages reads an absent one as Artifact).
+	Match v1.StageMatch
 }
 
 // Run is what one Order of the namespace runs in a required Environment.
@@ -34,8 +36,8 @@ type Run struct {
 	Environment string
 	// Preparation is the Preparation its Serving deploys.
 	Preparation string
-	// Release identifies that Preparation's release (see Release).
-	Release string
+	// Release identifies that Preparation's release (see NewRelease).
+	Release Release
 	// Deployed is true when the Serving reports the Preparation Deployed (Ready=True) at its digest.
 	Deployed bool
 	// State is the Serving's Ready reason, for messages when it is not Deployed.
@@ -53,7 +55,7 @@ type Input struct {
 	// Namespace of the Order whose promotion is decided.
 	Namespace string
 	// Release of the Preparation to promote.
-	Release string
+	Release Release
 	// Requires are the stages of the Order's Environment.
 	Requires []Stage
 	// Runs are the Orders of the namespace in the required Environments.
@@ -85,8 +87,10 @@ type StageStatus struct {
 	Environment string
 	// State is Passed, Soaking or Waiting.
 	State State
-	// Message says how it stands, such as "staging soaking 12m of 30m".
+	// Message says how it stands, such as "staging soaking 12m of 30m (same chart and images)".
 	Message string
+	// Match is what made the same release there.
+	Match v1.StageMatch
 	// Order is the Order whose run decided it, if any.
 	Order string
 	// Soak is the stage's soak; Elapsed is how long the release has been Deployed there.
@@ -113,6 +117,14 @@ func Evaluate(in Input) Verdict {
 	if len(in.Cycle) > 0 {
 		msg := "the Environments' spec.requires form a cycle (" + strings.Join(in.Cycle, " → ") + "), so no release can pass them: an admin fixes spec.requires"
 		return Verdict{Message: msg}
+	}
+	if len(in.Requires) > 0 && !in.Release.Pinned() {
+		msg := in.Release.PinProblem()
+		v := Verdict{Message: msg}
+		for _, stage := range in.Requires {
+			v.Stages = append(v.Stages, StageStatus{Environment: stage.Environment, State: Waiting, Message: msg, Soak: stage.Soak, Match: stage.Match})
+		}
+		return v
 	}
 	v := Verdict{Allowed: true}
 	missing := make(map[string]bool, len(in.Missing))
@@ -142,20 +154,24 @@ func Evaluate(in Input) Verdict {
 
 // evaluateStage picks the run of the release in the stage that is furthest along.
 func evaluateStage(in Input, stage Stage, missing bool) StageStatus {
-	st := StageStatus{Environment: stage.Environment, State: Waiting, Soak: stage.Soak}
+	st := StageStatus{Environment: stage.Environment, State: Waiting, Soak: stage.Soak, Match: stage.Match}
 	if missing {
 		st.Message = fmt.Sprintf("required Environment %s does not exist in namespace %s: an admin creates it or fixes spec.requires", stage.Environment, in.Namespace)
 		return st
 	}
 	var best *StageStatus
 	others := 0
+	var otherValues *Run // a run of the same artifact whose configuration differs, or is unknown
 	for i := range in.Runs {
 		run := &in.Runs[i]
 		if run.Environment != stage.Environment {
 			continue
 		}
-		if run.Release != in.Release {
+		if !in.Release.Same(run.Release, stage.Match) {
 			others++
+			if run.Release.Artifact == in.Release.Artifact && otherValues == nil {
+				otherValues = run
+			}
 			continue
 		}
 		cand := evaluateRun(in, stage, run)
@@ -166,10 +182,27 @@ func evaluateStage(in Input, stage Stage, missing bool) StageStatus {
 	if best != nil {
 		return *best
 	}
-	if others > 0 {
-		st.Message = fmt.Sprintf("%s has not deployed this release (it runs another one)", stage.Environment)
-	} else {
-		st.Message = fmt.Sprintf("%s has not deployed this release", stage.Environment)
+	suffix := ""
+	if stage.Match == v1.MatchRelease {
+		suffix = " (match: Release)"
+	}
+	switch {
+	case otherValues != nil && (in.Release.Configuration == "" || otherValues.Release.Configuration == ""):
+		which := "this Preparation was"
+		if in.Release.Configuration != "" {
+			which = "its Preparation " + otherValues.Preparation + " was"
+		}
+		st.Message = fmt.Sprintf("%s runs the same chart and images, but %s rendered before Kokumi recorded values, so they cannot be compared%s", stage.Environment, which, suffix)
+	case otherValues != nil:
+		st.Message = fmt.Sprintf("%s runs the same chart and images with other values%s", stage.Environment, suffix)
+	case others > 0:
+		if stage.Match == v1.MatchRelease {
+			st.Message = fmt.Sprintf("%s has not deployed this release (it runs another one; match: Release)", stage.Environment)
+		} else {
+			st.Message = fmt.Sprintf("%s has not deployed this release (it runs another one)", stage.Environment)
+		}
+	default:
+		st.Message = fmt.Sprintf("%s has not deployed this release%s", stage.Environment, suffix)
 	}
 	return st
 }
@@ -188,7 +221,7 @@ func rank(s StageStatus) int64 {
 }
 
 func evaluateRun(in Input, stage Stage, run *Run) StageStatus {
-	st := StageStatus{Environment: stage.Environment, State: Waiting, Soak: stage.Soak, Order: run.Order}
+	st := StageStatus{Environment: stage.Environment, State: Waiting, Soak: stage.Soak, Order: run.Order, Match: stage.Match}
 	if !run.Deployed {
 		state := run.State
 		if state == "" {
@@ -216,14 +249,15 @@ func evaluateRun(in Input, stage Stage, run *Run) StageStatus {
 	}
 	if st.Elapsed >= stage.Soak {
 		st.State = Passed
-		st.Message = fmt.Sprintf("%s passed", stage.Environment)
+		st.Message = fmt.Sprintf("%s passed (%s", stage.Environment, sameWhat(stage.Match))
 		if stage.Soak > 0 {
-			st.Message += fmt.Sprintf(" (soaked %s)", Duration(stage.Soak))
+			st.Message += fmt.Sprintf(", soaked %s", Duration(stage.Soak))
 		}
+		st.Message += ")"
 		return st
 	}
 	st.State = Soaking
-	st.Message = fmt.Sprintf("%s soaking %s of %s", stage.Environment, Duration(st.Elapsed), Duration(stage.Soak))
+	st.Message = fmt.Sprintf("%s soaking %s of %s (%s)", stage.Environment, Duration(st.Elapsed), Duration(stage.Soak), sameWhat(stage.Match))
 	return st
 }
 
@@ -249,31 +283,6 @@ func evidence(namespace string, run *Run) (*record.Record, string) {
 		return r, ""
 	}
 	return nil, problem
-}
-
-// Release identifies a release whatever Order rendered it: the source digest and the set of
-// image digests.
-func Release(sourceDigest string, pinnedImages []string) string {
-	digests := make([]string, 0, len(pinnedImages))
-	seen := make(map[string]bool, len(pinnedImages))
-	for _, ref := range pinnedImages {
-		d := ref
-		if i := strings.LastIndex(ref, "@"); i >= 0 {
-			d = ref[i+1:]
-		}
-		if !seen[d] {
-			seen[d] = true
-			digests = append(digests, d)
-		}
-	}
-	sort.Strings(digests)
-	h := sha256.New()
-	h.Write([]byte(sourceDigest))
-	for _, d := range digests {
-		h.Write([]byte{'\n'})
-		h.Write([]byte(d))
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // FindCycle returns a cycle of requirements reachable from start, such as [prod staging prod],

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/record"
 )
 
 var t0 = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 
-const release = "sha256:release"
+var release = Release{Artifact: "sha256:release", Configuration: "sha256:values"}
 
 func verified(order, env string) record.Record {
 	return record.Record{Digest: "sha256:rec-" + order, Verified: true, KeyID: "k1",
@@ -26,6 +27,12 @@ func deployedRun(env string, since time.Time, recs ...record.Record) Run {
 
 func TestEvaluate(t *testing.T) {
 	staging := []Stage{{Environment: "staging", Soak: 30 * time.Minute}}
+	stagingRelease := []Stage{{Environment: "staging", Soak: 30 * time.Minute, Match: v1.MatchRelease}}
+	otherValues := func(configuration string) Run {
+		r := deployedRun("staging", t0.Add(-time.Hour), verified("app-staging", "staging"))
+		r.Release.Configuration = configuration
+		return r
+	}
 	cases := []struct {
 		name         string
 		in           Input
@@ -37,14 +44,14 @@ func TestEvaluate(t *testing.T) {
 		{name: "a stage that never deployed the release holds it",
 			in: Input{Requires: staging}, message: "staging has not deployed this release"},
 		{name: "a stage running another release holds it",
-			in:      Input{Requires: staging, Runs: []Run{{Order: "app-staging", Environment: "staging", Release: "sha256:other", Deployed: true}}},
+			in:      Input{Requires: staging, Runs: []Run{{Order: "app-staging", Environment: "staging", Release: Release{Artifact: "sha256:other"}, Deployed: true}}},
 			message: "staging has not deployed this release (it runs another one)"},
 		{name: "a stage still rolling the release out holds it",
 			in:      Input{Requires: staging, Runs: []Run{{Order: "app-staging", Environment: "staging", Release: release, State: "Progressing"}}},
 			message: "staging has not deployed this release yet (Order app-staging: Progressing)"},
 		{name: "a stage soaking says how far and when it ends",
 			in:           Input{Requires: staging, Runs: []Run{deployedRun("staging", t0.Add(-12*time.Minute), verified("app-staging", "staging"))}},
-			message:      "staging soaking 12m of 30m",
+			message:      "staging soaking 12m of 30m (same chart and images)",
 			recheckAfter: 18 * time.Minute},
 		{name: "a stage that soaked long enough passes",
 			in:      Input{Requires: staging, Runs: []Run{deployedRun("staging", t0.Add(-31*time.Minute), verified("app-staging", "staging"))}},
@@ -84,7 +91,7 @@ func TestEvaluate(t *testing.T) {
 			in: Input{Requires: []Stage{{Environment: "staging", Soak: time.Hour}, {Environment: "qa", Soak: 10 * time.Minute}},
 				Runs: []Run{deployedRun("staging", t0.Add(-20*time.Minute), verified("app-staging", "staging")),
 					deployedRun("qa", t0.Add(-5*time.Minute), verified("app-qa", "qa"))}},
-			message:      "staging soaking 20m of 1h; qa soaking 5m of 10m",
+			message:      "staging soaking 20m of 1h (same chart and images); qa soaking 5m of 10m (same chart and images)",
 			recheckAfter: 5 * time.Minute},
 		{name: "of two Orders in the stage the one furthest along decides",
 			in: Input{Requires: staging, Runs: []Run{
@@ -95,6 +102,22 @@ func TestEvaluate(t *testing.T) {
 					return r
 				}()}},
 			allowed: true},
+		{name: "match: Release passes the same chart, images and values, and says so",
+			in:           Input{Requires: stagingRelease, Runs: []Run{deployedRun("staging", t0.Add(-10*time.Minute), verified("app-staging", "staging"))}},
+			message:      "staging soaking 10m of 30m (same chart, images and values)",
+			recheckAfter: 20 * time.Minute},
+		{name: "match: Release holds the same chart and images with other values, and says why",
+			in:      Input{Requires: stagingRelease, Runs: []Run{otherValues("sha256:zero-replicas")}},
+			message: "staging runs the same chart and images with other values (match: Release)"},
+		{name: "match: Release never matches values that were not recorded",
+			in:      Input{Requires: stagingRelease, Runs: []Run{otherValues("")}},
+			message: "staging runs the same chart and images, but its Preparation app-staging-1 was rendered before Kokumi recorded values, so they cannot be compared (match: Release)"},
+		{name: "match: Artifact passes other values, as before",
+			in:      Input{Requires: staging, Runs: []Run{otherValues("sha256:zero-replicas")}},
+			allowed: true},
+		{name: "match: Release names itself when the stage runs another release",
+			in:      Input{Requires: stagingRelease, Runs: []Run{{Order: "app-staging", Environment: "staging", Release: Release{Artifact: "sha256:other"}, Deployed: true}}},
+			message: "staging has not deployed this release (it runs another one; match: Release)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -114,16 +137,62 @@ func TestEvaluate(t *testing.T) {
 }
 
 func TestReleaseIgnoresOrderOfImagesAndWhereTheyLive(t *testing.T) {
-	a := Release("sha256:chart", []string{"ghcr.io/a@sha256:1", "docker.io/b@sha256:2"})
-	b := Release("sha256:chart", []string{"registry.local/b@sha256:2", "registry.local/a@sha256:1", "x/a@sha256:1"})
-	if a != b {
-		t.Errorf("the same digests make two releases: %s, %s", a, b)
+	rel := func(source string, images ...string) Release {
+		return NewRelease(Contents{SourceDigest: source, Images: images})
 	}
-	if a == Release("sha256:chart", []string{"ghcr.io/a@sha256:1", "docker.io/b@sha256:3"}) {
+	a := rel("sha256:chart", "ghcr.io/a@sha256:1", "docker.io/b@sha256:2")
+	b := rel("sha256:chart", "registry.local/b@sha256:2", "registry.local/a@sha256:1", "x/a@sha256:1")
+	if !a.Same(b, v1.MatchArtifact) {
+		t.Errorf("the same digests make two releases: %s, %s", a.Artifact, b.Artifact)
+	}
+	if a.Same(rel("sha256:chart", "ghcr.io/a@sha256:1", "docker.io/b@sha256:3"), v1.MatchArtifact) {
 		t.Error("another image digest makes the same release")
 	}
-	if a == Release("sha256:other", []string{"ghcr.io/a@sha256:1", "docker.io/b@sha256:2"}) {
+	if a.Same(rel("sha256:other", "ghcr.io/a@sha256:1", "docker.io/b@sha256:2"), v1.MatchArtifact) {
 		t.Error("another source digest makes the same release")
+	}
+	// Images given by digest where Kokumi does not pin (a Rollout's) count as any other.
+	hidden := NewRelease(Contents{SourceDigest: "sha256:chart", Images: []string{"ghcr.io/a@sha256:1"}, HiddenDigests: []string{"sha256:2"}})
+	if !hidden.Same(a, v1.MatchArtifact) {
+		t.Error("a hidden image by digest does not count into the release")
+	}
+	if hidden.Same(rel("sha256:chart", "ghcr.io/a@sha256:1"), v1.MatchArtifact) {
+		t.Error("a release without the hidden image is the same")
+	}
+}
+
+func TestMatchReleaseComparesTheConfigurationToo(t *testing.T) {
+	withValues := func(configuration string) Release {
+		return NewRelease(Contents{SourceDigest: "sha256:chart", Images: []string{"a@sha256:1"}, Configuration: configuration})
+	}
+	replicas3, again, zero := withValues("sha256:three"), withValues("sha256:three"), withValues("sha256:zero")
+	if !replicas3.Same(again, v1.MatchRelease) || !replicas3.Same(zero, v1.MatchArtifact) {
+		t.Error("the same chart, images and values are not the same release")
+	}
+	if replicas3.Same(zero, v1.MatchRelease) {
+		t.Error("other values are the same release under match: Release")
+	}
+	if withValues("").Same(withValues(""), v1.MatchRelease) {
+		t.Error("values that were not recorded match under match: Release")
+	}
+}
+
+func TestAReleaseWithUnpinnedImagesPassesNoStage(t *testing.T) {
+	unpinned := release
+	unpinned.Unpinned = []string{"Rollout/web: spec.template.spec.containers[0].image (ghcr.io/x/web:1.0)"}
+	unpinned.UnpinnedOmitted = 2
+	for _, match := range []v1.StageMatch{v1.MatchArtifact, v1.MatchRelease} {
+		run := deployedRun("staging", t0.Add(-time.Hour), verified("app-staging", "staging"))
+		run.Release = unpinned // the stage ran it for an hour: still no
+		v := Evaluate(Input{Namespace: "team", Release: unpinned, Now: t0, Runs: []Run{run},
+			Requires: []Stage{{Environment: "staging", Soak: 30 * time.Minute, Match: match}}})
+		want := "it has images Kokumi cannot pin, outside the pod specs it reads (Rollout/web: spec.template.spec.containers[0].image (ghcr.io/x/web:1.0), and 2 more): no stage passes it until they are given by digest"
+		if v.Allowed || !strings.Contains(v.Message, want) || len(v.Stages) != 1 || v.Stages[0].State != Waiting {
+			t.Errorf("match %s: %+v", match, v)
+		}
+	}
+	if v := Evaluate(Input{Release: unpinned}); !v.Allowed {
+		t.Error("an Environment without stages holds a release with unpinned images")
 	}
 }
 

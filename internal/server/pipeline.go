@@ -54,7 +54,7 @@ func (s *Server) pipelineOf(ctx context.Context, sv *v1.Serving, order *v1.Order
 	if prep == nil {
 		p.Message = "the Order has no Preparation yet"
 		for _, r := range view.RequirementsOf(&env) {
-			p.Stages = append(p.Stages, view.Stage{Environment: r.Environment, State: string(promotion.Waiting), Soak: r.Soak})
+			p.Stages = append(p.Stages, view.Stage{Environment: r.Environment, State: string(promotion.Waiting), Soak: r.Soak, Match: r.Match})
 		}
 		return p
 	}
@@ -68,7 +68,7 @@ func (s *Server) pipelineOf(ctx context.Context, sv *v1.Serving, order *v1.Order
 	}
 	p.Allowed, p.Message = verdict.Allowed, verdict.Message
 	for _, st := range verdict.Stages {
-		stage := view.Stage{Environment: st.Environment, State: string(st.State), Message: st.Message, Order: st.Order, Record: st.Record}
+		stage := view.Stage{Environment: st.Environment, State: string(st.State), Message: st.Message, Match: string(st.Match), Order: st.Order, Record: st.Record}
 		if st.Soak > 0 {
 			stage.Soak = promotion.Duration(st.Soak)
 		}

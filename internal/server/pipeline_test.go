@@ -95,11 +95,11 @@ func TestWritePEMPrintsTheCurrentKeyOrAll(t *testing.T) {
 	}
 }
 
-func TestRequirementsOfFormatTheSoak(t *testing.T) {
+func TestRequirementsOfFormatTheSoakAndTheMatch(t *testing.T) {
 	e := &v1.Environment{Spec: v1.EnvironmentSpec{Requires: []v1.StageRequirement{
-		{Environment: "staging", Soak: &metav1.Duration{Duration: 90 * time.Minute}}, {Environment: "qa"},
+		{Environment: "staging", Soak: &metav1.Duration{Duration: 90 * time.Minute}}, {Environment: "qa", Match: v1.MatchRelease},
 	}}}
-	if got := fmt.Sprint(view.RequirementsOf(e)); got != "[{staging 1h30m} {qa }]" {
+	if got := fmt.Sprint(view.RequirementsOf(e)); got != "[{staging 1h30m Artifact} {qa  Release}]" {
 		t.Errorf("requirements %s", got)
 	}
 }

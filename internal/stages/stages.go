@@ -86,9 +86,9 @@ func (p *Pipeline) Check(ctx context.Context, namespace, environment string, pre
 	if len(in.Cycle) > 0 {
 		return promotion.Evaluate(in), nil
 	}
-	wanted := make(map[string]bool, len(in.Requires))
+	wanted := make(map[string]v1.StageMatch, len(in.Requires))
 	for _, st := range in.Requires {
-		wanted[st.Environment] = true
+		wanted[st.Environment] = st.Match
 	}
 	var orders v1.OrderList
 	if err := p.Client.List(ctx, &orders, client.InNamespace(namespace)); err != nil {
@@ -97,10 +97,11 @@ func (p *Pipeline) Check(ctx context.Context, namespace, environment string, pre
 	var keys *record.TrustedKeys
 	for i := range orders.Items {
 		o := &orders.Items[i]
-		if !wanted[o.Spec.EnvironmentRef.Name] || !o.DeletionTimestamp.IsZero() {
+		match, ok := wanted[o.Spec.EnvironmentRef.Name]
+		if !ok || !o.DeletionTimestamp.IsZero() {
 			continue
 		}
-		run, err := p.run(ctx, o, in.Release, &keys)
+		run, err := p.run(ctx, o, in.Release, match, &keys)
 		if err != nil {
 			return promotion.Verdict{}, err
 		}
@@ -112,8 +113,9 @@ func (p *Pipeline) Check(ctx context.Context, namespace, environment string, pre
 }
 
 // run reads what Order o runs: its Serving's Preparation, whether it is Deployed and since
-// when, and, for the release asked about, the records attached to its artifact.
-func (p *Pipeline) run(ctx context.Context, o *v1.Order, release string, keys **record.TrustedKeys) (*promotion.Run, error) {
+// when, and, for the release asked about (the same under match), the records attached to its
+// artifact.
+func (p *Pipeline) run(ctx context.Context, o *v1.Order, release promotion.Release, match v1.StageMatch, keys **record.TrustedKeys) (*promotion.Run, error) {
 	var s v1.Serving
 	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, &s); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -138,7 +140,7 @@ func (p *Pipeline) run(ctx context.Context, o *v1.Order, release string, keys **
 		since, deployed := s.Status.DeployedAt(prep.Spec.Artifact.Digest)
 		run.Deployed, run.Since = deployed && c.ObservedGeneration == s.Generation, since
 	}
-	if run.Release != release || !run.Deployed {
+	if !release.Same(run.Release, match) || !run.Deployed {
 		return run, nil
 	}
 	if *keys == nil {
@@ -162,13 +164,19 @@ func (p *Pipeline) run(ctx context.Context, o *v1.Order, release string, keys **
 	return run, nil
 }
 
-// ReleaseOf is the release a Preparation carries: its source digest and image digests.
-func ReleaseOf(prep *v1.Preparation) string {
-	pinned := make([]string, len(prep.Spec.Images))
+// ReleaseOf is the release a Preparation carries (see promotion.NewRelease): its source
+// digest, image digests (hidden ones by digest included), render configuration and the
+// images it could not pin.
+func ReleaseOf(prep *v1.Preparation) promotion.Release {
+	c := promotion.Contents{SourceDigest: prep.Spec.Source.Digest, Configuration: prep.Spec.ConfigurationDigest,
+		Images: make([]string, len(prep.Spec.Images))}
 	for i, img := range prep.Spec.Images {
-		pinned[i] = img.Pinned
+		c.Images[i] = img.Pinned
 	}
-	return promotion.Release(prep.Spec.Source.Digest, pinned)
+	if h := prep.Spec.HiddenImages; h != nil {
+		c.HiddenDigests, c.Unpinned, c.UnpinnedOmitted = h.Digests, h.Unpinned, int(h.Omitted)
+	}
+	return promotion.NewRelease(c)
 }
 
 // Gate is the PromotionGate of Automatic Orders: the pipeline of the Order's Environment.

@@ -29,8 +29,10 @@ type Stage struct {
 	Environment string `json:"environment"`
 	// State is Passed, Soaking or Waiting.
 	State string `json:"state"`
-	// Message says how it stands, such as "staging soaking 12m of 30m".
+	// Message says how it stands, such as "staging soaking 12m of 30m (same chart and images)".
 	Message string `json:"message,omitempty"`
+	// Match is what makes the same release there, as the gate compared it: Artifact or Release.
+	Match string `json:"match,omitempty"`
 	// Soak is the stage's soak ("30m").
 	Soak string `json:"soak,omitempty"`
 	// Left is the soak time left while Soaking.

@@ -130,13 +130,18 @@ type Requirement struct {
 	// Soak is how long the release must have run there, as people write it ("30m"); empty
 	// when deployed healthily is enough.
 	Soak string `json:"soak,omitempty"`
+	// Match is what makes the same release there: Artifact or Release.
+	Match string `json:"match"`
 }
 
 // RequirementsOf lists the stages an Environment requires, as its page shows them.
 func RequirementsOf(e *v1.Environment) []Requirement {
 	var out []Requirement
 	for _, r := range e.Spec.Requires {
-		req := Requirement{Environment: r.Environment}
+		req := Requirement{Environment: r.Environment, Match: string(r.Match)}
+		if req.Match == "" {
+			req.Match = string(v1.MatchArtifact)
+		}
 		if r.Soak != nil && r.Soak.Duration > 0 {
 			req.Soak = promotion.Duration(r.Soak.Duration)
 		}

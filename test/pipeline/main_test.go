@@ -233,8 +233,15 @@ func (f *fixture) environment(name string, requires []v1.StageRequirement) {
 	}))
 }
 
-func (f *fixture) product(name, tag string) {
+func (f *fixture) product(name, tag string) { f.productWith(name, tag, "") }
+
+// productWith creates or updates the Product with the image tag and more values, such as
+// `"replicaCount":0` (JSON members, without braces).
+func (f *fixture) productWith(name, tag, more string) {
 	values := fmt.Sprintf(`{"image":{"repository":%q,"tag":%q},"initImage":%q}`, imageRepo, tag, initImage)
+	if more != "" {
+		values = strings.TrimSuffix(values, "}") + "," + more + "}"
+	}
 	p := &v1.Product{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(p), p); apierrors.IsNotFound(err) {

@@ -111,8 +111,8 @@ func TestAPromotionWaitsForTheStagesItsEnvironmentRequires(t *testing.T) {
 
 	// The Order form says what prod requires.
 	get(t, "/api/v1/namespaces/"+ns+"/environments", func(l list[view.EnvironmentSummary]) error {
-		if len(l.Items) != 2 || l.Items[0].Name != "prod" || fmt.Sprint(l.Items[0].Requires) != "[{staging 30m}]" || l.Items[1].Requires != nil {
-			return fmt.Errorf("environments %+v, want prod requiring staging (soak 30m) and staging requiring nothing", l.Items)
+		if len(l.Items) != 2 || l.Items[0].Name != "prod" || fmt.Sprint(l.Items[0].Requires) != "[{staging 30m Artifact}]" || l.Items[1].Requires != nil {
+			return fmt.Errorf("environments %+v, want prod requiring staging (soak 30m, match Artifact) and staging requiring nothing", l.Items)
 		}
 		return nil
 	})

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -211,9 +212,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	if !verdict.Allowed {
 		c := meta.FindStatusCondition(order.Status.Conditions, deliveryv1alpha1.ConditionReady)
+		// The render message ends with the Preparation's unpinned images, if any: the verdict
+		// says them already.
+		rendered := c.Message
+		if problem := stages.ReleaseOf(prep).PinProblem(); problem != "" {
+			rendered = strings.TrimSuffix(rendered, "; "+problem)
+		}
 		meta.SetStatusCondition(&order.Status.Conditions, metav1.Condition{
 			Type: deliveryv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: deliveryv1alpha1.ReasonAwaitingStage,
-			Message:            shorten(verdict.Message + "; the Serving keeps running what it runs. " + c.Message),
+			Message:            shorten(verdict.Message + "; the Serving keeps running what it runs. " + rendered),
 			ObservedGeneration: order.Generation,
 		})
 		if old := meta.FindStatusCondition(before.Conditions, deliveryv1alpha1.ConditionReady); old != nil && old.Reason == deliveryv1alpha1.ReasonAwaitingStage {
@@ -777,9 +784,19 @@ func newPreparation(order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Pro
 			ImagesInBundledRegistry: bundled && len(pins) > 0,
 			Artifact:                deliveryv1alpha1.Artifact{Ref: "oci://" + repository + "@" + artifactDigest, Digest: artifactDigest},
 			ConfigHash:              built.ConfigHash,
+			ConfigurationDigest:     built.ConfigurationDigest,
+			HiddenImages:            hiddenImages(built.Hidden),
 			ParentDigest:            parent,
 		},
 	}
+}
+
+// hiddenImages records the images found outside the pod specs Kokumi pins, if any.
+func hiddenImages(h images.Hidden) *deliveryv1alpha1.HiddenImages {
+	if len(h.Digests) == 0 && h.Pinned() {
+		return nil
+	}
+	return &deliveryv1alpha1.HiddenImages{Digests: h.Digests, Unpinned: h.Unpinned, Omitted: int32(min(h.Omitted, math.MaxInt32))}
 }
 
 // markReady sets the new Preparation's Ready condition.
@@ -817,6 +834,9 @@ func (r *Reconciler) setRendered(order *deliveryv1alpha1.Order, prep *deliveryv1
 		prep.Spec.Source.Digest, len(prep.Spec.Images), prep.Spec.Artifact.Digest)
 	if !created {
 		msg = "Up to date: " + msg
+	}
+	if problem := stages.ReleaseOf(prep).PinProblem(); problem != "" {
+		msg += "; " + problem
 	}
 	meta.SetStatusCondition(&order.Status.Conditions, metav1.Condition{
 		Type: deliveryv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: deliveryv1alpha1.ReasonRendered,

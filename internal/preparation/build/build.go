@@ -94,6 +94,10 @@ type Built struct {
 	Manifests []byte
 	// ConfigHash identifies what was rendered: the same hash never makes a second Preparation.
 	ConfigHash string
+	// ConfigurationDigest identifies the render configuration (see ConfigurationDigest).
+	ConfigurationDigest string
+	// Hidden are the image references outside the pod specs Kokumi pins (see images.Hidden).
+	Hidden images.Hidden
 	// Objects counts the rendered objects.
 	Objects int
 }
@@ -136,6 +140,7 @@ func (b *Builder) Build(ctx context.Context, in Input) (*Built, error) {
 		return nil, fail(ReasonRenderFailed, "render %s@%s: %v: fix the chart or bundle, or the Product's spec.render", in.SourceURL, pulled.Digest, err)
 	}
 	refs := images.Find(res.Objects)
+	hidden := images.FindHidden(res.Objects)
 	pins, err := b.Images.Resolve(ctx, refs, in.VendorRegistry)
 	if err != nil {
 		var ie *images.Error
@@ -171,7 +176,32 @@ func (b *Builder) Build(ctx context.Context, in Input) (*Built, error) {
 		Manifests:    manifests,
 		ConfigHash:   configHash(in.SourceURL, pulled.Digest, in.Render.TargetNamespace, layer),
 		Objects:      len(res.Objects),
+
+		ConfigurationDigest: ConfigurationDigest(in.Render),
+		Hidden:              hidden,
 	}, nil
+}
+
+// ConfigurationDigest identifies the render configuration a Product gives its Orders: the Helm
+// values (as JSON, keys sorted; none is the same as {}) and whether the chart's CRDs render.
+// What is each Order's own is left out: the release name and the target namespace. Two Orders
+// of one Product, or of two Products with the same values, have the same digest; the stages
+// whose requirement has match: Release compare it. "" when the values do not encode (never
+// the case for values read from JSON), which no stage matches.
+func ConfigurationDigest(o render.Options) string {
+	values := o.Values
+	if values == nil {
+		values = map[string]any{}
+	}
+	b, err := json.Marshal(struct {
+		Values      map[string]any `json:"values"`
+		IncludeCRDs bool           `json:"includeCRDs"`
+	}{values, o.IncludeCRDs})
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // configHash hashes what makes a Preparation: the source and its digest, the target namespace

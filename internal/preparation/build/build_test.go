@@ -343,3 +343,47 @@ func TestFailuresNameTheStepAndWhatFailed(t *testing.T) {
 		}
 	})
 }
+
+func TestTheConfigurationDigestIsTheValuesWithoutWhatIsEachOrdersOwn(t *testing.T) {
+	values := func(replicas any) map[string]any {
+		return map[string]any{"replicaCount": replicas, "ui": map[string]any{"message": "hi", "color": "blue"}}
+	}
+	staging := build.ConfigurationDigest(render.Options{ReleaseName: "podinfo-staging", TargetNamespace: "staging", Values: values(3.0)})
+	prod := build.ConfigurationDigest(render.Options{ReleaseName: "podinfo-prod", TargetNamespace: "prod", Values: values(3.0)})
+	if staging == "" || staging != prod {
+		t.Errorf("the same values under another release name and namespace: %q, %q", staging, prod)
+	}
+	if zero := build.ConfigurationDigest(render.Options{Values: values(0.0)}); zero == staging {
+		t.Error("zero replicas have the same configuration as three")
+	}
+	if crds := build.ConfigurationDigest(render.Options{Values: values(3.0), IncludeCRDs: true}); crds == staging {
+		t.Error("rendering the CRDs too has the same configuration")
+	}
+	if build.ConfigurationDigest(render.Options{}) != build.ConfigurationDigest(render.Options{Values: map[string]any{}}) {
+		t.Error("no values differ from empty values")
+	}
+}
+
+func TestImagesOutsideThePodSpecsAreRecordedNotPinned(t *testing.T) {
+	f := newFixture(t)
+	url := "oci://" + ocitest.Repo(f.reg, "bundles/rollout")
+	ocitest.PushBundle(t, oci.TrimScheme(url), "v1", map[string]string{
+		"rollout.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n      containers:\n      - {name: web, image: " + f.podinfoImage + "}\n",
+		"deploy.yaml":  "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api}\nspec:\n  template:\n    spec:\n      containers:\n      - {name: api, image: " + f.initImage + "}\n",
+	})
+	in := build.Input{SourceURL: url, Version: "v1", Render: render.Options{ReleaseName: "x", TargetNamespace: "apps"}}
+	built, err := builder().Build(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Rollout/web: spec.template.spec.containers[0].image (" + f.podinfoImage + ")"
+	if len(built.Hidden.Unpinned) != 1 || built.Hidden.Unpinned[0] != want || built.Hidden.Pinned() {
+		t.Errorf("hidden = %+v, want %q", built.Hidden, want)
+	}
+	if len(built.Images) != 1 || built.Images[0].Original != f.initImage {
+		t.Errorf("images = %+v, want only the Deployment's", built.Images)
+	}
+	if built.ConfigurationDigest != build.ConfigurationDigest(in.Render) {
+		t.Errorf("configuration digest %q", built.ConfigurationDigest)
+	}
+}

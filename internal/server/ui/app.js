@@ -13,7 +13,7 @@
 /** @typedef {{environment: string, clusters: number, time: string}} Deployed */
 /** @typedef {{name: string, created: string, digest: string, targetNamespace: string, ready: Condition, promoted?: boolean, deployments?: Deployed[]}} PreparationSummary */
 /** @typedef {{mode: string, preparations: PreparationSummary[], preparationsOmitted?: number, rollbackTo?: string}} Promotion */
-/** @typedef {{environment: string, state: string, message?: string, soak?: string, left?: string, order?: string, serving?: string}} Stage */
+/** @typedef {{environment: string, state: string, message?: string, match?: string, soak?: string, left?: string, order?: string, serving?: string}} Stage */
 /** @typedef {{environment: string, preparation?: string, allowed?: boolean, message?: string, stages: Stage[], error?: string}} Pipeline */
 /** @typedef {{digest: string, environment?: string, clusters: number, time?: string, keyID?: string, verified?: boolean, problem?: string}} RecordItem */
 /** @typedef {{preparation: string, artifact?: string, verify: string, items: RecordItem[], itemsOmitted?: number, error?: string}} Records */
@@ -21,7 +21,7 @@
 /** @typedef {{name: string, server: string, version?: string, labels?: Record<string, string>, ready: Condition}} ClusterSummary */
 /** @typedef {{namespace: string, serving: string, application?: string, link?: string, state?: string, reason?: string, message?: string, health?: string, sync?: string, revision?: string, since?: string}} Deployment */
 /** @typedef {ClusterSummary & {deployments: Deployment[], deploymentsOmitted?: number}} ClusterDetail */
-/** @typedef {{name: string, clusters: number, readyClusters?: number, ready: Condition, requires?: {environment: string, soak?: string}[]}} EnvironmentSummary */
+/** @typedef {{name: string, clusters: number, readyClusters?: number, ready: Condition, requires?: {environment: string, soak?: string, match: string}[]}} EnvironmentSummary */
 /** @typedef {{name: string, source: string, targetNamespace?: string}} ProductSummary */
 /** @typedef {{kind: string, namespace?: string, name: string, yaml: string}} ManifestObject */
 /** @typedef {{preparation: string, digest: string, images?: {original: string, pinned: string}[], objects?: ManifestObject[], objectsOmitted?: number, redacted?: string[], redactedNote?: string}} Manifests */
@@ -584,6 +584,7 @@ function pipelineSection(s) {
         { label: "Stage", cell: st => st.environment },
         { label: "State", cell: st => [badge(st.state), st.left ? ` (${st.left} left)` : ""] },
         { label: "Soak", cell: st => st.soak || "" },
+        { label: "Match", cell: st => st.match || "" },
         { label: "Serving", cell: st => st.serving ? servingLink(s.namespace, st.serving) : st.order || "" },
         { label: "Message", cell: st => st.message || "", class: "msg" },
       ], p.stages, st => st.environment),
