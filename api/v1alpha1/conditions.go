@@ -23,6 +23,9 @@ const (
 	// ReasonBudgetExceeded: the source went over a render budget (pulled or uncompressed bytes,
 	// layers, objects, output bytes); the message names the budget and the flag that raises it.
 	ReasonBudgetExceeded = "BudgetExceeded"
+	// ReasonRegistryNotAllowed: the source, an image or the vendor registry is on a registry an
+	// admin does not allow (--allowed-registries); nothing was fetched from it.
+	ReasonRegistryNotAllowed = "RegistryNotAllowed"
 )
 
 // Serving Ready reasons.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -60,6 +61,14 @@ func bindConfigFlags(fs *flag.FlagSet, c *config.Config) {
 	fs.IntVar(&c.ProbeWorkers, "probe-workers", d.ProbeWorkers, "how many Cluster probes run at a time, apart from the reconcile workers")
 	fs.BoolVar(&c.ProbeKeepAlive, "probe-keep-alive", d.ProbeKeepAlive, "keep each Cluster's probe connection open from probe to probe (false: close it after each probe, holding about 60 KB less memory per Cluster for a TLS handshake each probe)")
 	bindConcurrencyFlags(fs, c)
+	fs.Func("allowed-registries", "comma-separated registries (host[:port], or *.domain for its subdomains) Orders may pull sources and images from and vendor into, besides the bundled registry; default: any, so a tenant's Product can make the controller fetch from any address it reaches", func(v string) error {
+		for _, r := range strings.Split(v, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				c.AllowedRegistries = append(c.AllowedRegistries, r)
+			}
+		}
+		return nil
+	})
 	fs.DurationVar(&c.UnreachableClusterDeletion, "unreachable-cluster-deletion", d.UnreachableClusterDeletion, "how long a deleted Cluster whose server is Unreachable waits for the Argo CD Applications still deploying to it (0: forever)")
 }
 

@@ -4,6 +4,8 @@ package config
 
 import (
 	"errors"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/kokumi-dev/kokumi/internal/argocd"
@@ -56,6 +58,12 @@ type Config struct {
 	// ServingConcurrency, ClusterConcurrency, EnvironmentConcurrency: the flags
 	// --<kind>-concurrency); a kind missing, or zero, runs DefaultConcurrency's number.
 	Concurrency map[string]int
+	// AllowedRegistries are the registries an Order may fetch from or push to, besides the
+	// bundled registry: its Product's source, the images its manifests name and its vendor
+	// registry. Each is a host[:port], or *.domain for its subdomains; empty allows any, which
+	// lets a tenant make the controller fetch from any address it reaches (see
+	// RegistryAllowed).
+	AllowedRegistries []string
 	// Shard is the share of the namespaced delivery kinds (Orders, Servings, Preparations,
 	// Products) this replica reconciles, by their label shard.Label: shard.All (the zero value)
 	// every one, shard.Main those without the label, any other value those labelled with it.
@@ -197,3 +205,31 @@ const (
 	// FlagOutputBytes sets RenderBudgets.OutputBytes.
 	FlagOutputBytes = "render-max-output-bytes"
 )
+
+// RegistryAllowed says whether an Order may fetch from or push to the registry host (host[:port],
+// as an image reference or an oci:// URL names it): the bundled registry always, else any when
+// AllowedRegistries is empty, else one it names (case aside; *.domain matches its subdomains
+// on any port).
+func (c Config) RegistryAllowed(host string) bool {
+	host = strings.ToLower(host)
+	if len(c.AllowedRegistries) == 0 || host == strings.ToLower(c.BundledRegistry) {
+		return true
+	}
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	for _, a := range c.AllowedRegistries {
+		a = strings.ToLower(strings.TrimSpace(a))
+		if suffix, ok := strings.CutPrefix(a, "*."); ok {
+			if strings.HasSuffix(name, "."+suffix) {
+				return true
+			}
+			continue
+		}
+		if a == host {
+			return true
+		}
+	}
+	return false
+}

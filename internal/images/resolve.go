@@ -295,3 +295,17 @@ func withoutTag(ref string) string {
 	}
 	return ref
 }
+
+// Registry is the registry (host[:port]) an image reference pulls from, as a container runtime
+// reads it: Docker Hub's (docker.io) for a reference that names none. A reference that does not parse is
+// returned whole: no allow-list names it.
+func Registry(ref string) string {
+	parsed, err := name.ParseReference(ref)
+	if err != nil {
+		return ref
+	}
+	if r := parsed.Context().RegistryStr(); r != name.DefaultRegistry {
+		return r
+	}
+	return "docker.io" // as people name Docker Hub
+}

@@ -715,6 +715,7 @@ func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespa
 		Sources: &oci.Client{Credentials: creds, PlainHTTP: plain, Allow: own},
 		Images:  &images.Resolver{Credentials: creds, PlainHTTP: plain, Namespace: namespace, Allow: own},
 		Budgets: r.Config.RenderBudgets,
+		Allowed: r.Config.RegistryAllowed,
 	}, nil
 }
 

@@ -50,6 +50,9 @@ const (
 	ReasonPushFailed Reason = deliveryv1alpha1.ReasonPushFailed
 	// ReasonBudgetExceeded: the source went over one of the Builder's Budgets.
 	ReasonBudgetExceeded Reason = deliveryv1alpha1.ReasonBudgetExceeded
+	// ReasonRegistryNotAllowed: the source, an image or the vendor registry is on a registry
+	// the Builder's Allowed refuses.
+	ReasonRegistryNotAllowed Reason = deliveryv1alpha1.ReasonRegistryNotAllowed
 )
 
 // Error is a failed build: the step, and a message that names what failed and how to fix it.
@@ -82,6 +85,12 @@ type Input struct {
 	VendorRegistry string
 }
 
+// registryOf is the host[:port] of a reference without scheme (registry/repository…).
+func registryOf(ref string) string {
+	host, _, _ := strings.Cut(ref, "/")
+	return host
+}
+
 // Built is a rendered Preparation, not yet pushed.
 type Built struct {
 	// SourceDigest is the digest the version resolved to.
@@ -110,12 +119,32 @@ type Builder struct {
 	Images *images.Resolver
 	// Budgets bound the pull, the render and the artifact; zero fields mean their defaults.
 	Budgets config.RenderBudgets
+	// Allowed says whether a registry (host[:port]) may be fetched from or pushed to; nil allows
+	// any. It is asked before anything is sent there (config.Config.RegistryAllowed).
+	Allowed func(host string) bool
+}
+
+// allowed fails with ReasonRegistryNotAllowed when the registry of what (a field, as the
+// Product names it) may not be reached.
+func (b *Builder) allowed(host, what string) error {
+	if b.Allowed == nil || b.Allowed(host) {
+		return nil
+	}
+	return fail(ReasonRegistryNotAllowed, "%s: registry %s is not one an admin allows Orders to reach (the controller's --allowed-registries): use an allowed registry, or ask an admin to add this one", what, host)
 }
 
 // Build pulls the source, renders it, pins or vendors every image, and packs the manifests.
 // A failure is an *Error naming the step; going over a budget is ReasonBudgetExceeded.
 func (b *Builder) Build(ctx context.Context, in Input) (*Built, error) {
 	budgets := b.Budgets.WithDefaults()
+	if err := b.allowed(registryOf(oci.TrimScheme(in.SourceURL)), "spec.source.url "+in.SourceURL); err != nil {
+		return nil, err
+	}
+	if in.VendorRegistry != "" {
+		if err := b.allowed(registryOf(in.VendorRegistry), "spec.images.registry "+in.VendorRegistry); err != nil {
+			return nil, err
+		}
+	}
 	pulled, err := b.Sources.PullWithin(ctx, in.SourceURL, in.Version, pullLimits(budgets))
 	if err != nil {
 		if be := overBudget(err, sourceRef(in.SourceURL, in.Version)); be != nil {
@@ -140,6 +169,11 @@ func (b *Builder) Build(ctx context.Context, in Input) (*Built, error) {
 		return nil, fail(ReasonRenderFailed, "render %s@%s: %v: fix the chart or bundle, or the Product's spec.render", in.SourceURL, pulled.Digest, err)
 	}
 	refs := images.Find(res.Objects)
+	for _, ref := range refs {
+		if err := b.allowed(images.Registry(ref), "image "+ref+" of the rendered manifests"); err != nil {
+			return nil, err
+		}
+	}
 	hidden := images.FindHidden(res.Objects)
 	pins, err := b.Images.Resolve(ctx, refs, in.VendorRegistry)
 	if err != nil {

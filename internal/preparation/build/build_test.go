@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/images"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
@@ -385,5 +386,45 @@ func TestImagesOutsideThePodSpecsAreRecordedNotPinned(t *testing.T) {
 	}
 	if built.ConfigurationDigest != build.ConfigurationDigest(in.Render) {
 		t.Errorf("configuration digest %q", built.ConfigurationDigest)
+	}
+}
+
+// A tenant's Product names its source, its images and its vendor registry: with
+// --allowed-registries an admin keeps the controller from fetching from (or pushing to) any
+// other address it reaches, and the Order says which field names which registry.
+func TestOnlyAllowedRegistriesAreReached(t *testing.T) {
+	f := newFixture(t)
+	source := strings.SplitN(strings.TrimPrefix(f.chartURL, "oci://"), "/", 2)[0]
+	cfg := config.Config{BundledRegistry: "bundled.kokumi-system:5000", AllowedRegistries: []string{"ghcr.io", "*.example.com"}}
+	b := builder()
+	b.Allowed = cfg.RegistryAllowed
+	_, err := b.Build(context.Background(), f.input())
+	var be *build.Error
+	if !errors.As(err, &be) || be.Reason != build.ReasonRegistryNotAllowed || !strings.Contains(err.Error(), "spec.source.url") || !strings.Contains(err.Error(), source) {
+		t.Fatalf("a source on a registry not allowed: %v", err)
+	}
+	// The source's registry allowed, the images (on the same registry here, and the init image)
+	// are checked one by one.
+	cfg.AllowedRegistries = []string{source}
+	b.Allowed = cfg.RegistryAllowed
+	if _, err := b.Build(context.Background(), f.input()); err != nil {
+		t.Fatalf("everything on an allowed registry: %v", err)
+	}
+	in := f.input()
+	in.Render.Values["initImage"] = "docker.io/library/busybox:1.37"
+	_, err = b.Build(context.Background(), in)
+	if !errors.As(err, &be) || be.Reason != build.ReasonRegistryNotAllowed || !strings.Contains(err.Error(), "image docker.io/library/busybox:1.37") || !strings.Contains(err.Error(), "registry docker.io ") {
+		t.Fatalf("an image on a registry not allowed: %v", err)
+	}
+	in = f.input()
+	in.VendorRegistry = "10.0.0.1:5000"
+	if _, err = b.Build(context.Background(), in); !errors.As(err, &be) || be.Reason != build.ReasonRegistryNotAllowed || !strings.Contains(err.Error(), "spec.images.registry") {
+		t.Fatalf("a vendor registry not allowed: %v", err)
+	}
+	for host, want := range map[string]bool{"GHCR.io": true, "ghcr.io:443": false, "registry.example.com": true, "registry.example.com:5000": true, "example.com": false, "bundled.kokumi-system:5000": true, "10.0.0.1": false} {
+		cfg.AllowedRegistries = []string{"ghcr.io", "*.example.com"}
+		if got := cfg.RegistryAllowed(host); got != want {
+			t.Errorf("RegistryAllowed(%q) = %v, want %v", host, got, want)
+		}
 	}
 }
