@@ -129,6 +129,13 @@ type Options struct {
 	Log logr.Logger
 }
 
+// orDefault sets *v to def unless it is positive.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 // timeout is d, or def when d is zero, or no limit (zero) when d is negative.
 func timeout(d, def time.Duration) time.Duration {
 	switch {
@@ -199,30 +206,14 @@ func New(cfg *rest.Config, c client.Client, reader client.Reader, informers cach
 	o.ReadTimeout = timeout(o.ReadTimeout, DefaultReadTimeout)
 	o.WriteTimeout = timeout(o.WriteTimeout, DefaultWriteTimeout)
 	o.IdleTimeout = timeout(o.IdleTimeout, DefaultIdleTimeout)
-	if o.MaxStreamsPerSession <= 0 {
-		o.MaxStreamsPerSession = DefaultMaxStreamsPerSession
-	}
-	if o.MaxStreamsPerIdentity <= 0 {
-		o.MaxStreamsPerIdentity = DefaultMaxStreamsPerIdentity
-	}
-	if o.MaxStreams <= 0 {
-		o.MaxStreams = DefaultMaxStreams
-	}
-	if o.FailedLoginBurst <= 0 {
-		o.FailedLoginBurst = DefaultFailedLoginBurst
-	}
-	if o.FailedLoginInterval <= 0 {
-		o.FailedLoginInterval = DefaultFailedLoginInterval
-	}
-	if o.MaxSessions <= 0 {
-		o.MaxSessions = DefaultMaxSessions
-	}
-	if o.MaxSessionsPerIdentity <= 0 {
-		o.MaxSessionsPerIdentity = DefaultMaxSessionsPerIdentity
-	}
-	if o.Revalidate <= 0 {
-		o.Revalidate = DefaultRevalidate
-	}
+	orDefault(&o.MaxStreamsPerSession, DefaultMaxStreamsPerSession)
+	orDefault(&o.MaxStreamsPerIdentity, DefaultMaxStreamsPerIdentity)
+	orDefault(&o.MaxStreams, DefaultMaxStreams)
+	orDefault(&o.FailedLoginBurst, DefaultFailedLoginBurst)
+	orDefault(&o.FailedLoginInterval, DefaultFailedLoginInterval)
+	orDefault(&o.MaxSessions, DefaultMaxSessions)
+	orDefault(&o.MaxSessionsPerIdentity, DefaultMaxSessionsPerIdentity)
+	orDefault(&o.Revalidate, DefaultRevalidate)
 	trusted, err := ParseTrustedProxies(o.TrustedProxies)
 	if err != nil {
 		return nil, err
