@@ -143,8 +143,15 @@ func (k *Keeper) Ensure(ctx context.Context) (oci.RegistryCredentials, error) {
 }
 
 // keepNamespaces gives Argo CD the credential template of every namespace with Orders, and
-// deletes the templates of the namespaces without.
+// deletes the templates of the namespaces without. The templates are listed before the Orders,
+// so that one written for an Order created in between is not taken for a leftover.
 func (k *Keeper) keepNamespaces(ctx context.Context, creds oci.RegistryCredentials) error {
+	have := &metav1.PartialObjectMetadataList{}
+	have.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	if err := k.Reader.List(ctx, have, client.InNamespace(k.Config.ArgoCDNamespace),
+		client.MatchingLabels{argocd.LabelManagedBy: argocd.ManagedByKokumi}, client.HasLabels{LabelPullNamespace}); err != nil {
+		return fmt.Errorf("list Argo CD's credentials of the bundled registry in %s: %w", k.Config.ArgoCDNamespace, err)
+	}
 	orders := &metav1.PartialObjectMetadataList{}
 	orders.SetGroupVersionKind(v1.GroupVersion.WithKind("OrderList"))
 	if err := k.Reader.List(ctx, orders); err != nil {
@@ -157,12 +164,6 @@ func (k *Keeper) keepNamespaces(ctx context.Context, creds oci.RegistryCredentia
 			want[o.Namespace] = true
 			errs = append(errs, k.keep(ctx, ArgoCDRegistryCredentials(k.Config, o.Namespace, creds.NamespacePuller(o.Namespace))))
 		}
-	}
-	have := &metav1.PartialObjectMetadataList{}
-	have.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-	if err := k.Reader.List(ctx, have, client.InNamespace(k.Config.ArgoCDNamespace),
-		client.MatchingLabels{argocd.LabelManagedBy: argocd.ManagedByKokumi}, client.HasLabels{LabelPullNamespace}); err != nil {
-		return errors.Join(append(errs, fmt.Errorf("list Argo CD's credentials of the bundled registry in %s: %w", k.Config.ArgoCDNamespace, err))...)
 	}
 	for _, s := range have.Items {
 		if !want[s.Labels[LabelPullNamespace]] {
