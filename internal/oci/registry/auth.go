@@ -60,8 +60,8 @@ func (u user) String() string {
 	return "the puller"
 }
 
-// may says why u may not send a request of method to the route distribution gives it (named
-// in repository name); "" lets it through. Every identity pings (/v2/); nobody lists the
+// may says why u may not send a request of method to route, the route distribution gives it,
+// of the repository name; "" lets it through. Every identity pings (/v2/); nobody lists the
 // catalog, which names every namespace's repositories. The pusher and the puller read every
 // repository (the controller reads the charts an admin pushed, the API server every
 // namespace's records), a namespace puller only its namespace's (oci.OwnerOfRepository). The
@@ -76,7 +76,7 @@ func (u user) may(method, route, name string) string {
 		}
 		return u.String() + " may not " + method + " /v2/"
 	case apiv2.RouteNameCatalog:
-		return "listing the repositories is refused: it would name every namespace's"
+		return "listing the repositories is refused: it would name every namespace's repositories"
 	}
 	owner, owned := oci.OwnerOfRepository(name)
 	switch method {
