@@ -17,7 +17,7 @@ func runRegistry(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	dir := fs.String("dir", "/var/lib/kokumi/registry", "directory the registry stores its content in")
 	verbose := fs.Bool("verbose", false, "log every request")
 	credsDir := fs.String("credentials-dir", "/etc/kokumi/registry-credentials",
-		"directory of the Secret "+oci.RegistryCredentialsSecret+" mounted as files: the pusher (pulls and pushes) and the puller (pulls); read again when it changes")
+		"directory of the Secret "+oci.RegistryCredentialsSecret+" mounted as files: the pusher (pulls and pushes), the puller (pulls) and the key of the namespaces' pullers (pull-<namespace>: pulls only kokumi/<namespace>/ and vendor/<namespace>/); read again when it changes")
 	noAuth := fs.Bool("insecure-no-auth", false, "let whoever reaches the registry pull and push, without credentials: for tests only")
 	gcPeriod := fs.Duration("gc-period", time.Hour,
 		"how often the registry deletes the blobs no manifest references (the layers of collected Preparations); writes get 503 and Retry-After while it does; 0 turns it off")
@@ -35,7 +35,7 @@ func runRegistry(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	auth := "signing in the pusher and the puller of " + *credsDir
+	auth := "signing in the pusher, the puller and the namespaces' pullers of " + *credsDir
 	if *noAuth {
 		auth = "WITHOUT AUTHENTICATION (--insecure-no-auth: for tests only)"
 	}

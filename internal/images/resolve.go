@@ -40,7 +40,7 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // VendorDir is the top directory of the images vendored for a namespace:
 // <vendor registry>/vendor/<namespace>/<source host>/<path>@<digest>.
-const VendorDir = "vendor"
+const VendorDir = oci.VendorDir
 
 // Resolver reaches the registries images live in.
 type Resolver struct {

@@ -1,12 +1,15 @@
 package oci
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -22,7 +25,8 @@ const (
 	PusherUsernameKey = "pusher-username"
 	// PusherPasswordKey is the pusher's password.
 	PusherPasswordKey = "pusher-password"
-	// PullerUsernameKey is the user name of the puller (Argo CD's repo-server).
+	// PullerUsernameKey is the user name of the puller (Kokumi's own reads of every
+	// namespace's artifacts and records: the API server's).
 	PullerUsernameKey = "puller-username"
 	// PullerPasswordKey is the puller's password.
 	PullerPasswordKey = "puller-password"
@@ -32,16 +36,48 @@ const (
 const (
 	// DefaultPusher is the user name Kokumi's controller pushes as.
 	DefaultPusher = "kokumi-controller"
-	// DefaultPuller is the user name Argo CD's repo-server pulls as.
-	DefaultPuller = "argocd-repo-server"
+	// DefaultPuller is the user name Kokumi's API server reads records and artifacts as. Argo
+	// CD never gets it: it pulls each namespace's artifacts as that namespace's puller
+	// (RegistryCredentials.NamespacePuller).
+	DefaultPuller = "kokumi-puller"
 )
 
-// RegistryCredentials are the two identities of the bundled registry.
+// RegistryCredentials are the two stored identities of the bundled registry; the pusher's
+// password also keys the namespace pullers (NamespacePuller), which are derived, not stored.
 type RegistryCredentials struct {
 	// Pusher pulls and pushes: Kokumi's controller.
 	Pusher Credential
-	// Puller only pulls: Argo CD's repo-server.
+	// Puller only pulls, from every namespace: Kokumi's API server.
 	Puller Credential
+}
+
+// NamespacePullerPrefix begins the user name of every namespace puller:
+// NamespacePullerPrefix + <namespace>. The stored identities may not use it.
+const NamespacePullerPrefix = "pull-"
+
+// namespacePullerContext separates the namespace pullers' passwords from any other use of the
+// pusher's password as a key.
+const namespacePullerContext = "kokumi namespace puller v1\x00"
+
+// NamespacePuller is the identity that pulls only namespace's Preparations
+// (kokumi/<namespace>/…) and vendored images (vendor/<namespace>/…): the one Argo CD and the
+// namespace's Pods get. Its password is HMAC-SHA256 of the namespace keyed with the pusher's
+// password, so that the registry checks it and the controller hands it out without storing
+// one per namespace, and a new pusher password (a rotation) changes every one of them.
+func (c RegistryCredentials) NamespacePuller(namespace string) Credential {
+	mac := hmac.New(sha256.New, []byte(c.Pusher.Password))
+	mac.Write([]byte(namespacePullerContext + namespace))
+	return Credential{Username: NamespacePullerPrefix + namespace, Password: base64.RawURLEncoding.EncodeToString(mac.Sum(nil))}
+}
+
+// dnsLabel is a Kubernetes namespace's name (RFC 1123 label).
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// NamespaceOfPuller returns the namespace of a namespace puller's user name; ok is false when
+// username names no namespace puller.
+func NamespaceOfPuller(username string) (namespace string, ok bool) {
+	namespace, ok = strings.CutPrefix(username, NamespacePullerPrefix)
+	return namespace, ok && dnsLabel.MatchString(namespace)
 }
 
 // GenerateRegistryCredentials makes the default users with random passwords (32 bytes each).
@@ -79,7 +115,7 @@ func (c RegistryCredentials) Data() map[string][]byte {
 }
 
 // ParseRegistryCredentials reads the data of RegistryCredentialsSecret. Every key must be set,
-// and the two user names must differ.
+// the two user names must differ, and neither may begin with NamespacePullerPrefix.
 func ParseRegistryCredentials(data map[string][]byte) (RegistryCredentials, error) {
 	var missing []string
 	value := func(key string) string {
@@ -98,6 +134,11 @@ func ParseRegistryCredentials(data map[string][]byte) (RegistryCredentials, erro
 	}
 	if c.Pusher.Username == c.Puller.Username {
 		return RegistryCredentials{}, fmt.Errorf("the pusher and the puller are both %q: they must differ", c.Pusher.Username)
+	}
+	for _, name := range []string{c.Pusher.Username, c.Puller.Username} {
+		if strings.HasPrefix(name, NamespacePullerPrefix) {
+			return RegistryCredentials{}, fmt.Errorf("the user name %q begins with %q, which names the namespace pullers", name, NamespacePullerPrefix)
+		}
 	}
 	return c, nil
 }
@@ -118,4 +159,27 @@ func ReadRegistryCredentials(dir string) (RegistryCredentials, error) {
 		return RegistryCredentials{}, fmt.Errorf("read registry credentials in %s: %w", dir, err)
 	}
 	return c, nil
+}
+
+// The top directories of the bundled registry that Kokumi keeps per namespace.
+const (
+	// ArtifactDir holds the Preparations of each namespace: kokumi/<namespace>/<order>.
+	ArtifactDir = "kokumi"
+	// VendorDir holds the images vendored for each namespace: vendor/<namespace>/<source>.
+	VendorDir = "vendor"
+)
+
+// OwnerOfRepository returns the namespace a repository of the bundled registry belongs to:
+// <namespace> for ArtifactDir/<namespace>/… and VendorDir/<namespace>/…; ok is false for any
+// other repository (charts an admin pushed, which no namespace owns).
+func OwnerOfRepository(repository string) (namespace string, ok bool) {
+	top, rest, _ := strings.Cut(repository, "/")
+	if top != ArtifactDir && top != VendorDir {
+		return "", false
+	}
+	namespace, below, _ := strings.Cut(rest, "/")
+	if namespace == "" || below == "" {
+		return "", false
+	}
+	return namespace, true
 }

@@ -23,7 +23,7 @@ const ManifestsFile = "manifests.yaml"
 
 // ArtifactDir is the top directory of the Preparations of a namespace in the bundled registry:
 // kokumi/<namespace>/<order> (see OwnArtifactPath).
-const ArtifactDir = "kokumi"
+const ArtifactDir = oci.ArtifactDir
 
 // Name is the name of an Order's Preparation with an artifact digest: <order>-<first 10 hex
 // digits of the digest>, the Order's name shortened to fit.

@@ -57,7 +57,7 @@ import (
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings;clusters;environments;products;orders;preparations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=orders,verbs=create
 // +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=applications,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",namespace=argocd,resources=secrets,resourceNames=kokumi-bundled-registry,verbs=get
+// +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=secrets,resourceNames=kokumi-registry-puller,verbs=get
 
 //go:embed ui
 var uiFiles embed.FS
@@ -223,8 +223,8 @@ func New(cfg *rest.Config, c client.Client, reader client.Reader, informers cach
 	// The keys are read without the cache, which would list and watch every ConfigMap of the
 	// cluster: the server may only get the one in Kokumi's namespace.
 	p.Keys = &trustedKeys{source: &record.Keys{Client: uncached{Client: c, reader: reader}, Namespace: o.Namespace}}
-	// Records and artifacts are read as the bundled registry's puller, Argo CD's read-only
-	// identity.
+	// Records and artifacts are read as the bundled registry's puller, Kokumi's read-only
+	// identity of every namespace (Secret kokumi-registry-puller; never given to Argo CD).
 	puller := bundled.Puller(reader, kokumi)
 	p.Records = &record.Store{Client: puller}
 	return &Server{

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kokumi-dev/kokumi/internal/config"
+	"github.com/kokumi-dev/kokumi/internal/controller/registrycreds"
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/render"
@@ -22,7 +24,8 @@ import (
 
 // The fleet's plumbing on its own, without Kokumi's controllers: Argo CD pulls a rendered
 // artifact of the demo chart from the bundled registry over plain HTTP (signed in as the puller
-// the controller gave it), syncs it to a member through a cluster Secret of the member's
+// of the namespace "plumbing", through a credential template the test writes as the controller
+// does for a namespace with Orders), syncs it to a member through a cluster Secret of the member's
 // identity, and the member's kube-controller-manager, kube-scheduler and KWOK roll the
 // Deployment out until its Pods are Ready.
 func TestArgoCDSyncsAnArtifactOfTheBundledRegistryToAMember(t *testing.T) {
@@ -47,15 +50,24 @@ func TestArgoCDSyncsAnArtifactOfTheBundledRegistryToAMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := fleet.Registry + "/plumbing/podinfo"
+	repo := fleet.Registry + "/kokumi/plumbing/podinfo"
 	digest, err := c.PushArtifact(ctx, repo, layer, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Only Argo CD's puller (and Kokumi's pusher) read it: a client without credentials does not.
+	// Only the namespace's puller (and Kokumi's) read it: a client without credentials does
+	// not, nor another namespace's puller.
 	if _, err := (&oci.Client{}).Pull(ctx, repo, digest); err == nil {
 		t.Fatalf("an anonymous client pulled %s@%s from the bundled registry", repo, digest)
 	}
+	other := &oci.Client{Credentials: oci.Credentials{fleet.Registry: registryCreds.NamespacePuller("other")}}
+	if _, err := other.Pull(ctx, repo, digest); err == nil {
+		t.Fatalf("another namespace's puller pulled %s@%s from the bundled registry", repo, digest)
+	}
+	pullCreds := registrycreds.ArgoCDRegistryCredentials(config.Config{ArgoCDNamespace: fleet.ArgoCDNamespace, BundledRegistry: fleet.Registry},
+		"plumbing", registryCreds.NamespacePuller("plumbing"))
+	pullCreds.Name = "plumbing-registry"
+	delete(pullCreds.Labels, registrycreds.LabelPullNamespace) // the keeper deletes the templates of namespaces without Orders
 
 	secret, err := sandbox.ClusterSecret(fleet.ArgoCDNamespace, target)
 	if err != nil {
@@ -76,7 +88,7 @@ func TestArgoCDSyncsAnArtifactOfTheBundledRegistryToAMember(t *testing.T) {
 			},
 		},
 	}}
-	for _, o := range []client.Object{secret, app} {
+	for _, o := range []client.Object{pullCreds, secret, app} {
 		if err := hub.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +96,7 @@ func TestArgoCDSyncsAnArtifactOfTheBundledRegistryToAMember(t *testing.T) {
 	t.Cleanup(func() {
 		// The Application has no resources finalizer: deleting it leaves the workload, which
 		// goes with its namespace.
-		for _, o := range []client.Object{app, secret} {
+		for _, o := range []client.Object{app, secret, pullCreds} {
 			if err := hub.Delete(context.Background(), o); err != nil && !apierrors.IsNotFound(err) {
 				t.Error(err)
 			}

@@ -105,8 +105,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer stopController()
-	// Argo CD pulls from the bundled registry with the credentials the controller gives it.
-	if err := waitArgoCDRegistryCredentials(ctx); err != nil {
+	// The controller keeps the bundled registry's puller for the API server; Argo CD gets each
+	// namespace's puller once the namespace has Orders.
+	if err := waitPullerSecret(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -162,10 +163,10 @@ func startController() (stop func(), err error) {
 	}, nil
 }
 
-// waitArgoCDRegistryCredentials waits for the credential template the controller keeps for Argo
-// CD's repo-server in Argo CD's namespace, as it does installed.
-func waitArgoCDRegistryCredentials(ctx context.Context) error {
-	key := client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: bundled.ArgoCDSecret}
+// waitPullerSecret waits for the Secret of the puller the controller keeps for the API server
+// in Kokumi's namespace, as it does installed.
+func waitPullerSecret(ctx context.Context) error {
+	key := client.ObjectKey{Namespace: sandbox.KokumiNamespace, Name: bundled.PullerSecret}
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var s corev1.Secret
@@ -174,7 +175,7 @@ func waitArgoCDRegistryCredentials(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the controller did not give Argo CD the bundled registry's puller in %s (%v)", key, err)
+			return fmt.Errorf("the controller did not keep the bundled registry's puller in %s (%v)", key, err)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

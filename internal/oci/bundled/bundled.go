@@ -1,6 +1,6 @@
 // Package bundled holds the clients of the bundled registry that sign in with the credentials
-// Kokumi keeps in Secrets: the pusher (the controller) and the puller (Argo CD, and the server's
-// reads of deployment records). Credentials are read when needed, without a cache.
+// Kokumi keeps in Secrets: the pusher (the controller) and the puller (the API server's reads of
+// deployment records and artifacts). Credentials are read when needed, without a cache.
 package bundled
 
 import (
@@ -17,9 +17,9 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/oci"
 )
 
-// ArgoCDSecret is the Argo CD credential template (repo-creds) in Argo CD's namespace that signs
-// the repo-server in to the bundled registry as the puller.
-const ArgoCDSecret = "kokumi-bundled-registry"
+// PullerSecret is the Secret of Kokumi's namespace that holds the puller alone (keys username
+// and password), kept by the controller: the API server may read it, and not the pusher's.
+const PullerSecret = "kokumi-registry-puller"
 
 // Timeout bounds one write or read of artifacts or records in a registry.
 const Timeout = 30 * time.Second
@@ -51,18 +51,18 @@ func Pusher(reader client.Reader, cfg config.Config) *oci.Client {
 	})
 }
 
-// Puller reaches the bundled registry as the puller, read from Argo CD's repository
-// credentials (ArgoCDSecret), the one Secret that holds it alone: the API
-// server reads deployment records with it, and may not read the pusher's.
+// Puller reaches the bundled registry as the puller, read from PullerSecret, the one Secret
+// that holds it alone: the API server reads deployment records with it, and may not read the
+// pusher's. Argo CD never gets it: it pulls as each namespace's puller.
 func Puller(reader client.Reader, cfg config.Config) *oci.Client {
 	return signedIn(cfg, func(ctx context.Context) (oci.Credential, bool, error) {
 		var s corev1.Secret
-		err := reader.Get(ctx, client.ObjectKey{Namespace: cfg.ArgoCDNamespace, Name: ArgoCDSecret}, &s)
+		err := reader.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: PullerSecret}, &s)
 		if apierrors.IsNotFound(err) {
 			return oci.Credential{}, false, nil
 		}
 		if err != nil {
-			return oci.Credential{}, false, err
+			return oci.Credential{}, false, fmt.Errorf("read the bundled registry's puller %s/%s: %w", cfg.Namespace, PullerSecret, err)
 		}
 		return oci.Credential{Username: string(s.Data["username"]), Password: string(s.Data["password"])}, true, nil
 	})

@@ -7,9 +7,13 @@ import (
 	"encoding/json"
 	"log"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 	"time"
+
+	apiv2 "github.com/distribution/distribution/v3/registry/api/v2"
+	"github.com/gorilla/mux"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
 )
@@ -32,69 +36,121 @@ const (
 type role int
 
 const (
+	// rolePuller reads every repository: Kokumi's API server.
 	rolePuller role = iota
+	// rolePusher reads, writes, and deletes the manifests of namespaces' repositories: Kokumi's
+	// controller.
 	rolePusher
+	// roleNamespacePuller reads the repositories of its namespace alone: Argo CD, and the
+	// namespace's Pods that pull vendored images.
+	roleNamespacePuller
 )
 
-// may says whether the role may send a request of method to path: both pull, the pusher
-// alone pushes and deletes manifests (Kokumi's controller deletes the artifacts of the
-// Preparations it collects and the manifests nothing names) and lists the repositories and
-// their manifests. Blobs are deleted by nobody: the registry's garbage collection reclaims the
-// ones no manifest references.
-func (r role) may(method, path string) bool {
-	switch method {
-	case http.MethodGet, http.MethodHead:
-		return !isInventoryPath(path) || r == rolePusher
-	case http.MethodPost, http.MethodPut, http.MethodPatch:
-		return r == rolePusher
-	case http.MethodDelete:
-		return r == rolePusher && isManifestPath(path)
-	}
-	return false
-}
-
-// isManifestPath says whether path is /v2/<name>/manifests/<reference>, as distribution routes
-// it: a reference (tag or digest) holds no slash, so the blob and upload routes never end so.
-func isManifestPath(path string) bool {
-	const part = "/manifests/"
-	i := strings.LastIndex(path, part)
-	if i <= len("/v2") || !strings.HasPrefix(path, "/v2/") {
-		return false
-	}
-	ref := path[i+len(part):]
-	return ref != "" && !strings.Contains(ref, "/")
-}
-
 // isInventoryPath says whether path lists repositories (the catalog) or a repository's
-// manifests: what only the collector of Kokumi's controller reads.
+// manifests: what only the collector of Kokumi's controller reads, signed in as the pusher.
 func isInventoryPath(path string) bool {
 	return path == oci.CatalogPath || (strings.HasPrefix(path, "/v2/") && strings.HasSuffix(path, oci.ManifestsSuffix))
 }
 
-func (r role) String() string {
-	if r == rolePusher {
+// user is an identity signed in: its role, and for a namespace puller its namespace.
+type user struct {
+	role      role
+	namespace string
+}
+
+func (u user) String() string {
+	switch u.role {
+	case rolePusher:
 		return "the pusher"
+	case roleNamespacePuller:
+		return "the puller of namespace " + u.namespace
 	}
 	return "the puller"
 }
 
-// user is an identity, its name and password kept as SHA-256 digests: the passwords are
-// random and long, and equal-length digests compare in constant time.
-type user struct {
+// may says why u may not send a request of method to route, the route distribution gives it,
+// of the repository name; "" lets it through. Every identity pings (/v2/); the pusher alone
+// lists the catalog, which names every namespace's repositories (the controller's collector). The pusher and the puller read every
+// repository (the controller reads the charts an admin pushed, the API server every
+// namespace's records), a namespace puller only its namespace's (oci.OwnerOfRepository). The
+// pusher alone writes; it deletes only manifests (the controller deletes the artifacts of the
+// Preparations it collects) and only in a namespace's repositories. Blobs are deleted by
+// nobody: the registry's garbage collection reclaims the ones no manifest references.
+func (u user) may(method, route, name string) string {
+	switch route {
+	case apiv2.RouteNameBase:
+		if method == http.MethodGet || method == http.MethodHead {
+			return ""
+		}
+		return u.String() + " may not " + method + " /v2/"
+	case apiv2.RouteNameCatalog:
+		if u.role == rolePusher && (method == http.MethodGet || method == http.MethodHead) {
+			return "" // the collector of Kokumi's controller
+		}
+		return "listing the repositories is refused: it would name every namespace's repositories; only Kokumi's controller, signed in as the pusher, lists them"
+	}
+	owner, owned := oci.OwnerOfRepository(name)
+	switch method {
+	case http.MethodGet, http.MethodHead:
+		if u.role != roleNamespacePuller || (owned && owner == u.namespace) {
+			return ""
+		}
+		return u.String() + " reads only " + oci.ArtifactDir + "/" + u.namespace + "/… and " + oci.VendorDir + "/" + u.namespace + "/…, not " + name
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		if u.role == rolePusher {
+			return ""
+		}
+		return u.String() + " may not " + method + ": it only pulls"
+	case http.MethodDelete:
+		if u.role != rolePusher {
+			return u.String() + " may not DELETE: it only pulls"
+		}
+		if !owned {
+			return "the pusher deletes only in " + oci.ArtifactDir + "/<namespace>/… and " + oci.VendorDir + "/<namespace>/…, not in " + name
+		}
+		return ""
+	}
+	return u.String() + " may not " + method
+}
+
+// route names the route distribution gives r, and the repository it names (none for the ping
+// and the catalog); ok is false when no route matches, or the path is not clean but for a
+// trailing slash (distribution would redirect it to its clean form, which is then checked).
+func route(r *http.Request) (routeName, repository string, ok bool) {
+	if p, clean := r.URL.Path, path.Clean(r.URL.Path); p != clean && p != clean+"/" {
+		return "", "", false
+	}
+	var m mux.RouteMatch
+	if !apiv2.Router().Match(r, &m) || m.Route == nil || m.MatchErr != nil {
+		return "", "", false
+	}
+	return m.Route.GetName(), m.Vars["name"], true
+}
+
+// stored is a stored identity, its name and password kept as SHA-256 digests: the passwords
+// are random and long, and equal-length digests compare in constant time.
+type stored struct {
 	name, password [sha256.Size]byte
 	role           role
 }
 
-// authorizer stands in front of distribution's handler: it signs users in (Basic), lets the
-// pusher pull, push and delete manifests and the puller only pull. Without source (NoAuth)
-// it lets anyone pull and push, and refuses DELETE: nobody is the pusher.
+// signIns are the identities the registry signs in: the stored ones, and the key of the
+// namespace pullers' passwords (the pusher's password; oci.RegistryCredentials.NamespacePuller).
+type signIns struct {
+	users []stored
+	creds oci.RegistryCredentials
+}
+
+// authorizer stands in front of distribution's handler: it signs users in (Basic) and lets
+// each send the requests user.may allows. Without source (NoAuth) it lets anyone pull and
+// push, and refuses DELETE: nobody is the pusher.
 type authorizer struct {
 	next   http.Handler
 	source func() (oci.RegistryCredentials, error)
 	now    func() time.Time
 
 	mu     sync.Mutex
-	users  []user
+	signIn signIns
 	loaded time.Time
 }
 
@@ -120,15 +176,31 @@ func (a *authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u, ok := a.authenticate(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Basic realm="`+RegistryRealm+`"`)
-		registryError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required: sign in as Kokumi's pusher or puller")
+		registryError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required: sign in as Kokumi's pusher, its puller or a namespace's puller")
 		return
 	}
-	if r.Method == http.MethodDelete && u.role == rolePusher && !isManifestPath(r.URL.Path) {
+	if isInventoryPath(r.URL.Path) && r.URL.Path != oci.CatalogPath {
+		// A repository's manifests, with when each was pushed: the registry's own route, which
+		// distribution's router does not know.
+		if u.role != rolePusher || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+			registryError(w, http.StatusForbidden, "DENIED", u.String()+" may not list a repository's manifests: only Kokumi's controller, signed in as the pusher, lists them")
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), pusherKey{}, true))
+		a.next.ServeHTTP(w, r)
+		return
+	}
+	name, repository, ok := route(r)
+	if !ok {
+		registryError(w, http.StatusNotFound, "NOT_FOUND", "no such route of the registry API")
+		return
+	}
+	if r.Method == http.MethodDelete && u.role == rolePusher && name != apiv2.RouteNameManifest {
 		registryError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "deleting blobs and uploads is refused: the registry's garbage collection reclaims the blobs no manifest references")
 		return
 	}
-	if !u.role.may(r.Method, r.URL.Path) {
-		registryError(w, http.StatusForbidden, "DENIED", u.role.String()+" may not "+r.Method+" "+r.URL.Path+": the puller only pulls, and lists neither repositories nor manifests")
+	if why := u.may(r.Method, name, repository); why != "" {
+		registryError(w, http.StatusForbidden, "DENIED", why)
 		return
 	}
 	if u.role == rolePusher {
@@ -144,30 +216,42 @@ func (a *authorizer) authenticate(r *http.Request) (user, bool) {
 	if !ok {
 		return user{}, false
 	}
-	n, p := sha256.Sum256([]byte(name)), sha256.Sum256([]byte(password))
-	if u, ok := match(a.current(false), n, p); ok {
+	if u, ok := a.current(false).match(name, password); ok {
 		return u, true
 	}
-	return match(a.current(true), n, p)
+	return a.current(true).match(name, password)
 }
 
-// match finds the user of a name and password, comparing with every user in constant time.
-func match(users []user, name, password [sha256.Size]byte) (user, bool) {
+// match finds the user of a name and password: a namespace puller by its derived password,
+// a stored identity by comparing with every one in constant time.
+func (s signIns) match(name, password string) (user, bool) {
+	p := sha256.Sum256([]byte(password))
+	if namespace, ok := oci.NamespaceOfPuller(name); ok {
+		if s.creds.Pusher.Password == "" {
+			return user{}, false // no key read yet: no namespace puller signs in
+		}
+		want := sha256.Sum256([]byte(s.creds.NamespacePuller(namespace).Password))
+		if subtle.ConstantTimeCompare(p[:], want[:]) == 1 {
+			return user{role: roleNamespacePuller, namespace: namespace}, true
+		}
+		return user{}, false
+	}
+	n := sha256.Sum256([]byte(name))
 	var found user
 	ok := 0
-	for _, u := range users {
-		eq := subtle.ConstantTimeCompare(name[:], u.name[:]) & subtle.ConstantTimeCompare(password[:], u.password[:])
+	for _, u := range s.users {
+		eq := subtle.ConstantTimeCompare(n[:], u.name[:]) & subtle.ConstantTimeCompare(p[:], u.password[:])
 		if eq == 1 {
-			found = u
+			found = user{role: u.role}
 		}
 		ok |= eq
 	}
 	return found, ok == 1
 }
 
-// current returns the users, read again when they are older than credentialsMaxAge or, with
-// retry, older than credentialsRetry. When reading fails the last users stay.
-func (a *authorizer) current(retry bool) []user {
+// current returns the identities, read again when they are older than credentialsMaxAge or,
+// with retry, older than credentialsRetry. When reading fails the last ones stay.
+func (a *authorizer) current(retry bool) signIns {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	age := a.now().Sub(a.loaded)
@@ -176,14 +260,14 @@ func (a *authorizer) current(retry bool) []user {
 		c, err := a.source()
 		if err != nil {
 			log.Printf("kokumi registry: %v; the credentials read before stay", err)
-			return a.users
+			return a.signIn
 		}
-		a.users = []user{
+		a.signIn = signIns{creds: c, users: []stored{
 			{name: sha256.Sum256([]byte(c.Pusher.Username)), password: sha256.Sum256([]byte(c.Pusher.Password)), role: rolePusher},
 			{name: sha256.Sum256([]byte(c.Puller.Username)), password: sha256.Sum256([]byte(c.Puller.Password)), role: rolePuller},
-		}
+		}}
 	}
-	return a.users
+	return a.signIn
 }
 
 // registryError writes an error in the registry API's format.

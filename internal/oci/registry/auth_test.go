@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -259,5 +260,125 @@ func TestSignInSignsInOnceTheCredentialExists(t *testing.T) {
 	mu.Unlock()
 	if _, err := c.PushArtifact(ctx, repo, []byte("layer"), nil); err != nil {
 		t.Errorf("the client does not sign in once the credential exists: %v", err)
+	}
+}
+
+func TestBundledRegistryLetsANamespacesPullerReadOnlyItsOwnNamespace(t *testing.T) {
+	ctx := context.Background()
+	creds, err := oci.GenerateRegistryCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := ocitest.StartWithCredentials(t, creds)
+	pusher := &oci.Client{Credentials: oci.Credentials{reg.Addr: creds.Pusher}}
+	artifacts := map[string]string{}
+	images := map[string]string{}
+	for _, ns := range []string{"team-a", "team-b"} {
+		repo := ocitest.Repo(reg, "kokumi/"+ns+"/app")
+		d, err := pusher.PushArtifact(ctx, repo, []byte("kind: Secret # of "+ns+"\n"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		artifacts[ns] = repo + "@" + d
+		image := ocitest.Repo(reg, "vendor/"+ns+"/ghcr.io/app")
+		images[ns] = image + "@" + ocitest.PushImage(t, image+":1", 1)
+	}
+	chart := ocitest.Repo(reg, "charts/shared")
+	chartDigest, err := pusher.PushArtifact(ctx, chart, []byte("a chart an admin pushed"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := creds.NamespacePuller("team-a"), creds.NamespacePuller("team-b")
+	if a.Username != "pull-team-a" || a.Password == b.Password || len(a.Password) < 40 {
+		t.Fatalf("namespace pullers %q and %q: want pull-<namespace> with distinct long passwords", a.Username, b.Username)
+	}
+	head := func(ref string, c oci.Credential) error {
+		t.Helper()
+		r, err := name.ParseReference(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = remote.Head(r, ggcrAuth(c))
+		return err
+	}
+
+	// Namespace A's puller reads its own namespace's artifact and vendored image.
+	if err := head(artifacts["team-a"], a); err != nil {
+		t.Errorf("team-a's puller could not read its artifact: %v", err)
+	}
+	if err := head(images["team-a"], a); err != nil {
+		t.Errorf("team-a's puller could not read its vendored image: %v", err)
+	}
+	if resp := raw(t, http.MethodGet, "http://"+reg.Addr+"/v2/", a); resp.StatusCode != http.StatusOK {
+		t.Errorf("team-a's puller's ping: %d, want 200", resp.StatusCode)
+	}
+
+	// It reads nothing of namespace B, knowing the digests, nor a chart no namespace owns,
+	// nor the catalog; and it writes and deletes nothing, even in its own namespace.
+	for what, ref := range map[string]string{"team-b's artifact": artifacts["team-b"], "team-b's vendored image": images["team-b"], "a shared chart": chart + "@" + chartDigest} {
+		if err := head(ref, a); ocitest.Status(err) != http.StatusForbidden {
+			t.Errorf("team-a's puller read %s %s: %v, want 403", what, ref, err)
+		}
+	}
+	repoB, digestB, _ := strings.Cut(artifacts["team-b"], "@")
+	if _, err := (&oci.Client{Credentials: oci.Credentials{reg.Addr: a}}).Pull(ctx, repoB, digestB); ocitest.Status(err) != http.StatusForbidden {
+		t.Errorf("team-a's puller pulled team-b's artifact with oras: %v, want 403", err)
+	}
+	for _, path := range []string{
+		"/v2/_catalog",
+		"/v2/kokumi/team-b/app/tags/list",
+		"/v2/kokumi/team-a/../team-b/app/manifests/" + digestB,
+		"/v2/kokumi/team-a/%2e%2e/team-b/app/manifests/" + digestB,
+		"/v2/kokumi/team-b/app/manifests/" + digestB,
+		"/v2/vendor/team-b/ghcr.io/app/tags/list",
+	} {
+		if resp := raw(t, http.MethodGet, "http://"+reg.Addr+path, a); resp.StatusCode == http.StatusOK {
+			t.Errorf("GET %s as team-a's puller: %d, want a refusal", path, resp.StatusCode)
+		}
+	}
+	repoA, _, _ := strings.Cut(artifacts["team-a"], "@")
+	if _, err := (&oci.Client{Credentials: oci.Credentials{reg.Addr: a}}).PushArtifact(ctx, repoA, []byte("evil"), nil); ocitest.Status(err) != http.StatusForbidden {
+		t.Errorf("team-a's puller pushed to its own namespace: %v, want 403", err)
+	}
+	manifestA := "http://" + reg.Addr + "/v2/" + strings.TrimPrefix(repoA, reg.Addr+"/") + "/manifests/" + strings.SplitN(artifacts["team-a"], "@", 2)[1]
+	if resp := raw(t, http.MethodDelete, manifestA, a); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("DELETE of its own artifact as team-a's puller: %d, want 403", resp.StatusCode)
+	}
+
+	// A forged namespace puller: team-b's name with team-a's password, or a password keyed
+	// with another key, signs in nowhere.
+	other, err := oci.GenerateRegistryCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for who, c := range map[string]oci.Credential{
+		"team-b's name with team-a's password": {Username: b.Username, Password: a.Password},
+		"a password of another key":            other.NamespacePuller("team-b"),
+		"no namespace":                         {Username: oci.NamespacePullerPrefix, Password: creds.NamespacePuller("").Password},
+	} {
+		if err := head(artifacts["team-b"], c); ocitest.Status(err) != http.StatusUnauthorized {
+			t.Errorf("%s read team-b's artifact: %v, want 401", who, err)
+		}
+	}
+
+	// The pusher deletes manifests only in a namespace's repositories, never a shared chart.
+	if resp := raw(t, http.MethodDelete, "http://"+reg.Addr+"/v2/charts/shared/manifests/"+chartDigest, creds.Pusher); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("DELETE of a shared chart as the pusher: %d, want 403", resp.StatusCode)
+	}
+	// The catalog names every namespace's repositories: the pusher (the controller's collector)
+	// alone lists it.
+	for who, c := range map[string]oci.Credential{"team-a's puller": a, "Kokumi's puller": creds.Puller} {
+		if resp := raw(t, http.MethodGet, "http://"+reg.Addr+"/v2/_catalog", c); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("the catalog as %s: %d, want 403", who, resp.StatusCode)
+		}
+	}
+	if resp := raw(t, http.MethodGet, "http://"+reg.Addr+"/v2/_catalog", creds.Pusher); resp.StatusCode != http.StatusOK {
+		t.Errorf("the catalog as the pusher: %d, want 200", resp.StatusCode)
+	}
+	// Kokumi's own puller reads every namespace.
+	for _, ref := range []string{artifacts["team-a"], artifacts["team-b"], images["team-b"]} {
+		if err := head(ref, creds.Puller); err != nil {
+			t.Errorf("Kokumi's puller could not read %s: %v", ref, err)
+		}
 	}
 }

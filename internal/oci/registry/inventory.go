@@ -97,6 +97,18 @@ func (v *inventory) lock(name string) *sync.Mutex {
 	return &v.locks[h.Sum32()%uint32(len(v.locks))]
 }
 
+// isManifestPath says whether path is /v2/<name>/manifests/<reference>, as distribution routes
+// it: a reference (tag or digest) holds no slash, so the blob and upload routes never end so.
+func isManifestPath(path string) bool {
+	const part = "/manifests/"
+	i := strings.LastIndex(path, part)
+	if i <= len("/v2") || !strings.HasPrefix(path, "/v2/") {
+		return false
+	}
+	ref := path[i+len(part):]
+	return ref != "" && !strings.Contains(ref, "/")
+}
+
 // manifestRoute splits /v2/<name>/manifests/<reference>.
 func manifestRoute(p string) (name, ref string, ok bool) {
 	if !isManifestPath(p) {
