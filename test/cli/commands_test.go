@@ -83,7 +83,7 @@ func fleetServing(t *testing.T, ns string) *v1.Serving {
 	}
 	apimeta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonDeploymentFailed, Message: "1 of 3 clusters degraded"})
 	must(t, env.Client.Status().Update(ctx, s))
-	since := time.Now().Add(-5 * time.Minute)
+	since := time.Now().Add(-30 * time.Minute) // past 10 minutes, HumanDuration shows minutes alone: "30m" for a while
 	application(t, ns, "web", "west", "Degraded", "Synced", digest("1"), "crash loop", since)
 	application(t, ns, "web", "north", "Healthy", "Synced", digest("1"), "", since)
 	return s
@@ -125,7 +125,7 @@ func TestStatusShowsTheCountsAndTheUIsClusterTable(t *testing.T) {
 		{"CLUSTER", "STATE", "REASON", "APPLICATION", "REVISION", "SINCE", "MESSAGE"},
 		{"east", "Held", "ClusterNotReady", "-", "-", "5h", "Cluster east is not Ready: Unreachable"},
 		{"west", "Degraded", "Degraded", ns + "-web-west", strings.Repeat("1", 12), "5h", "Deployment podinfo: crash loop"},
-		{"north", "Healthy", "-", ns + "-web-north", strings.Repeat("1", 12), "5m", "-"},
+		{"north", "Healthy", "-", ns + "-web-north", strings.Repeat("1", 12), "30m", "-"},
 	}
 	if r.code != 0 || !equalRows(table, want) {
 		t.Errorf("exit %d, wide table %q, want %q", r.code, table, want)
