@@ -73,7 +73,7 @@ func (s *Server) pipelineOf(ctx context.Context, sv *v1.Serving, order *v1.Order
 			stage.Soak = promotion.Duration(st.Soak)
 		}
 		if st.State == promotion.Soaking {
-			stage.Left = promotion.Duration(st.Soak - st.Elapsed)
+			stage.Left, stage.LeftSeconds = promotion.Duration(st.Soak-st.Elapsed), int64((st.Soak - st.Elapsed).Seconds())
 		}
 		if st.Order != "" {
 			// A Serving has its Order's name.

@@ -35,8 +35,10 @@ type Stage struct {
 	Match string `json:"match,omitempty"`
 	// Soak is the stage's soak ("30m").
 	Soak string `json:"soak,omitempty"`
-	// Left is the soak time left while Soaking.
-	Left string `json:"left,omitempty"`
+	// Left is the soak time left while Soaking; LeftSeconds is the same in seconds, for the
+	// page's countdown between fetches.
+	Left        string `json:"left,omitempty"`
+	LeftSeconds int64  `json:"leftSeconds,omitempty"`
 	// Order is the Order whose run decided the stage; Serving is its Serving when it exists.
 	Order   string `json:"order,omitempty"`
 	Serving string `json:"serving,omitempty"`

@@ -22,4 +22,6 @@ func TestFleetSearchFilterAndPages(t *testing.T) { scenario(t, "fleet") }
 
 func TestPhoneWidthHasNoSidewaysScroll(t *testing.T) { scenario(t, "phone") }
 
+func TestTimeMovesOnAQuietFleet(t *testing.T) { scenario(t, "clock") }
+
 func TestPromoteAndRollBack(t *testing.T) { scenario(t, "promote-rollback") }

@@ -285,6 +285,9 @@ func fleet(ctx context.Context) error {
 	}
 	since := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
 	sv.Status.Clusters = v1.ClusterCounts{Selected: fleetSize, Healthy: fleetSize - fleetHeld, Held: fleetHeld}
+	// Deployed a moment ago: its "… ago" moves by the second on a quiet fleet.
+	deployed := metav1.NewTime(time.Now().Truncate(time.Second))
+	sv.Status.Revision, sv.Status.DeployedRevision, sv.Status.DeployedSince = revision, revision, &deployed
 	for i := range fleetHeld {
 		sv.Status.Targets = append(sv.Status.Targets, v1.Target{Cluster: fmt.Sprintf("store-%04d", i*100+1), Since: since,
 			Conditions: []v1.TargetCondition{{Type: "Held", Reason: v1.ReasonClusterNotReady, Message: "the Cluster is not Ready"}}})

@@ -237,6 +237,18 @@ const scenarios = {
     check(ok?.includes("Healthy") && !ok.includes("Held"), `a Ready cluster's row is not held (${ok})`);
   },
 
+  // Nothing changes in the fleet: what the page says of time moves on all the same.
+  async clock(page) {
+    await login(page);
+    await page.goto(`${base}/#/servings/team-web/fleet`);
+    await page.waitForSelector("#deployed-since");
+    const first = await page.textContent("#deployed-since");
+    check(/\d+s ago/.test(first || ""), `the Serving says since when it runs its revision (${first})`);
+    await page.waitForFunction(before => document.querySelector("#deployed-since")?.textContent !== before, first, { timeout: 12000 });
+    const later = await page.textContent("#deployed-since");
+    check(later !== first && /\d+s ago/.test(later || ""), `the "ago" moved without any event (${first} → ${later})`);
+  },
+
   async fleet(page) {
     await login(page);
     await page.goto(`${base}/#/servings/team-web/fleet`);

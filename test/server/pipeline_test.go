@@ -240,6 +240,10 @@ func TestStagesPassOnSignedRecordsAndTheServingPageListsThem(t *testing.T) {
 		return nil
 	})
 	st := d.Pipeline.Stages[0]
+	// The countdown of the page: what is left, in seconds, as the server counted it.
+	if st.LeftSeconds <= 0 || st.LeftSeconds > 30*60 {
+		t.Errorf("stage %+v: leftSeconds out of the 30m soak", st)
+	}
 	if st.Left == "" || st.Soak != "30m" || st.Serving != "podinfo-staging" || st.Record != recDigest || !strings.HasPrefix(st.Message, "staging soaking ") {
 		t.Errorf("stage %+v", st)
 	}

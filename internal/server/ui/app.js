@@ -13,11 +13,11 @@
 /** @typedef {{environment: string, clusters: number, time: string}} Deployed */
 /** @typedef {{name: string, created: string, digest: string, targetNamespace: string, ready: Condition, promoted?: boolean, deployments?: Deployed[]}} PreparationSummary */
 /** @typedef {{mode: string, preparations: PreparationSummary[], preparationsOmitted?: number, rollbackTo?: string}} Promotion */
-/** @typedef {{environment: string, state: string, message?: string, match?: string, soak?: string, left?: string, order?: string, serving?: string}} Stage */
+/** @typedef {{environment: string, state: string, message?: string, match?: string, soak?: string, left?: string, leftSeconds?: number, order?: string, serving?: string}} Stage */
 /** @typedef {{environment: string, preparation?: string, allowed?: boolean, message?: string, stages: Stage[], error?: string}} Pipeline */
 /** @typedef {{digest: string, environment?: string, clusters: number, time?: string, keyID?: string, verified?: boolean, problem?: string}} RecordItem */
 /** @typedef {{preparation: string, artifact?: string, verify: string, items: RecordItem[], itemsOmitted?: number, error?: string}} Records */
-/** @typedef {ServingSummary & {rows: ClusterRow[], rowsTotal?: number, rowsOmitted?: number, promotion?: Promotion, pipeline?: Pipeline, records?: Records}} ServingDetail */
+/** @typedef {ServingSummary & {rows: ClusterRow[], rowsTotal?: number, rowsOmitted?: number, promotion?: Promotion, pipeline?: Pipeline, records?: Records, loadedAt?: number}} ServingDetail */
 /** @typedef {{name: string, server: string, version?: string, labels?: Record<string, string>, ready: Condition}} ClusterSummary */
 /** @typedef {{namespace: string, serving: string, application?: string, link?: string, state?: string, reason?: string, message?: string, health?: string, sync?: string, revision?: string, since?: string}} Deployment */
 /** @typedef {ClusterSummary & {deployments: Deployment[], deploymentsOmitted?: number}} ClusterDetail */
@@ -266,6 +266,20 @@ function since(t) {
   return Math.round(s / 86400) + "d ago";
 }
 
+/**
+ * soakLeft is the soak time a stage has left now: the server's count at the fetch, counted down
+ * since (the server's words when it gave no count).
+ * @param {Stage} st
+ * @param {number | undefined} loadedAt
+ */
+function soakLeft(st, loadedAt) {
+  if (st.leftSeconds === undefined || loadedAt === undefined) return st.left || "";
+  const s = Math.max(0, Math.round(st.leftSeconds - (Date.now() - loadedAt) / 1000));
+  if (s < 60) return s + "s";
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+  return h > 0 ? `${h}h${m ? m + "m" : ""}` : `${m}m`;
+}
+
 /** Each state's glyph: its shape tells it apart without its colour, and the word is beside it. */
 /** @type {Record<string, [string, string]>} */
 const glyphs = {
@@ -486,7 +500,8 @@ const servingPage = {
     if (ui.state) q.set("state", ui.state);
     if (ui.offset) q.set("offset", String(ui.offset));
     q.set("limit", String(pageSize));
-    return api(`/namespaces/${enc(ns)}/servings/${enc(name)}?${q}`);
+    // loadedAt is when the answer came, by this page's clock: a soak's countdown runs from it.
+    return api(`/namespaces/${enc(ns)}/servings/${enc(name)}?${q}`).then((/** @type {ServingDetail} */ d) => ({ ...d, loadedAt: Date.now() }));
   },
   /**
    * @param {ServingDetail} s
@@ -582,7 +597,7 @@ function pipelineSection(s) {
     p.stages.length === 0 ? (p.message ? h("p", { class: "error" }, p.message) : "") :
       table([
         { label: "Stage", cell: st => st.environment },
-        { label: "State", cell: st => [badge(st.state), st.left ? ` (${st.left} left)` : ""] },
+        { label: "State", cell: st => [badge(st.state), st.left ? ` (${soakLeft(st, s.loadedAt)} left)` : ""] },
         { label: "Soak", cell: st => st.soak || "" },
         { label: "Match", cell: st => st.match || "" },
         { label: "Serving", cell: st => st.serving ? servingLink(s.namespace, st.serving) : st.order || "" },
@@ -1153,3 +1168,14 @@ logoutButton.addEventListener("click", async () => {
 });
 window.addEventListener("hashchange", route);
 route();
+
+// Time moves on a quiet fleet too: the page is painted again from what it holds ("… ago", a
+// soak's countdown), every second while a countdown runs, else every 5 seconds; nothing is
+// fetched.
+let ticks = 0;
+setInterval(() => {
+  ticks++;
+  if (document.visibilityState !== "visible" || !current.data) return;
+  const counting = /** @type {ServingDetail} */ (current.data).pipeline?.stages?.some(st => st.leftSeconds !== undefined);
+  if (counting || ticks % 5 === 0) paint();
+}, 1000);
