@@ -86,8 +86,8 @@ func orphans(apps []argocd.Application, key types.NamespacedName, serving *v1.Se
 	return out
 }
 
-// sweepAll walks Kokumi's Applications of this shard, from the cache, and sweeps those of every
-// Serving the cache does not hold, or holds under another UID.
+// sweepAll walks Kokumi's Applications of this shard, from the cache, and sweeps those of each
+// Serving they name (sweep reads nothing more unless the cache suggests an orphan).
 func (r *Reconciler) sweepAll(ctx context.Context) error {
 	if !r.ArgoCD.Installed() {
 		return nil
@@ -99,32 +99,23 @@ func (r *Reconciler) sweepAll(ctx context.Context) error {
 		}
 		return fmt.Errorf("list Kokumi's Applications: %w", err)
 	}
-	suspects := map[types.NamespacedName]bool{}
+	servings := map[types.NamespacedName]bool{}
 	for i := range list.Items {
-		app := &list.Items[i]
-		key := types.NamespacedName{Namespace: app.Labels[argocd.LabelServingNamespace], Name: app.Labels[argocd.LabelServing]}
-		if key.Name == "" || key.Namespace == "" || suspects[key] {
-			continue
-		}
-		var s v1.Serving
-		err := r.Get(ctx, key, &s)
-		switch {
-		case apierrors.IsNotFound(err):
-			suspects[key] = argocd.Orphaned(app, key.Namespace, key.Name, nil)
-		case err != nil:
-			return fmt.Errorf("read Serving %s: %w", key, err)
-		default:
-			suspects[key] = argocd.Orphaned(app, key.Namespace, key.Name, &s)
+		l := list.Items[i].Labels
+		if key := (types.NamespacedName{Namespace: l[argocd.LabelServingNamespace], Name: l[argocd.LabelServing]}); key.Name != "" && key.Namespace != "" {
+			servings[key] = true
 		}
 	}
 	var errs []error
-	for key, suspect := range suspects {
-		if !suspect {
-			continue
-		}
+	for key := range servings {
 		var cached *v1.Serving
-		if s := (&v1.Serving{}); r.Get(ctx, key, s) == nil {
+		s := &v1.Serving{}
+		switch err := r.Get(ctx, key, s); {
+		case err == nil:
 			cached = s
+		case !apierrors.IsNotFound(err):
+			errs = append(errs, fmt.Errorf("read Serving %s: %w", key, err))
+			continue
 		}
 		errs = append(errs, r.sweep(ctx, key, cached))
 	}
