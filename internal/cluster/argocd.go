@@ -3,7 +3,6 @@ package cluster
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,28 +57,4 @@ func ArgoCDSecret(namespace, clusterName, server string, c Credentials) *corev1.
 			ArgoCDKeyConfig: c.ArgoCDConfig(),
 		},
 	}
-}
-
-// SyncSecret makes have match want in labels (want's are added or overwritten; others are
-// kept) and in data (replaced), and reports whether anything changed.
-func SyncSecret(have, want *corev1.Secret) bool {
-	changed := false
-	if have.Labels == nil {
-		have.Labels = map[string]string{}
-	}
-	for k, v := range want.Labels {
-		if have.Labels[k] != v {
-			have.Labels[k] = v
-			changed = true
-		}
-	}
-	if !maps.EqualFunc(have.Data, want.Data, func(a, b []byte) bool { return string(a) == string(b) }) {
-		have.Data = want.Data
-		changed = true
-	}
-	if len(have.StringData) > 0 {
-		have.StringData = nil
-		changed = true
-	}
-	return changed
 }

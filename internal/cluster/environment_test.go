@@ -85,18 +85,18 @@ func TestSyncSecretWritesOnlyWhatChanged(t *testing.T) {
 	want := cluster.ArgoCDSecret("argocd", "edge-1", server, cluster.Credentials{BearerToken: token})
 	have := want.DeepCopy()
 	have.Labels["team"] = "platform"
-	if cluster.SyncSecret(have, want) {
+	if argocd.SyncSecret(have, want) {
 		t.Fatal("an equal Secret with a label of someone else's changed")
 	}
 	rotated := cluster.ArgoCDSecret("argocd", "edge-1", server, cluster.Credentials{BearerToken: "rotated-token"})
-	if !cluster.SyncSecret(have, rotated) || string(have.Data["config"]) != string(rotated.Data["config"]) {
+	if !argocd.SyncSecret(have, rotated) || string(have.Data["config"]) != string(rotated.Data["config"]) {
 		t.Fatal("a rotated token was not taken")
 	}
 	if have.Labels["team"] != "platform" {
 		t.Fatal("someone else's label was dropped")
 	}
 	stripped := &corev1.Secret{Data: have.Data}
-	if !cluster.SyncSecret(stripped, rotated) || stripped.Labels[argocd.LabelSecretType] != "cluster" {
+	if !argocd.SyncSecret(stripped, rotated) || stripped.Labels[argocd.LabelSecretType] != "cluster" {
 		t.Fatal("the labels Argo CD reads were not restored")
 	}
 }

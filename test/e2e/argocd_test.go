@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,8 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kokumi-dev/kokumi/internal/config"
-	"github.com/kokumi-dev/kokumi/internal/controller/registrycreds"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/render"
@@ -24,8 +24,8 @@ import (
 
 // The fleet's plumbing on its own, without Kokumi's controllers: Argo CD pulls a rendered
 // artifact of the demo chart from the bundled registry over plain HTTP (signed in as the puller
-// of the namespace "plumbing", through a credential template the test writes as the controller
-// does for a namespace with Orders), syncs it to a member through a cluster Secret of the member's
+// of the namespace "plumbing", through a repository Secret of the project "default" that the
+// test writes as the Serving reconciler does), syncs it to a member through a cluster Secret of the member's
 // identity, and the member's kube-controller-manager, kube-scheduler and KWOK roll the
 // Deployment out until its Pods are Ready.
 func TestArgoCDSyncsAnArtifactOfTheBundledRegistryToAMember(t *testing.T) {
@@ -64,10 +64,14 @@ func TestArgoCDSyncsAnArtifactOfTheBundledRegistryToAMember(t *testing.T) {
 	if _, err := other.Pull(ctx, repo, digest); err == nil {
 		t.Fatalf("another namespace's puller pulled %s@%s from the bundled registry", repo, digest)
 	}
-	pullCreds := registrycreds.ArgoCDRegistryCredentials(config.Config{ArgoCDNamespace: fleet.ArgoCDNamespace, BundledRegistry: fleet.Registry},
-		"plumbing", registryCreds.NamespacePuller("plumbing"))
+	// The repository Secret the Serving reconciler writes, for this repository and the project
+	// "default" alone; without Kokumi's labels, which the sweep of Servings that are gone reads.
+	puller := registryCreds.NamespacePuller("plumbing")
+	pullCreds := argocd.PullSecret{ArgoCDNamespace: fleet.ArgoCDNamespace, Serving: &metav1.ObjectMeta{Namespace: ns, Name: release},
+		RepoURL: "oci://" + repo, Project: "default", Username: puller.Username, Password: puller.Password, PlainHTTP: true}.Secret()
 	pullCreds.Name = "plumbing-registry"
-	delete(pullCreds.Labels, registrycreds.LabelPullNamespace) // the keeper deletes the templates of namespaces without Orders
+	pullCreds.Labels = map[string]string{argocd.LabelSecretType: argocd.SecretTypeRepository}
+	pullCreds.Annotations = nil
 
 	secret, err := sandbox.ClusterSecret(fleet.ArgoCDNamespace, target)
 	if err != nil {
@@ -155,5 +159,82 @@ func TestArgoCDSyncsAnArtifactOfTheBundledRegistryToAMember(t *testing.T) {
 		if _, err := member(t, other).AppsV1().Deployments(ns).Get(ctx, release+"-podinfo", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("%s: the Deployment is there too (%v)", other, err)
 		}
+	}
+
+	t.Run("AnApplicationOfAnotherProjectCannotPullIt", func(t *testing.T) {
+		anotherProjectPulls(t, "oci://"+repo, digest, target.Server)
+	})
+}
+
+// anotherProjectPulls plays a tenant whose AppProject allows every source (or an admin's
+// mistake in sourceRepos): an Application of that project names another namespace's artifact,
+// repoURL at its digest, after Argo CD has read it for its own project. Argo CD finds no
+// credentials for that project (the repository Secret is scoped to its own), the registry
+// turns it away, and nothing of it reaches the member.
+func anotherProjectPulls(t *testing.T, repoURL, digest, server string) {
+	ctx := context.Background()
+	const name = "intruder"
+	project := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1",
+		"kind":       "AppProject",
+		"metadata":   map[string]any{"name": name, "namespace": fleet.ArgoCDNamespace},
+		"spec": map[string]any{
+			"sourceRepos":              []any{"*"},
+			"destinations":             []any{map[string]any{"server": "*", "namespace": "*"}},
+			"clusterResourceWhitelist": []any{map[string]any{"group": "*", "kind": "*"}},
+		},
+	}}
+	app := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1",
+		"kind":       "Application",
+		"metadata":   map[string]any{"name": name, "namespace": fleet.ArgoCDNamespace},
+		"spec": map[string]any{
+			"project":     name,
+			"source":      map[string]any{"repoURL": repoURL, "targetRevision": digest, "path": "."},
+			"destination": map[string]any{"server": server, "namespace": name},
+			"syncPolicy": map[string]any{
+				"automated":   map[string]any{"prune": true, "selfHeal": true},
+				"syncOptions": []any{"CreateNamespace=true"},
+			},
+		},
+	}}
+	for _, o := range []client.Object{project, app} {
+		if err := hub.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, o := range []client.Object{app, project} {
+			if err := hub.Delete(context.Background(), o); err != nil && !apierrors.IsNotFound(err) {
+				t.Error(err)
+			}
+		}
+	})
+	var message string
+	eventually(t, 2*time.Minute, "Argo CD fails to read the artifact for the other project", func(ctx context.Context) error {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(app.GroupVersionKind())
+		if err := hub.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
+			return err
+		}
+		if sync, _, _ := unstructured.NestedString(got.Object, "status", "sync", "status"); sync == "Synced" {
+			t.Fatalf("an Application of another project synced %s@%s", repoURL, digest)
+		}
+		conditions, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conditions {
+			c, _ := c.(map[string]any)
+			if c["type"] == "ComparisonError" {
+				message, _ = c["message"].(string)
+				return nil
+			}
+		}
+		return fmt.Errorf("no ComparisonError yet (conditions %v)", conditions)
+	})
+	t.Logf("Argo CD, for the other project: %s", message)
+	if !strings.Contains(message, "401") && !strings.Contains(strings.ToLower(message), "unauthorized") {
+		t.Errorf("the other project's Application failed for another reason than the registry's refusal: %s", message)
+	}
+	if _, err := member(t, "edge-1").CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the other project's Application created its namespace on the member (%v)", err)
 	}
 }

@@ -73,17 +73,6 @@ func inBundled(t *testing.T, ref string) bool {
 	return headAs(t, ref, registryCredentials(t).Puller) == nil
 }
 
-// argoCDCredentials waits for the credential template the keeper gives Argo CD for namespace.
-func argoCDCredentials(t *testing.T, namespace string) corev1.Secret {
-	t.Helper()
-	var argo corev1.Secret
-	eventually(t, "Argo CD's credentials of the bundled registry for "+namespace, func() (bool, string) {
-		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: cfg.ArgoCDNamespace, Name: registrycreds.ArgoCDSecretName(namespace)}, &argo)
-		return err == nil, fmt.Sprint(err)
-	})
-	return argo
-}
-
 func TestControllerCreatesTheRegistryCredentialsAndArgoCDsAtStart(t *testing.T) {
 	ctx := context.Background()
 	creds := registryCredentials(t)
@@ -102,37 +91,25 @@ func TestControllerCreatesTheRegistryCredentialsAndArgoCDsAtStart(t *testing.T) 
 		t.Errorf("the puller's Secret holds %d keys, username %q: want the puller alone", len(puller.Data), puller.Data["username"])
 	}
 
-	// One credential template per namespace with Orders, for its own prefix, signing in as its
-	// own puller; none for a namespace without Orders.
-	withOrders, without := newNamespace(t), newNamespace(t)
-	order(t, withOrders, "app", "app", "", v1.PromotionManual)
-	argo := argoCDCredentials(t, withOrders)
-	mine := creds.NamespacePuller(withOrders)
-	want := map[string]string{
-		"type": "oci", "url": "oci://" + bundled.Addr + "/kokumi/" + withOrders + "/", "username": mine.Username, "password": mine.Password,
-		"insecureOCIForceHttp": "true",
-	}
-	for key, value := range want {
-		if string(argo.Data[key]) != value {
-			t.Errorf("Argo CD's Secret has %s=%q, want %q", key, argo.Data[key], value)
-		}
-	}
-	if len(argo.Data) != len(want) || argo.Labels["argocd.argoproj.io/secret-type"] != "repo-creds" || argo.Labels[registrycreds.LabelPullNamespace] != withOrders {
-		t.Errorf("Argo CD's Secret: labels %v, keys %d: want a repo-creds template of the namespace's puller and nothing else", argo.Labels, len(argo.Data))
-	}
-	var none corev1.Secret
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: cfg.ArgoCDNamespace, Name: registrycreds.ArgoCDSecretName(without)}, &none); !apierrors.IsNotFound(err) {
-		t.Errorf("a namespace without Orders has Argo CD credentials: %v", err)
-	}
-
-	// No template of Argo CD's namespace signs in as Kokumi's puller or the pusher, nor covers
-	// the whole registry: the one of earlier versions is deleted on upgrade.
+	// No credential template is left in Argo CD's namespace: Argo CD gives a template to an
+	// Application of any AppProject (each Serving's repository Secret, scoped to its project,
+	// is test/serving's). Those of earlier versions, one for every namespace and one per
+	// namespace, are deleted on upgrade.
 	legacy := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: registrycreds.LegacyArgoCDSecret, Namespace: cfg.ArgoCDNamespace, Labels: map[string]string{"argocd.argoproj.io/secret-type": "repo-creds"}},
 		StringData: map[string]string{"type": "oci", "url": "oci://" + bundled.Addr + "/", "username": creds.Puller.Username, "password": creds.Puller.Password},
 	}
-	if err := env.Client.Create(ctx, legacy); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	ns := newNamespace(t)
+	perNamespace := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "kokumi-bundled-registry-" + ns, Namespace: cfg.ArgoCDNamespace, Labels: map[string]string{
+			"argocd.argoproj.io/secret-type": "repo-creds", "app.kubernetes.io/managed-by": "kokumi", registrycreds.LabelPullNamespace: ns,
+		}},
+		StringData: map[string]string{"type": "oci", "url": "oci://" + bundled.Addr + "/kokumi/" + ns + "/", "username": "pull-" + ns, "password": creds.NamespacePuller(ns).Password},
+	}
+	for _, s := range []*corev1.Secret{legacy, perNamespace} {
+		if err := env.Client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
 	// A controller that starts again keeps the credentials the registry already signs in.
 	keeper := &registrycreds.Keeper{Client: env.Client, Reader: env.Client, Config: cfg}
@@ -145,21 +122,8 @@ func TestControllerCreatesTheRegistryCredentialsAndArgoCDsAtStart(t *testing.T) 
 		t.Fatal(err)
 	}
 	for _, s := range all.Items {
-		ns := s.Labels[registrycreds.LabelPullNamespace]
-		if ns == "" || string(s.Data["url"]) != "oci://"+bundled.Addr+"/kokumi/"+ns+"/" || string(s.Data["username"]) != "pull-"+ns ||
-			string(s.Data["password"]) == creds.Puller.Password || string(s.Data["password"]) == creds.Pusher.Password {
-			t.Errorf("Argo CD's credential template %s: url %q, user %q: want only namespaces' pullers for their own prefix", s.Name, s.Data["url"], s.Data["username"])
-		}
+		t.Errorf("Argo CD's credential template %s (url %q, user %q) is left: any AppProject's Application would sign in with it", s.Name, s.Data["url"], s.Data["username"])
 	}
-
-	// The template goes with the namespace's last Order.
-	if err := env.Client.Delete(ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Namespace: withOrders, Name: "app"}}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "Argo CD's credentials of a namespace without Orders deleted", func() (bool, string) {
-		err := env.Client.Get(ctx, client.ObjectKey{Namespace: cfg.ArgoCDNamespace, Name: registrycreds.ArgoCDSecretName(withOrders)}, &none)
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
-	})
 }
 
 func TestAttackersCannotReadPushOrDeleteInTheBundledRegistry(t *testing.T) {
@@ -220,10 +184,10 @@ func TestAttackersCannotReadPushOrDeleteInTheBundledRegistry(t *testing.T) {
 		t.Error("the Preparation or its vendored image is gone")
 	}
 
-	// The credentials Argo CD gets for the namespace read its Preparation; those of another
-	// namespace with Orders read neither it nor its vendored image, knowing their digests.
-	own := argoCDCredentials(t, ns)
-	ownPuller := oci.Credential{Username: string(own.Data["username"]), Password: string(own.Data["password"])}
+	// The namespace's puller, which Argo CD signs in as for the namespace's Servings, reads its
+	// Preparation; another namespace's reads neither it nor its vendored image, knowing their
+	// digests.
+	ownPuller := creds.NamespacePuller(ns)
 	if err := headAs(t, repository+"@"+digest, ownPuller); err != nil {
 		t.Errorf("the namespace's puller could not read its Preparation: %v", err)
 	}
@@ -231,9 +195,7 @@ func TestAttackersCannotReadPushOrDeleteInTheBundledRegistry(t *testing.T) {
 		t.Errorf("the namespace's puller could not read its vendored image: %v", err)
 	}
 	other := newNamespace(t)
-	order(t, other, "attacker", "attacker", "", v1.PromotionManual)
-	theirs := argoCDCredentials(t, other)
-	otherPuller := oci.Credential{Username: string(theirs.Data["username"]), Password: string(theirs.Data["password"])}
+	otherPuller := creds.NamespacePuller(other)
 	if _, err := bundledClient(t, otherPuller).Pull(ctx, repository, digest); ocitest.Status(err) != http.StatusForbidden {
 		t.Errorf("namespace %s's puller pulled %s's Preparation: %v, want 403", other, ns, err)
 	}

@@ -42,6 +42,8 @@ var (
 		ApplicationWriteSlice: 50}
 	// registry holds the Preparations' deployment records.
 	registry *ociregistry.Registry
+	// registryCreds are the bundled registry's credentials, in their Secret of Kokumi's namespace.
+	registryCreds oci.RegistryCredentials
 	// faults, when harness.EnvFaults is set, fails that share of the controller's API requests;
 	// the tests' own client stays clean.
 	faults *harness.Faults
@@ -73,8 +75,16 @@ func (r runWithManager) Run() int {
 		return 1
 	}
 	defer func() { _ = registry.Stop() }()
-	// It plays the bundled registry too (moved_test.go).
+	// It plays the bundled registry too (moved_test.go), with the credentials the controller
+	// makes at start (the keeper does not run here).
 	cfg.BundledRegistry = registry.Addr
+	if registryCreds, err = oci.GenerateRegistryCredentials(); err == nil {
+		err = env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: oci.RegistryCredentialsSecret}, Data: registryCreds.Data()})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	// The reconciler runs as the controller's ServiceAccount with the shipped RBAC: a verb the
 	// install does not grant fails the tests.
 	sa, err := env.ControllerConfig(ctx)

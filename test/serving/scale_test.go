@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/controller/registrycreds"
 	"github.com/kokumi-dev/kokumi/internal/controller/serving"
 )
 
@@ -95,7 +96,8 @@ func cachedClient() client.WithWatch {
 }
 
 func reconciler(c client.Client) *serving.Reconciler {
-	return &serving.Reconciler{Client: c, Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving-test"), Now: time.Now, ArgoCD: argo}
+	return &serving.Reconciler{Client: c, Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving-test"), Now: time.Now, ArgoCD: argo,
+		PullSecrets: &registrycreds.PullSecrets{Client: c, Cache: env.Client, APIReader: env.Client, Config: cfg}}
 }
 
 func (f *fixture) request() ctrl.Request {

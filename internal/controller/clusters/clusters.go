@@ -324,7 +324,7 @@ func (r *Reconciler) syncArgoCDSecret(ctx context.Context, c *v1.Cluster, creds 
 	if err != nil {
 		return fmt.Errorf("get Argo CD cluster Secret %s: %w", key, err)
 	}
-	if !cluster.SyncSecret(&have, want) {
+	if !argocd.SyncSecret(&have, want) {
 		return nil
 	}
 	if err := r.Client.Update(ctx, &have); err != nil {

@@ -44,7 +44,8 @@ func (r *Reconciler) sweep(ctx context.Context, key types.NamespacedName, cached
 		}
 		return fmt.Errorf("list Applications of Serving %s: %w", key, err)
 	}
-	if len(orphans(list.Items, key, cached)) == 0 {
+	secretLeft := r.PullSecrets != nil && r.PullSecrets.Orphaned(ctx, key, asObject(cached))
+	if len(orphans(list.Items, key, cached)) == 0 && !secretLeft {
 		return nil
 	}
 	live := &v1.Serving{}
@@ -55,6 +56,10 @@ func (r *Reconciler) sweep(ctx context.Context, key types.NamespacedName, cached
 	}
 	gone := orphans(list.Items, key, live)
 	errs := r.deleteApplications(ctx, gone)
+	if secretLeft {
+		// After the Applications, which read through it.
+		errs = append(errs, r.PullSecrets.Remove(ctx, key, asObject(live)))
+	}
 	for i, app := range gone {
 		if errs[i] != nil {
 			continue
@@ -73,10 +78,7 @@ func (r *Reconciler) sweep(ctx context.Context, key types.NamespacedName, cached
 // orphans returns the apps, labelled for the Serving key, that serving (nil: none of that name)
 // did not write and that a Serving which is gone did.
 func orphans(apps []argocd.Application, key types.NamespacedName, serving *v1.Serving) []*argocd.Application {
-	var owner metav1.Object
-	if serving != nil {
-		owner = serving
-	}
+	owner := asObject(serving)
 	var out []*argocd.Application
 	for i := range apps {
 		if argocd.Orphaned(&apps[i], key.Namespace, key.Name, owner) {
@@ -84,6 +86,14 @@ func orphans(apps []argocd.Application, key types.NamespacedName, serving *v1.Se
 		}
 	}
 	return out
+}
+
+// asObject is serving as a metav1.Object: nil (no Serving) when serving is nil.
+func asObject(serving *v1.Serving) metav1.Object {
+	if serving == nil {
+		return nil
+	}
+	return serving
 }
 
 // sweepAll walks Kokumi's Applications of this shard, from the cache, and sweeps those of each
@@ -103,6 +113,16 @@ func (r *Reconciler) sweepAll(ctx context.Context) error {
 	for i := range list.Items {
 		l := list.Items[i].Labels
 		if key := (types.NamespacedName{Namespace: l[argocd.LabelServingNamespace], Name: l[argocd.LabelServing]}); key.Name != "" && key.Namespace != "" {
+			servings[key] = true
+		}
+	}
+	if r.PullSecrets != nil {
+		// The repository Secrets too: a Serving may have left its Secret and no Application.
+		keys, err := r.PullSecrets.Servings(ctx)
+		if err != nil {
+			return err
+		}
+		for _, key := range keys {
 			servings[key] = true
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -37,10 +38,12 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/argocd/argocache"
 	"github.com/kokumi-dev/kokumi/internal/config"
+	"github.com/kokumi-dev/kokumi/internal/controller/registrycreds"
 	"github.com/kokumi-dev/kokumi/internal/controller/status"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/gate"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
+	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
@@ -92,6 +95,12 @@ type Reconciler struct {
 	APIReader client.Reader
 	// ArgoCD reads Argo CD's Applications and AppProjects (Client writes them).
 	ArgoCD *argocache.Cache
+	// PullSecrets keeps the repository Secret Argo CD reads each Serving's artifacts with,
+	// scoped to its AppProject; nil writes none (Argo CD then pulls with what it has).
+	PullSecrets *registrycreds.PullSecrets
+	// pullCache is PullSecrets' cache, watched: a Secret changed or deleted by someone else is
+	// written again.
+	pullCache cache.Cache
 
 	// writes follows roll-outs made in slices (internal/rollout).
 	writes rollout.Writes
@@ -104,8 +113,13 @@ type Reconciler struct {
 // Setup registers the Serving reconciler.
 func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache, pipeline *stages.Pipeline) error {
 	keys := pipeline.Keys.(*record.Keys)
+	pullCache, err := registrycreds.NewPullSecretCache(mgr, cfg)
+	if err != nil {
+		return err
+	}
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving"), Now: time.Now,
-		Pipeline: pipeline, Records: pipeline.Records, Keys: keys, ArgoCD: argo}
+		Pipeline: pipeline, Records: pipeline.Records, Keys: keys, ArgoCD: argo,
+		PullSecrets: &registrycreds.PullSecrets{Client: mgr.GetClient(), Cache: pullCache, APIReader: mgr.GetAPIReader(), Config: cfg}, pullCache: pullCache}
 	// The signing key exists, and its public half is published, from the first start on.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if _, err := keys.Ensure(ctx); err != nil {
@@ -160,6 +174,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("build serving controller: %w", err)
 	}
+	if r.pullCache != nil {
+		// A repository Secret changed or deleted by someone else is written again; a rotated
+		// registry credential reaches every Serving.
+		if err := c.Watch(source.Kind(r.pullCache, &corev1.Secret{}, handler.TypedEnqueueRequestsFromMapFunc(r.servingsOfSecret))); err != nil {
+			return fmt.Errorf("watch Argo CD's repository Secrets: %w", err)
+		}
+	}
 	// Beyond the watch, Kokumi's Applications are walked now and then for those whose Serving
 	// is gone.
 	if err := mgr.Add(manager.RunnableFunc(r.sweeper)); err != nil {
@@ -207,6 +228,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if controllerutil.ContainsFinalizer(&s, ServingFinalizer) {
 			if err := r.removeApplications(ctx, &s, "ServingDeleted"); err != nil {
 				return ctrl.Result{}, err
+			}
+			// After the Applications, which read through it.
+			if r.PullSecrets != nil {
+				if err := r.PullSecrets.Remove(ctx, req.NamespacedName, nil); err != nil {
+					return ctrl.Result{}, err
+				}
 			}
 			controllerutil.RemoveFinalizer(&s, ServingFinalizer)
 			// NotFound: an earlier reconcile removed it already, and the Serving is gone.
@@ -320,6 +347,12 @@ func (r *Reconciler) deploy(ctx context.Context, s *v1.Serving, deployed **deplo
 		}
 		if !stages.Allowed {
 			return r.hold(ctx, s, gate.AwaitingStage(prep.Name, order.Spec.EnvironmentRef.Name, stages.Message, stages.RecheckAfter))
+		}
+	}
+	if r.PullSecrets != nil && r.PullSecrets.Serves(repoURL) {
+		// Before the Applications, which read through it.
+		if err := r.PullSecrets.Keep(ctx, s, repoURL, project.Name); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
 	return r.rollOut(ctx, s, prep, deployed, fleet.Request{
@@ -845,11 +878,29 @@ var clusterChangeServingsRead = predicate.Funcs{UpdateFunc: func(e event.UpdateE
 }}
 
 func servingOfApplication(_ context.Context, o client.Object) []reconcile.Request {
-	l := o.GetLabels()
-	if l[argocd.LabelManagedBy] != argocd.ManagedByKokumi || l[argocd.LabelServing] == "" || l[argocd.LabelServingNamespace] == "" {
+	key, ok := argocd.ServingOf(o)
+	if !ok {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[argocd.LabelServingNamespace], Name: l[argocd.LabelServing]}}}
+	return []reconcile.Request{{NamespacedName: key}}
+}
+
+// servingsOfSecret maps a repository Secret of Kokumi's to its Serving, and the registry's
+// credentials Secret (a rotation) to every Serving.
+func (r *Reconciler) servingsOfSecret(ctx context.Context, s *corev1.Secret) []reconcile.Request {
+	if s.Namespace != r.Config.Namespace || s.Name != oci.RegistryCredentialsSecret {
+		return servingOfApplication(ctx, s)
+	}
+	var list v1.ServingList
+	if err := r.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list Servings, for the rotated credentials of the bundled registry")
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+	}
+	return reqs
 }
 
 func (r *Reconciler) servingsOfPreparation(ctx context.Context, o client.Object) []reconcile.Request {
