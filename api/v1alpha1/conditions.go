@@ -23,6 +23,9 @@ const (
 	// ReasonBudgetExceeded: the source went over a render budget (pulled or uncompressed bytes,
 	// layers, objects, output bytes); the message names the budget and the flag that raises it.
 	ReasonBudgetExceeded = "BudgetExceeded"
+	// ReasonRenderTimeout: the render of the chart or bundle did not end within the
+	// controller's --render-timeout (wall or CPU time); its process was killed.
+	ReasonRenderTimeout = "RenderTimeout"
 	// ReasonRegistryNotAllowed: the source, an image or the vendor registry is on a registry an
 	// admin does not allow (--allowed-registries); nothing was fetched from it.
 	ReasonRegistryNotAllowed = "RegistryNotAllowed"

@@ -17,6 +17,8 @@ func bindBudgetFlags(fs *flag.FlagSet, b *config.RenderBudgets, d config.RenderB
 	fs.Var(bytesValue{&b.UncompressedBytes}, config.FlagUncompressedBytes, "the most bytes one render decompresses out of the source's layers, counted as they are decompressed, as a `size`")
 	fs.IntVar(&b.Objects, config.FlagObjects, d.Objects, "the most objects one render may make")
 	fs.Var(bytesValue{&b.OutputBytes}, config.FlagOutputBytes, "the most bytes of YAML one render may make (the Helm output, a bundle's files, the artifact's manifests), as a `size`")
+	fs.Var(bytesValue{&b.Memory}, config.FlagMemory, "the most memory one render takes, in a process of its own, as a `size`: past it the Order fails BudgetExceeded")
+	fs.DurationVar(&b.Timeout, config.FlagRenderTimeout, d.Timeout, "the most wall and CPU time one render of a chart or bundle takes: past it its process is killed and the Order fails RenderTimeout")
 }
 
 // bytesValue is a flag of a size in bytes: a quantity as Kubernetes writes them (100Mi, 1Gi,

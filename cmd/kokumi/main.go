@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/kokumi-dev/kokumi/internal/render/isolate"
+
 	"github.com/kokumi-dev/kokumi/internal/version"
 )
 
@@ -29,6 +31,7 @@ Run "kokumi <command> -h" for a command's flags.
 `
 
 func main() {
+	isolate.MainIfChild() // a render, in a process of its own: it exits
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

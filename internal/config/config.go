@@ -128,6 +128,15 @@ type RenderBudgets struct {
 	// OutputBytes is the most bytes of YAML the source may render to: the Helm output, the
 	// bundle's joined files, and the manifests of the artifact pushed. Default 32 MiB.
 	OutputBytes int64
+	// Memory is the most memory one render takes, in a process of its own (the controller's
+	// binary, started for the render): a template that loops in a loop, or a value passed
+	// through tpl, fails its Order when it reaches it, and takes nothing of the controller's.
+	// Default 512 MiB.
+	Memory int64
+	// Timeout is the most time one render (the chart's templates, or the bundle's files) takes,
+	// in wall and in CPU time: its process is killed then, and its Order fails RenderTimeout.
+	// Default 60 s.
+	Timeout time.Duration
 }
 
 // The kinds of Config.Concurrency: each names its flag, --<kind>-concurrency.
@@ -168,6 +177,8 @@ func DefaultRenderBudgets() RenderBudgets {
 		UncompressedBytes: 128 << 20,
 		Objects:           10_000,
 		OutputBytes:       32 << 20,
+		Memory:            512 << 20,
+		Timeout:           time.Minute,
 	}
 }
 
@@ -189,6 +200,12 @@ func (b RenderBudgets) WithDefaults() RenderBudgets {
 	if b.OutputBytes <= 0 {
 		b.OutputBytes = d.OutputBytes
 	}
+	if b.Memory <= 0 {
+		b.Memory = d.Memory
+	}
+	if b.Timeout <= 0 {
+		b.Timeout = d.Timeout
+	}
 	return b
 }
 
@@ -204,6 +221,10 @@ const (
 	FlagObjects = "render-max-objects"
 	// FlagOutputBytes sets RenderBudgets.OutputBytes.
 	FlagOutputBytes = "render-max-output-bytes"
+	// FlagMemory sets RenderBudgets.Memory.
+	FlagMemory = "render-max-memory"
+	// FlagRenderTimeout sets RenderBudgets.Timeout.
+	FlagRenderTimeout = "render-timeout"
 )
 
 // RegistryAllowed says whether an Order may fetch from or push to the registry host (host[:port],

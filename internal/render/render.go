@@ -44,6 +44,9 @@ const (
 	// LimitOutputBytes counts the bytes of YAML a source renders to: the Helm output, the
 	// joined files of a bundle, the manifests of the artifact.
 	LimitOutputBytes = "output bytes"
+	// LimitMemory counts the bytes of memory a render takes, in its own process
+	// (internal/render/isolate).
+	LimitMemory = "memory bytes"
 )
 
 // Limits bound a render so that a large or hostile source fails with an *oci.LimitError rather

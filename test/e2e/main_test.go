@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/render/isolate"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -41,6 +43,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	isolate.MainIfChild() // a render the Order reconciler started: the test binary is its child
 	os.Exit(run(m))
 }
 

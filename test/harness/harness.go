@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/kokumi-dev/kokumi/internal/render/isolate"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -116,6 +118,7 @@ func (e *Env) CreateNamespace(ctx context.Context, name string) error {
 //
 //	func TestMain(m *testing.M) { harness.Main(m, &env) }
 func Main(m interface{ Run() int }, env **Env) {
+	isolate.MainIfChild() // a render the Order reconciler started: the test binary is its child
 	e, err := Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start test control plane:", err)

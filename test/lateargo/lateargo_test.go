@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/render/isolate"
+
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -34,6 +36,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	isolate.MainIfChild() // a render the Order reconciler started: the test binary is its child
 	harness.QuietLogs()
 	e, err := harness.StartWithoutArgoCD()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kokumi-dev/kokumi/internal/controller/status"
 	"github.com/kokumi-dev/kokumi/internal/preparation/build"
+	"github.com/kokumi-dev/kokumi/internal/render/isolate"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -716,7 +717,14 @@ func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespa
 		Images:  &images.Resolver{Credentials: creds, PlainHTTP: plain, Namespace: namespace, Allow: own},
 		Budgets: r.Config.RenderBudgets,
 		Allowed: r.Config.RegistryAllowed,
+		Render:  r.renderer().Render,
 	}, nil
+}
+
+// renderer renders in a process of its own, held to the render budgets' memory and timeout.
+func (r *Reconciler) renderer() isolate.Process {
+	b := r.Config.RenderBudgets.WithDefaults()
+	return isolate.Process{Memory: b.Memory, Timeout: b.Timeout}
 }
 
 // bundled says whether images vendored into registry live in the bundled registry.

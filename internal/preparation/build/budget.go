@@ -9,6 +9,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/render"
+	"github.com/kokumi-dev/kokumi/internal/render/isolate"
 )
 
 // budgetFixes says, per limit, the controller flag that raises it and what the source's
@@ -19,6 +20,17 @@ var budgetFixes = map[string]struct{ flag, smaller string }{
 	oci.LimitUncompressedBytes: {config.FlagUncompressedBytes, "make the chart or bundle smaller"},
 	manifests.LimitObjects:     {config.FlagObjects, "make the chart or bundle render fewer objects"},
 	render.LimitOutputBytes:    {config.FlagOutputBytes, "make the chart or bundle render less YAML"},
+	render.LimitMemory:         {config.FlagMemory, "make the chart's templates loop less (a range in a range, or a value passed through tpl, makes gigabytes)"},
+}
+
+// timedOut returns the RenderTimeout failure of source when err is an *isolate.TimeoutError.
+func timedOut(err error, source string) *Error {
+	var te *isolate.TimeoutError
+	if !errors.As(err, &te) {
+		return nil
+	}
+	return fail(ReasonRenderTimeout, "%s: %w, and its process was killed: make the chart's templates end sooner (a loop that never ends, or a range in a range), or have an admin raise the controller's --%s",
+		source, te, config.FlagRenderTimeout)
 }
 
 // pullLimits are the budgets a pull of the source is held to.

@@ -53,6 +53,8 @@ const (
 	// ReasonRegistryNotAllowed: the source, an image or the vendor registry is on a registry
 	// the Builder's Allowed refuses.
 	ReasonRegistryNotAllowed Reason = deliveryv1alpha1.ReasonRegistryNotAllowed
+	// ReasonRenderTimeout: the render did not end within the Builder's Budgets.Timeout.
+	ReasonRenderTimeout Reason = deliveryv1alpha1.ReasonRenderTimeout
 )
 
 // Error is a failed build: the step, and a message that names what failed and how to fix it.
@@ -122,6 +124,10 @@ type Builder struct {
 	// Allowed says whether a registry (host[:port]) may be fetched from or pushed to; nil allows
 	// any. It is asked before anything is sent there (config.Config.RegistryAllowed).
 	Allowed func(host string) bool
+	// Render renders the pulled source: render.Render in this process when nil; the controller
+	// renders in a process of its own (internal/render/isolate), held to Budgets.Memory and
+	// Budgets.Timeout.
+	Render func(ctx context.Context, layers []oci.Layer, o render.Options) (*render.Result, error)
 }
 
 // allowed fails with ReasonRegistryNotAllowed when the registry of what (a field, as the
@@ -161,10 +167,17 @@ func (b *Builder) Build(ctx context.Context, in Input) (*Built, error) {
 	}
 	opts := in.Render
 	opts.Limits = renderLimits(budgets)
-	res, err := render.Render(ctx, pulled.Layers, opts)
+	renderer := b.Render
+	if renderer == nil {
+		renderer = render.Render
+	}
+	res, err := renderer(ctx, pulled.Layers, opts)
 	if err != nil {
 		if be := overBudget(err, in.SourceURL+"@"+pulled.Digest); be != nil {
 			return nil, be
+		}
+		if te := timedOut(err, in.SourceURL+"@"+pulled.Digest); te != nil {
+			return nil, te
 		}
 		return nil, fail(ReasonRenderFailed, "render %s@%s: %v: fix the chart or bundle, or the Product's spec.render", in.SourceURL, pulled.Digest, err)
 	}
