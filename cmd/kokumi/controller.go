@@ -58,6 +58,7 @@ func bindConfigFlags(fs *flag.FlagSet, c *config.Config) {
 	fs.IntVar(&c.PreparationHistory, "preparation-history", d.PreparationHistory, "how many of its newest Preparations each Order keeps, besides the ones its Serving names or runs (0: keep all)")
 	fs.IntVar(&c.ApplicationWriters, "application-writers", d.ApplicationWriters, "how many Argo CD Applications one Serving writes at a time")
 	fs.IntVar(&c.ApplicationWriteSlice, "application-write-slice", d.ApplicationWriteSlice, "how many Argo CD Applications one reconcile of a Serving writes at most (and at most about 10 s of writes) before it writes its progress and goes on in the next reconcile")
+	fs.IntVar(&c.RenderWorkers, "render-workers", d.RenderWorkers, "how many renders run at a time, each in a process of its own; one namespace's at most half of them (at least one), so that another namespace's Order finds a slot")
 	fs.IntVar(&c.ProbeWorkers, "probe-workers", d.ProbeWorkers, "how many Cluster probes run at a time, apart from the reconcile workers")
 	fs.BoolVar(&c.ProbeKeepAlive, "probe-keep-alive", d.ProbeKeepAlive, "keep each Cluster's probe connection open from probe to probe (false: close it after each probe, holding about 60 KB less memory per Cluster for a TLS handshake each probe)")
 	bindConcurrencyFlags(fs, c)
@@ -74,7 +75,7 @@ func bindConfigFlags(fs *flag.FlagSet, c *config.Config) {
 
 // concurrencyUsage says what each --<kind>-concurrency flag runs at a time.
 var concurrencyUsage = map[string]string{
-	config.OrderConcurrency:       "how many Orders render at a time (each holds up to its render budgets in memory)",
+	config.OrderConcurrency:       "how many Orders reconcile at a time (their renders run apart, --render-workers)",
 	config.ServingConcurrency:     "how many Servings roll out at a time",
 	config.ClusterConcurrency:     "how many Clusters reconcile at a time (probes run apart, --probe-workers)",
 	config.EnvironmentConcurrency: "how many Environments reconcile at a time",

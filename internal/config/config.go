@@ -54,6 +54,10 @@ type Config struct {
 	// hostile source fails its Order (BudgetExceeded) instead of the controller; zero fields
 	// mean their defaults.
 	RenderBudgets RenderBudgets
+	// RenderWorkers is how many renders run at a time, of which one namespace's at most half
+	// (at least one): an Order of a namespace that runs its share waits without holding an
+	// Order worker. Zero or less means DefaultRenderWorkers.
+	RenderWorkers int
 	// Concurrency is how many reconciles of each kind run at a time, by kind (OrderConcurrency,
 	// ServingConcurrency, ClusterConcurrency, EnvironmentConcurrency: the flags
 	// --<kind>-concurrency); a kind missing, or zero, runs DefaultConcurrency's number.
@@ -90,6 +94,7 @@ func Default() Config {
 		UnreachableClusterDeletion: 10 * time.Minute,
 		PreparationHistory:         10,
 		RenderBudgets:              DefaultRenderBudgets(),
+		RenderWorkers:              DefaultRenderWorkers,
 	}
 }
 
@@ -152,10 +157,16 @@ const (
 	EnvironmentConcurrency = "environment"
 )
 
-// DefaultConcurrency is how many reconciles of each kind run at a time by default: renders hold
-// memory (two at a time under the chart's 1 GiB), roll-outs and Clusters wait on the network.
+// DefaultRenderWorkers is how many renders run at a time by default: each holds up to its render
+// budgets' memory, in a process of its own.
+const DefaultRenderWorkers = 2
+
+// DefaultConcurrency is how many reconciles of each kind run at a time by default: Orders more
+// than the renders (DefaultRenderWorkers), so that an Order waiting for a render slot, or one
+// that renders nothing new, does not hold up another namespace's; roll-outs and Clusters wait on
+// the network.
 var DefaultConcurrency = map[string]int{
-	OrderConcurrency:       2,
+	OrderConcurrency:       4,
 	ServingConcurrency:     4,
 	ClusterConcurrency:     4,
 	EnvironmentConcurrency: 1,

@@ -12,6 +12,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+
 	"time"
 
 	"github.com/kokumi-dev/kokumi/internal/controller/status"
@@ -89,6 +90,9 @@ type Reconciler struct {
 	// renders remembers each Order's last render, for a reconcile that reads the Order before
 	// the cache shows the status that render wrote (see unchanged).
 	renders lastRenders
+	// slots bound the renders running at once (renderSlots).
+	slots     *slots
+	slotsOnce sync.Once
 }
 
 // Setup registers the Order reconciler, whose Automatic promotions pass gate.
@@ -194,6 +198,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	prep, failure := r.prepare(ctx, &order, product)
+	if failure == busy {
+		return ctrl.Result{RequeueAfter: busyRetry}, nil
+	}
 	if failure != nil {
 		now := time.Now()
 		attempts, wait := r.retries.failed(req.NamespacedName, input, now, r.firstRetry(), r.maxRetry())
@@ -238,6 +245,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		after = verdict.RecheckAfter + time.Second
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// busy is the failure of a render that found no slot: its namespace runs its share of the
+// renders (slots). It is no failure of the Order's: it is tried again after busyRetry.
+var busy = &failure{}
+
+// busyRetry is how soon an Order that found no render slot is tried again.
+const busyRetry = time.Second
+
+// renderSlots are the slots of the renders, made at the first render (Config.RenderWorkers).
+func (r *Reconciler) renderSlots() *slots {
+	r.slotsOnce.Do(func() { r.slots = newSlots(r.Config.RenderWorkers) })
+	return r.slots
 }
 
 // failure is a failed render: the Order's Ready reason and message.
@@ -299,6 +319,13 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 		r.setRendered(order, current, false, currentInputs)
 		return current, nil
 	}
+	// A slot of the renders: none while the namespace runs its share already (tried again a
+	// moment later, without holding this worker).
+	release, ok, err := r.renderSlots().take(ctx, order.Namespace)
+	if err != nil || !ok {
+		return nil, busy
+	}
+	defer release()
 	result = kmetrics.Success
 	built, err := b.Build(ctx, in)
 	if err != nil {

@@ -1,0 +1,123 @@
+package orders
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/config"
+	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
+)
+
+// hostileChart pushes a chart whose one template is body, and a Product of it in ns with
+// values; it returns the chart's URL.
+func hostileChart(t *testing.T, src *source, ns, name, body string, values map[string]any) string {
+	t.Helper()
+	url := "oci://" + ocitest.Repo(src.reg, "charts/"+name)
+	ocitest.PushChart(t, oci.TrimScheme(url), "1.0.0", name, "1.0.0", ocitest.Chart(t, name, map[string]string{
+		"Chart.yaml":        "apiVersion: v2\nname: " + name + "\nversion: 1.0.0\n",
+		"templates/cm.yaml": body,
+	}))
+	p := &v1.Product{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1.ProductSpec{Source: v1.ProductSource{URL: url, Version: "1.0.0"}}}
+	if values != nil {
+		p.Spec.Render = &v1.RenderSpec{Helm: &v1.HelmRender{Values: jsonValues(t, values)}}
+	}
+	if err := env.Client.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
+// renderGood creates a good Order in a namespace of its own and returns how long it took to be
+// Rendered.
+func renderGood(t *testing.T, src *source) time.Duration {
+	t.Helper()
+	ns := newNamespace(t)
+	src.product(t, ns, "podinfo", "", src.values("calm"))
+	start := time.Now()
+	order(t, ns, "good", "podinfo", "", v1.PromotionManual)
+	waitReady(t, ns, "good", v1.ReasonRendered)
+	return time.Since(start)
+}
+
+// A tenant's templates that loop in loops, with output or without, a value passed through tpl
+// that makes gigabytes, and a chart that allocates in a range: each render runs in a process
+// of its own, held to --render-max-memory and --render-timeout, and each Order ends in a named
+// condition; the controller's memory does not move; and another namespace's good Order, created
+// at the same time, renders within twice the time it takes with no attack (the attacker's
+// namespace holds at most half the render slots).
+func TestNoTenantsRenderStallsOrCrashesTheController(t *testing.T) {
+	src := newSource(t)
+	calm := renderGood(t, src)
+
+	attacker := newNamespace(t)
+	const nested = "{{ range until 4000000 }}{{ range until 4000000 }}xxxxxxxx{{ end }}{{ end }}"
+	urls := map[string]string{
+		"nested": hostileChart(t, src, attacker, "nested", nested+"\n", nil),
+		"spin":   hostileChart(t, src, attacker, "spin", "{{ range until 4000000 }}{{ range until 4000000 }}{{ end }}{{ end }}\n", nil),
+		"tpl":    hostileChart(t, src, attacker, "tpl", "{{ tpl .Values.greeting . }}\n", map[string]any{"greeting": nested}),
+		"alloc":  hostileChart(t, src, attacker, "alloc", "{{ $l := list }}{{ range until 4000 }}{{ range until 4000 }}{{ $l = append $l \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\" }}{{ end }}{{ end }}\n", nil),
+	}
+	reset := resetPeakRSS(t)
+	before := peakRSS(t)
+	start := time.Now()
+	for name := range urls {
+		order(t, attacker, name, name, "", v1.PromotionManual)
+	}
+	t.Cleanup(func() {
+		for name := range urls {
+			_ = env.Client.Delete(context.Background(), &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: attacker}})
+		}
+	})
+	underAttack := renderGood(t, src)
+	t.Logf("a good Order of another namespace: Rendered after %s with no attack, %s under attack", calm.Round(time.Millisecond), underAttack.Round(time.Millisecond))
+	if underAttack > 2*calm {
+		t.Errorf("under attack the good Order took %s, over twice the %s it takes with no attack", underAttack, calm)
+	}
+
+	memory := []string{"render budget of memory bytes", "more than the limit of 256Mi memory bytes", "--" + config.FlagMemory}
+	timeout := []string{"did not end within 5s", "--" + config.FlagRenderTimeout}
+	for name, says := range map[string][]string{"nested": memory, "spin": timeout, "tpl": memory, "alloc": nil} {
+		o := waitFailed(t, attacker, name)
+		c := readyMessage(o)
+		t.Logf("order %s: %s after %s: %s", name, readyReason(o), time.Since(start).Round(time.Millisecond), c)
+		if r := readyReason(o); r != v1.ReasonBudgetExceeded && r != v1.ReasonRenderTimeout {
+			t.Errorf("order %s: reason %s, want %s or %s", name, r, v1.ReasonBudgetExceeded, v1.ReasonRenderTimeout)
+		}
+		for _, want := range append(says, urls[name]) {
+			if !strings.Contains(c, want) {
+				t.Errorf("order %s: message %q does not say %q", name, c, want)
+			}
+		}
+	}
+	after := peakRSS(t)
+	t.Logf("peak RSS of the test process (controller, registries, test): %d MiB before the attack, %d MiB after (reset %v)", before>>20, after>>20, reset)
+	if after > controllerMemoryLimit/2 {
+		t.Errorf("peak RSS %d MiB, over half the controller's memory limit of %d MiB", after>>20, controllerMemoryLimit>>20)
+	}
+}
+
+// waitFailed waits for the Order's Ready reason to be a render budget's or the timeout's.
+func waitFailed(t *testing.T, ns, name string) *v1.Order {
+	t.Helper()
+	var o *v1.Order
+	eventually(t, "order "+name+" failed by a render limit", func() (bool, string) {
+		o = getOrder(t, ns, name)
+		r := readyReason(o)
+		return r == v1.ReasonBudgetExceeded || r == v1.ReasonRenderTimeout, r
+	})
+	return o
+}
+
+func readyReason(o *v1.Order) string {
+	if c := meta.FindStatusCondition(o.Status.Conditions, v1.ConditionReady); c != nil {
+		return c.Reason
+	}
+	return ""
+}
