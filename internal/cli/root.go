@@ -80,7 +80,7 @@ the user of your kubeconfig: the Kubernetes RBAC of the namespace decides what y
 
 	// The help flag exists before the arguments are read, so that `--help -n shop` is help.
 	root.InitDefaultHelpFlag()
-	root.AddCommand(newStatusCommand(o), newPromoteCommand(o), newRollbackCommand(o), newHistoryCommand(o), newDiffCommand(o))
+	root.AddCommand(newStatusCommand(o), newPromoteCommand(o), newRollbackCommand(o), newHistoryCommand(o), newDiffCommand(o), newVersionCommand(o))
 	return root
 }
 
@@ -141,7 +141,7 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 		if len(args) == len(names) {
 			return nil
 		}
-		usage := cmd.CommandPath() + " " + strings.ToUpper(strings.Join(names, " "))
+		usage := strings.TrimSpace(cmd.CommandPath() + " " + strings.ToUpper(strings.Join(names, " ")))
 		if len(args) < len(names) {
 			return fmt.Errorf("missing %s: usage: %s (see --help)", strings.ToUpper(strings.Join(names[len(args):], " and ")), usage)
 		}
