@@ -464,35 +464,79 @@ func TestRollbackPromotesWhatRanBefore(t *testing.T) {
 	}
 }
 
-func TestDiffShowsSourceAndImages(t *testing.T) {
+func TestDiffSaysWhatChanges(t *testing.T) {
 	ns := namespace(t, "diff")
-	preparation(t, ns, "web-1", prepSpec{order: "web", version: "6.1.0", configHash: "h1", digest: digest("1"), images: []v1.ImagePin{
-		{Original: "ghcr.io/stefanprodan/podinfo:6.1.0", Pinned: "ghcr.io/stefanprodan/podinfo@" + digest("b")},
-		{Original: "busybox:1.36", Pinned: "docker.io/library/busybox@" + digest("c")},
-		{Original: "redis:7", Pinned: "docker.io/library/redis@" + digest("e")},
+	podinfo := func(tag, d string) v1.ImagePin {
+		return v1.ImagePin{Original: "ghcr.io/stefanprodan/podinfo:" + tag, Pinned: "ghcr.io/stefanprodan/podinfo@" + digest(d)}
+	}
+	redis := v1.ImagePin{Original: "redis:7", Pinned: "docker.io/library/redis@" + digest("e")}
+	preparation(t, ns, "web-1", prepSpec{order: "web", version: "6.1.0", configHash: "h1", values: digest("7"), digest: digest("1"), images: []v1.ImagePin{
+		podinfo("6.1.0", "b"), {Original: "busybox:1.36", Pinned: "docker.io/library/busybox@" + digest("c")}, redis,
 	}})
-	preparation(t, ns, "web-2", prepSpec{order: "web", version: "6.2.0", configHash: "h2", targetNamespace: "web", digest: digest("2"), images: []v1.ImagePin{
-		{Original: "ghcr.io/stefanprodan/podinfo:6.2.0", Pinned: "ghcr.io/stefanprodan/podinfo@" + digest("f")},
-		{Original: "redis:7", Pinned: "docker.io/library/redis@" + digest("e")},
-		{Original: "nginx:1.27", Pinned: "docker.io/library/nginx@" + digest("0")},
+	preparation(t, ns, "web-2", prepSpec{order: "web", version: "6.2.0", configHash: "h2", values: digest("8"), targetNamespace: "web", digest: digest("2"), images: []v1.ImagePin{
+		podinfo("6.2.0", "f"), redis, {Original: "nginx:1.27", Pinned: "docker.io/library/nginx@" + digest("0")},
 	}})
+	// The summary first: the new version, that the values changed, the images by change and
+	// how to compare the objects; then each image that differs, old → new; then every field.
 	r := kubectlKokumi(t, "diff", "web-1", "web-2", "-n", ns)
 	want := `Preparation web-1 → web-2
+
+What changes:
+  source     6.1.0 → 6.2.0 (oci://ghcr.io/stefanprodan/charts/podinfo)
+  values     changed (the Product's Helm values, or whether the chart's CRDs render)
+  namespace  podinfo → web
+  images     1 changed, 1 added, 1 removed, 1 unchanged
+  objects    not compared: a Preparation records no list of its objects; add --manifests to pull both artifacts and diff them object by object
+
+Images:
+  - busybox:1.36 (digest cccccccccccc)
+  ~ ghcr.io/stefanprodan/podinfo 6.1.0 → 6.2.0 (digest bbbbbbbbbbbb → ffffffffffff)
+  + nginx:1.27 (digest 000000000000)
+
+Recorded fields:
   source URL:        oci://ghcr.io/stefanprodan/charts/podinfo (unchanged)
   source version:    6.1.0 → 6.2.0
   source digest:     ` + digest("5") + ` (unchanged)
   target namespace:  podinfo → web
   config hash:       h1 → h2
+  values digest:     ` + digest("7") + ` → ` + digest("8") + `
   artifact:          ` + digest("1") + ` → ` + digest("2") + `
-Images: 1 changed, 1 added, 1 removed, 1 unchanged
-  - busybox:1.36 → ` + digest("c") + `
-  ~ ghcr.io/stefanprodan/podinfo
-      - ghcr.io/stefanprodan/podinfo:6.1.0 → ` + digest("b") + `
-      + ghcr.io/stefanprodan/podinfo:6.2.0 → ` + digest("f") + `
-  + nginx:1.27 → ` + digest("0") + `
 `
 	if r.code != 0 || r.stdout != want {
 		t.Errorf("exit %d, diff:\n%s\nwant:\n%s", r.code, r.stdout, want)
+	}
+
+	// Only the values changed: the summary says so, where the config hashes alone said nothing.
+	preparation(t, ns, "web-3", prepSpec{order: "web", version: "6.2.0", configHash: "h3", values: digest("9"), targetNamespace: "web", digest: digest("3"), images: []v1.ImagePin{
+		podinfo("6.2.0", "f"), redis, {Original: "nginx:1.27", Pinned: "docker.io/library/nginx@" + digest("0")},
+	}})
+	r = kubectlKokumi(t, "diff", "web-2", "web-3", "-n", ns)
+	summary, _, _ := strings.Cut(r.stdout, "\n\nRecorded fields:")
+	want = `Preparation web-2 → web-3
+
+What changes:
+  source     unchanged (oci://ghcr.io/stefanprodan/charts/podinfo:6.2.0)
+  values     changed (the Product's Helm values, or whether the chart's CRDs render)
+  images     unchanged (3)
+  objects    not compared: a Preparation records no list of its objects; add --manifests to pull both artifacts and diff them object by object`
+	if r.code != 0 || summary != want {
+		t.Errorf("exit %d, summary:\n%s\nwant:\n%s", r.code, summary, want)
+	}
+
+	// The same tag pinned to another digest, and a Preparation rendered before Kokumi
+	// recorded the digest of the values.
+	preparation(t, ns, "web-old", prepSpec{order: "web", version: "6.2.0", configHash: "h4", targetNamespace: "web", digest: digest("4"), images: []v1.ImagePin{
+		podinfo("6.2.0", "f"), {Original: "redis:7", Pinned: "docker.io/library/redis@" + digest("d")}, {Original: "nginx:1.27", Pinned: "docker.io/library/nginx@" + digest("0")},
+	}})
+	r = kubectlKokumi(t, "diff", "web-old", "web-3", "-n", ns)
+	for _, line := range []string{
+		"  values     unknown: web-old was rendered before Kokumi recorded the digest of the values\n",
+		"  images     1 changed, 0 added, 0 removed, 2 unchanged\n",
+		"  ~ redis 7, pinned to another digest (dddddddddddd → eeeeeeeeeeee)\n",
+	} {
+		if !strings.Contains(r.stdout, line) {
+			t.Errorf("diff web-old web-3 does not say %q:\n%s", line, r.stdout)
+		}
 	}
 	r = kubectlKokumi(t, "diff", "web-1", "web-9", "-n", ns)
 	if r.code != 1 || r.stderr != "error: Preparation web-9 not found in namespace diff: list them with kubectl get preparations -n diff, or in every namespace with kubectl get preparations -A\n" {

@@ -51,8 +51,6 @@ const (
 	// LabelPullNamespace names, on an Argo CD credential template Kokumi keeps, the namespace
 	// whose puller it signs in as.
 	LabelPullNamespace = "delivery.kokumi.dev/registry-pull-namespace"
-	// argoCDSecretPrefix begins the name of each namespace's credential template.
-	argoCDSecretPrefix = "kokumi-bundled-registry-"
 	// LegacyArgoCDSecret is the one credential template of earlier versions, which signed Argo
 	// CD in as the puller of every namespace; the keeper deletes it.
 	LegacyArgoCDSecret = "kokumi-bundled-registry"
@@ -299,7 +297,7 @@ func PullerSecret(cfg config.Config, puller oci.Credential) *corev1.Secret {
 }
 
 // ArgoCDSecretName is the name of namespace's credential template in Argo CD's namespace.
-func ArgoCDSecretName(namespace string) string { return argoCDSecretPrefix + namespace }
+func ArgoCDSecretName(namespace string) string { return bundled.ArgoCDSecretName(namespace) }
 
 // ArgoCDRegistryCredentials is Argo CD's credential template that signs the repo-server in to
 // the bundled registry as namespace's puller. Argo CD (3.6) gives a repository the template
