@@ -51,7 +51,9 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 
 An Order renders Preparations (immutable OCI artifacts); its Serving, of the same name,
 deploys one of them to every cluster of the Order's Environment. Every command acts as
-the user of your kubeconfig: the Kubernetes RBAC of the namespace decides what you may do.`,
+the user of your kubeconfig: the Kubernetes RBAC of the namespace decides what you may do.
+A kubeconfig user with a client certificate stays that user with --token (the API server
+checks the certificate first): for a token, use a kubeconfig user without one (--user).`,
 		Example: `  # Where does the Serving web of namespace shop stand, cluster by cluster?
   kubectl kokumi status web -n shop
 
