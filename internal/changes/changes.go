@@ -31,6 +31,8 @@ const (
 	Removed Change = "removed"
 	// Changed: both have it, differently.
 	Changed Change = "changed"
+	// Unknown: what the Preparations record does not tell.
+	Unknown Change = "unknown"
 )
 
 // Field is one field two Preparations record, and its value in each.
@@ -54,6 +56,20 @@ func Fields(a, b *v1.Preparation) []Field {
 		{"targetNamespace", "target namespace", a.Spec.TargetNamespace, b.Spec.TargetNamespace},
 		{"configHash", "config hash", a.Spec.ConfigHash, b.Spec.ConfigHash},
 	}
+}
+
+// Values says how the render configuration of b (the Product's Helm values and whether the
+// chart's CRDs render) stands against a's, as their spec.configurationDigest records it:
+// Changed, "" (the same), or Unknown when one of them was rendered before Kokumi recorded it.
+// The values themselves are not recorded on a Preparation, only their digest.
+func Values(a, b *v1.Preparation) Change {
+	switch {
+	case a.Spec.ConfigurationDigest == "" || b.Spec.ConfigurationDigest == "":
+		return Unknown
+	case a.Spec.ConfigurationDigest != b.Spec.ConfigurationDigest:
+		return Changed
+	}
+	return ""
 }
 
 // ImageChange is one image that differs.

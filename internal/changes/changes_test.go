@@ -54,3 +54,23 @@ func TestDiffObjectsMatchesByKeyAndKeepsTheManifestsOrder(t *testing.T) {
 		t.Errorf("diff:\n%s", got[1].Diff)
 	}
 }
+
+func TestValuesComparesTheDigestOfTheValues(t *testing.T) {
+	prep := func(d string) *v1.Preparation {
+		return &v1.Preparation{Spec: v1.PreparationSpec{ConfigurationDigest: d}}
+	}
+	for _, c := range []struct {
+		a, b string
+		want Change
+	}{
+		{"sha256:1", "sha256:2", Changed},
+		{"sha256:1", "sha256:1", ""},
+		{"", "sha256:1", Unknown},
+		{"sha256:1", "", Unknown},
+		{"", "", Unknown},
+	} {
+		if got := Values(prep(c.a), prep(c.b)); got != c.want {
+			t.Errorf("Values(%q, %q) = %q, want %q", c.a, c.b, got, c.want)
+		}
+	}
+}

@@ -28,7 +28,8 @@ func explain(k kind, verb, namespace, name string, err error) error {
 	ref := k.name + " " + namespace + "/" + name
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("%s not found in namespace %s: list them with kubectl get %s -n %s", ref, namespace, k.plural, namespace)
+		return fmt.Errorf("%s %s not found in namespace %s: list them with kubectl get %s -n %s, or in every namespace with kubectl get %s -A",
+			k.name, name, namespace, k.plural, namespace, k.plural)
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("the API server refused to let you %s %s: %s. Ask an admin of namespace %s for a role that may %s %s (the edit role may promote, view only reads)",
 			verb, ref, apiMessage(err), namespace, verb, k.plural)

@@ -115,7 +115,7 @@ func printHistory(out io.Writer, ns, order string, entries []HistoryEntry, outpu
 		if e.Running {
 			running = "yes"
 		}
-		w.printf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Name, e.Created.Format("2006-01-02 15:04:05"), orDash(shortDigest(e.Digest)),
+		w.printf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Name, e.Created.UTC().Format(timeFormat), orDash(shortDigest(e.Digest)),
 			e.Ready.Status, orDash(e.SourceVersion), e.Images, running, deployments(e.Deployments))
 	}
 	if w.err != nil {
@@ -124,7 +124,10 @@ func printHistory(out io.Writer, ns, order string, entries []HistoryEntry, outpu
 	return tw.Flush()
 }
 
-// deployments names the newest deployment records: "prod 3 clusters 2026-01-02 15:04".
+// timeFormat is how the tables print a time: in UTC, and saying so.
+const timeFormat = "2006-01-02 15:04:05 UTC"
+
+// deployments names the newest deployment records: "prod 3 clusters 2026-01-02 15:04:05 UTC".
 func deployments(records []v1.DeploymentRecord) string {
 	if len(records) == 0 {
 		return "-"
@@ -139,7 +142,7 @@ func deployments(records []v1.DeploymentRecord) string {
 		if r.Clusters == 1 {
 			clusters = "cluster"
 		}
-		parts = append(parts, fmt.Sprintf("%s %d %s %s", r.Environment, r.Clusters, clusters, r.Time.UTC().Format("2006-01-02 15:04")))
+		parts = append(parts, fmt.Sprintf("%s %d %s %s", r.Environment, r.Clusters, clusters, r.Time.UTC().Format(timeFormat)))
 	}
 	return strings.Join(parts, "; ")
 }

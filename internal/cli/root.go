@@ -51,7 +51,9 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 
 An Order renders Preparations (immutable OCI artifacts); its Serving, of the same name,
 deploys one of them to every cluster of the Order's Environment. Every command acts as
-the user of your kubeconfig: the Kubernetes RBAC of the namespace decides what you may do.`,
+the user of your kubeconfig: the Kubernetes RBAC of the namespace decides what you may do.
+A kubeconfig user with a client certificate stays that user with --token (the API server
+checks the certificate first): for a token, use a kubeconfig user without one (--user).`,
 		Example: `  # Where does the Serving web of namespace shop stand, cluster by cluster?
   kubectl kokumi status web -n shop
 
@@ -80,7 +82,7 @@ the user of your kubeconfig: the Kubernetes RBAC of the namespace decides what y
 
 	// The help flag exists before the arguments are read, so that `--help -n shop` is help.
 	root.InitDefaultHelpFlag()
-	root.AddCommand(newStatusCommand(o), newPromoteCommand(o), newRollbackCommand(o), newHistoryCommand(o), newDiffCommand(o))
+	root.AddCommand(newStatusCommand(o), newPromoteCommand(o), newRollbackCommand(o), newHistoryCommand(o), newDiffCommand(o), newVersionCommand(o))
 	return root
 }
 
@@ -141,7 +143,7 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 		if len(args) == len(names) {
 			return nil
 		}
-		usage := cmd.CommandPath() + " " + strings.ToUpper(strings.Join(names, " "))
+		usage := strings.TrimSpace(cmd.CommandPath() + " " + strings.ToUpper(strings.Join(names, " ")))
 		if len(args) < len(names) {
 			return fmt.Errorf("missing %s: usage: %s (see --help)", strings.ToUpper(strings.Join(names[len(args):], " and ")), usage)
 		}

@@ -107,7 +107,8 @@ func (o *options) applications(ctx context.Context, c client.Client, sv *v1.Serv
 	case apimeta.IsNoMatchError(err):
 		return nil, fmt.Errorf("argo CD's Application kind is not installed on this cluster")
 	case apierrors.IsForbidden(err):
-		return nil, fmt.Errorf("you may not list Argo CD's Applications in namespace %s (%s)", o.argoCDNamespace, apiMessage(err))
+		return nil, fmt.Errorf("you may not list Applications in %s: the table of clusters needs `list applications.argoproj.io` in namespace %s (ask an admin of %s for it)",
+			o.argoCDNamespace, o.argoCDNamespace, o.argoCDNamespace)
 	}
 	return nil, fmt.Errorf("list Argo CD's Applications in namespace %s: %w", o.argoCDNamespace, err)
 }
@@ -135,24 +136,34 @@ func printStatus(out io.Writer, st *Status, output string, now time.Time) error 
 	w.printf("Ready:        %s\n", ready)
 	cc := st.Clusters
 	w.printf("Clusters:     Selected %d, Healthy %d, Progressing %d, Degraded %d, Held %d\n", cc.Selected, cc.Healthy, cc.Progressing, cc.Degraded, cc.Held)
-	if st.ApplicationsError != "" {
-		w.printf("Note:         %s: the table lists only the clusters the Serving's status names\n", st.ApplicationsError)
-	}
 	if w.err != nil {
 		return w.err
 	}
 	if _, err := fmt.Fprintln(out); err != nil {
 		return err
 	}
+	if st.ApplicationsError != "" {
+		// Without the Applications the table has only the clusters the Serving's status
+		// names: those not healthy. Say so, whether it names any or not.
+		w.printf("%s.\n", sentence(st.ApplicationsError))
+		if len(st.Rows) == 0 {
+			w.printf("Without the Applications the table can list only the clusters the Serving's status names (those not healthy), and it names none.\n")
+			return w.err
+		}
+		w.printf("The table below lists only the clusters the Serving's status names (those not healthy).\n\n")
+		if w.err != nil {
+			return w.err
+		}
+	}
 	if len(st.Rows) == 0 {
-		_, err := fmt.Fprintln(out, "No clusters to show.")
-		return err
+		w.printf("%s\n", noClusters(st))
+		return w.err
 	}
 	tw := printers.GetNewTabWriter(out)
 	wide := output == "wide"
 	header := "CLUSTER\tSTATE\tREASON\tMESSAGE"
 	if wide {
-		header = "CLUSTER\tSTATE\tREASON\tAPPLICATION\tREVISION\tSINCE\tMESSAGE"
+		header = "CLUSTER\tSTATE\tREASON\tAPPLICATION\tHEALTH\tSYNC\tREVISION\tSINCE\tMESSAGE"
 	}
 	tw2 := &errWriter{w: tw}
 	tw2.printf("%s\n", header)
@@ -162,7 +173,8 @@ func printStatus(out io.Writer, st *Status, output string, now time.Time) error 
 			if r.Since != nil {
 				since = duration.HumanDuration(now.Sub(*r.Since))
 			}
-			tw2.printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Cluster, r.State, orDash(r.Reason), orDash(r.Application), orDash(shortDigest(r.Revision)), since, orDash(oneLine(r.Message)))
+			tw2.printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Cluster, r.State, orDash(r.Reason), orDash(r.Application), orDash(r.Health), orDash(r.Sync),
+				orDash(shortDigest(r.Revision)), since, orDash(oneLine(r.Message)))
 			continue
 		}
 		tw2.printf("%s\t%s\t%s\t%s\n", r.Cluster, r.State, orDash(r.Reason), orDash(oneLine(r.Message)))
@@ -181,6 +193,25 @@ func printStatus(out io.Writer, st *Status, output string, now time.Time) error 
 		w.printf("… and %d more clusters not healthy the Serving's status leaves out\n", st.TargetsOmitted)
 	}
 	return w.err
+}
+
+// noClusters says why a table of clusters read from Argo CD's Applications is empty.
+func noClusters(st *Status) string {
+	switch {
+	case st.Clusters.Selected == 0:
+		return "No clusters to show: the Environment of Order " + st.Order + " selects none (its spec.clusterSelector matches no Cluster: see kubectl get kclusters --show-labels)."
+	case st.Preparation == "":
+		return "No clusters to show: nothing is promoted yet, so Kokumi has written no Argo CD Application."
+	}
+	return "No clusters to show yet: Kokumi has not written the Serving's Argo CD Applications (see its Ready condition above)."
+}
+
+// sentence is s with its first letter upper case.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // shortDigest is the first 12 hex digits of a sha256 digest; anything else is returned as it is.

@@ -281,6 +281,20 @@ func pushIfMissing(ctx context.Context, repo *remote.Repository, mediaType strin
 	return nil
 }
 
+// RefusalStatus is the HTTP status a registry refused an oras call with, or 0. oras answers a
+// Basic challenge it has no credential for with auth.ErrBasicCredentialNotFound ("basic
+// credential not found"): that counts as 401.
+func RefusalStatus(err error) int {
+	if errors.Is(err, auth.ErrBasicCredentialNotFound) {
+		return http.StatusUnauthorized
+	}
+	var resp *errcode.ErrorResponse
+	if errors.As(err, &resp) {
+		return resp.StatusCode
+	}
+	return 0
+}
+
 // IsNotFound says whether err means the registry answered that the repository, tag or
 // digest does not exist.
 func IsNotFound(err error) bool {

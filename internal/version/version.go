@@ -14,10 +14,14 @@ var Commit = ""
 
 // String is the line `kokumi version` prints: the version, the commit when known, the Go
 // version and the platform.
-func String() string {
+func String() string { return Of("kokumi") }
+
+// Of is the version line of the program named program, such as kubectl-kokumi: the version,
+// the commit when known, the Go version and the platform.
+func Of(program string) string {
 	commit := Commit
 	if commit == "" {
 		commit = "unknown"
 	}
-	return fmt.Sprintf("kokumi %s (commit %s, %s, %s/%s)", Version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return fmt.Sprintf("%s %s (commit %s, %s, %s/%s)", program, Version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

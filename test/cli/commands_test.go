@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -14,12 +15,13 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/cli"
+	"github.com/kokumi-dev/kokumi/internal/version"
 )
 
 func TestHelpOfEveryCommandExitsZeroWithExamples(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"status", "--help"}, {"promote", "--help"}, {"rollback", "--help"},
-		{"history", "--help"}, {"diff", "--help"}, {"help", "diff"},
+		{"history", "--help"}, {"diff", "--help"}, {"help", "diff"}, {"version", "--help"},
 	} {
 		r := kubectlKokumi(t, args...)
 		if r.code != 0 || r.stderr != "" {
@@ -40,6 +42,7 @@ func TestHelpOfEveryCommandExitsZeroWithExamples(t *testing.T) {
 		{[]string{"status"}, "error: missing SERVING: usage: kubectl kokumi status SERVING (see --help)"},
 		{[]string{"status", "web", "-o", "xml"}, `error: unknown output format "xml": use one of wide, json, yaml`},
 		{[]string{"deploy"}, `error: unknown command "deploy" for "kubectl kokumi"`},
+		{[]string{"version", "now"}, "error: too many arguments (now): usage: kubectl kokumi version (see --help)"},
 	} {
 		r := kubectlKokumi(t, c.args...)
 		if r.code != 1 || !strings.HasPrefix(r.stderr, c.want) {
@@ -48,16 +51,28 @@ func TestHelpOfEveryCommandExitsZeroWithExamples(t *testing.T) {
 	}
 }
 
+func TestVersionPrintsTheVersionAndCommitItWasBuiltWith(t *testing.T) {
+	oldVersion, oldCommit := version.Version, version.Commit
+	t.Cleanup(func() { version.Version, version.Commit = oldVersion, oldCommit })
+	version.Version, version.Commit = "v1.2.3", "0123456789ab"
+	// No cluster is reached: a kubeconfig that names none does not matter.
+	r := kubectlKokumi(t, "version", "--kubeconfig", t.TempDir()+"/none")
+	want := "kubectl-kokumi v1.2.3 (commit 0123456789ab, " + runtime.Version() + ", " + runtime.GOOS + "/" + runtime.GOARCH + ")\n"
+	if r.code != 0 || r.stdout != want || r.stderr != "" {
+		t.Errorf("version: exit %d, stdout %q, stderr %q, want 0 and %q", r.code, r.stdout, r.stderr, want)
+	}
+}
+
 func TestAMissingServingSaysHowToListThem(t *testing.T) {
 	ns := namespace(t, "shop")
 	r := kubectlKokumi(t, "status", "web", "-n", ns)
-	want := "error: Serving shop/web not found in namespace shop: list them with kubectl get servings -n shop\n"
+	want := "error: Serving web not found in namespace shop: list them with kubectl get servings -n shop, or in every namespace with kubectl get servings -A\n"
 	if r.code != 1 || r.stderr != want || r.stdout != "" {
 		t.Errorf("exit %d, stderr %q, want 1 and %q", r.code, r.stderr, want)
 	}
 	// The namespace of the kubeconfig's context counts as kubectl's does.
 	r = kubectlKokumi(t, "history", "web")
-	want = "error: Order default/web not found in namespace default: list them with kubectl get orders -n default\n"
+	want = "error: Order web not found in namespace default: list them with kubectl get orders -n default, or in every namespace with kubectl get orders -A\n"
 	if r.code != 1 || r.stderr != want {
 		t.Errorf("exit %d, stderr %q, want 1 and %q", r.code, r.stderr, want)
 	}
@@ -118,14 +133,15 @@ func TestStatusShowsTheCountsAndTheUIsClusterTable(t *testing.T) {
 		t.Errorf("table %q, want %q", table, want)
 	}
 
-	// -o wide adds each cluster's Application, revision and since when.
+	// -o wide adds each cluster's Application, its health and sync status as Argo CD reports
+	// them, the revision and since when.
 	r = kubectlKokumi(t, "status", "web", "-n", ns, "-o", "wide")
 	table = rows(r.stdout, "CLUSTER")
 	want = [][]string{
-		{"CLUSTER", "STATE", "REASON", "APPLICATION", "REVISION", "SINCE", "MESSAGE"},
-		{"east", "Held", "ClusterNotReady", "-", "-", "5h", "Cluster east is not Ready: Unreachable"},
-		{"west", "Degraded", "Degraded", ns + "-web-west", strings.Repeat("1", 12), "5h", "Deployment podinfo: crash loop"},
-		{"north", "Healthy", "-", ns + "-web-north", strings.Repeat("1", 12), "30m", "-"},
+		{"CLUSTER", "STATE", "REASON", "APPLICATION", "HEALTH", "SYNC", "REVISION", "SINCE", "MESSAGE"},
+		{"east", "Held", "ClusterNotReady", "-", "-", "-", "-", "5h", "Cluster east is not Ready: Unreachable"},
+		{"west", "Degraded", "Degraded", ns + "-web-west", "Degraded", "Synced", strings.Repeat("1", 12), "5h", "Deployment podinfo: crash loop"},
+		{"north", "Healthy", "-", ns + "-web-north", "Healthy", "Synced", strings.Repeat("1", 12), "30m", "-"},
 	}
 	if r.code != 0 || !equalRows(table, want) {
 		t.Errorf("exit %d, wide table %q, want %q", r.code, table, want)
@@ -142,6 +158,53 @@ func TestStatusShowsTheCountsAndTheUIsClusterTable(t *testing.T) {
 	r = kubectlKokumi(t, "status", "web", "-n", ns, "-o", "yaml")
 	if r.code != 0 || !strings.Contains(r.stdout, "cluster: east\n") || !strings.Contains(r.stdout, "preparation: web-1\n") {
 		t.Errorf("exit %d, yaml:\n%s", r.code, r.stdout)
+	}
+}
+
+func TestStatusSaysWhyTheTableIsEmptyForWhoMayNotListApplications(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "status-viewer")
+	order(t, ns, "web", "prod", v1.PromotionManual)
+	preparation(t, ns, "web-1", prepSpec{order: "web", ready: metav1.ConditionTrue, digest: digest("1")})
+	s := serving(t, ns, "web", "web-1")
+	// One cluster, healthy: the Serving's status names no cluster (it names those not healthy),
+	// and its Argo CD Application is the only row of the table.
+	s.Status = v1.ServingStatus{Revision: digest("1"), Clusters: v1.ClusterCounts{Selected: 1, Healthy: 1}}
+	apimeta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonDeployed, Message: "1 of 1 clusters healthy"})
+	must(t, env.Client.Status().Update(ctx, s))
+	application(t, ns, "web", "north", "Healthy", "Synced", digest("1"), "", time.Now().Add(-30*time.Minute))
+
+	// Who may list the Applications sees the healthy cluster.
+	r := kubectlKokumi(t, "status", "web", "-n", ns)
+	if table := rows(r.stdout, "CLUSTER"); r.code != 0 || len(table) != 2 || table[1][0] != "north" || table[1][1] != "Healthy" {
+		t.Fatalf("status as the admin: exit %d, table %q", r.code, table)
+	}
+
+	cfg, err := env.AddUser("status-viewer")
+	must(t, err)
+	must(t, env.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "status-viewer-view"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "status-viewer"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+	}))
+	kubeconfig := t.TempDir() + "/viewer.kubeconfig"
+	must(t, writeKubeconfig(kubeconfig, cfg, ns))
+
+	// A viewer of the namespace may not list Argo CD's Applications: the counts are there, and
+	// the table's absence is explained, not "No clusters to show".
+	r = kubectlKokumi(t, "status", "web", "--kubeconfig", kubeconfig)
+	want := "Clusters:     Selected 1, Healthy 1, Progressing 0, Degraded 0, Held 0\n\n" +
+		"You may not list Applications in argocd: the table of clusters needs `list applications.argoproj.io` in namespace argocd (ask an admin of argocd for it).\n" +
+		"Without the Applications the table can list only the clusters the Serving's status names (those not healthy), and it names none.\n"
+	if r.code != 0 || !strings.HasSuffix(r.stdout, want) || strings.Contains(r.stdout, "No clusters to show") || r.stderr != "" {
+		t.Errorf("status as a viewer: exit %d, stdout:\n%s\nwant it to end with:\n%s", r.code, r.stdout, want)
+	}
+	// -o json says it too, for scripts.
+	r = kubectlKokumi(t, "status", "web", "-o", "json", "--kubeconfig", kubeconfig)
+	var st cli.Status
+	must(t, json.Unmarshal([]byte(r.stdout), &st))
+	if st.Clusters.Healthy != 1 || len(st.Rows) != 0 || !strings.Contains(st.ApplicationsError, "list applications.argoproj.io") {
+		t.Errorf("json as a viewer: %+v", st)
 	}
 }
 
@@ -257,9 +320,9 @@ func TestAViewerCannotPromote(t *testing.T) {
 	if r := kubectlKokumi(t, "history", "web", "--kubeconfig", kubeconfig); r.code != 0 || !strings.Contains(r.stdout, "web-2") {
 		t.Fatalf("history as a viewer: exit %d %q", r.code, r.stderr)
 	}
-	// Argo CD's namespace is not theirs: the table says what it leaves out.
+	// Argo CD's namespace is not theirs: status says what the table needs.
 	r := kubectlKokumi(t, "status", "web", "--kubeconfig", kubeconfig)
-	if r.code != 0 || !strings.Contains(r.stdout, "Note:         you may not list Argo CD's Applications in namespace argocd") {
+	if r.code != 0 || !strings.Contains(r.stdout, "You may not list Applications in argocd: the table of clusters needs `list applications.argoproj.io` in namespace argocd") {
 		t.Errorf("status as a viewer: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
 
@@ -332,7 +395,7 @@ func TestHistoryListsTheOrdersPreparationsNewestFirst(t *testing.T) {
 			return row[2] == strings.Repeat("5", 12) && row[3] == "False" && row[4] == "6.5.0" && row[6] == "-" && row[7] == "-"
 		},
 		"web-4": func(row []string) bool {
-			return row[3] == "True" && row[6] == "yes" && strings.HasPrefix(row[7], "prod 3 clusters "+day(time.Hour))
+			return row[3] == "True" && row[6] == "yes" && strings.HasPrefix(row[7], "prod 3 clusters "+day(time.Hour)) && strings.HasSuffix(row[7], " UTC")
 		},
 		"web-3": func(row []string) bool {
 			return row[6] == "-" && strings.HasPrefix(row[7], "prod 2 clusters "+day(24*time.Hour)) && strings.Contains(row[7], "; prod 1 cluster "+day(48*time.Hour))
@@ -343,7 +406,7 @@ func TestHistoryListsTheOrdersPreparationsNewestFirst(t *testing.T) {
 		if check, ok := checks[row[0]]; ok && (len(row) != 8 || !check(row)) {
 			t.Errorf("row %q", row)
 		}
-		if _, err := time.Parse("2006-01-02 15:04:05", row[1]); err != nil {
+		if _, err := time.Parse("2006-01-02 15:04:05 UTC", row[1]); err != nil {
 			t.Errorf("created %q: %v", row[1], err)
 		}
 	}
@@ -401,38 +464,82 @@ func TestRollbackPromotesWhatRanBefore(t *testing.T) {
 	}
 }
 
-func TestDiffShowsSourceAndImages(t *testing.T) {
+func TestDiffSaysWhatChanges(t *testing.T) {
 	ns := namespace(t, "diff")
-	preparation(t, ns, "web-1", prepSpec{order: "web", version: "6.1.0", configHash: "h1", digest: digest("1"), images: []v1.ImagePin{
-		{Original: "ghcr.io/stefanprodan/podinfo:6.1.0", Pinned: "ghcr.io/stefanprodan/podinfo@" + digest("b")},
-		{Original: "busybox:1.36", Pinned: "docker.io/library/busybox@" + digest("c")},
-		{Original: "redis:7", Pinned: "docker.io/library/redis@" + digest("e")},
+	podinfo := func(tag, d string) v1.ImagePin {
+		return v1.ImagePin{Original: "ghcr.io/stefanprodan/podinfo:" + tag, Pinned: "ghcr.io/stefanprodan/podinfo@" + digest(d)}
+	}
+	redis := v1.ImagePin{Original: "redis:7", Pinned: "docker.io/library/redis@" + digest("e")}
+	preparation(t, ns, "web-1", prepSpec{order: "web", version: "6.1.0", configHash: "h1", values: digest("7"), digest: digest("1"), images: []v1.ImagePin{
+		podinfo("6.1.0", "b"), {Original: "busybox:1.36", Pinned: "docker.io/library/busybox@" + digest("c")}, redis,
 	}})
-	preparation(t, ns, "web-2", prepSpec{order: "web", version: "6.2.0", configHash: "h2", targetNamespace: "web", digest: digest("2"), images: []v1.ImagePin{
-		{Original: "ghcr.io/stefanprodan/podinfo:6.2.0", Pinned: "ghcr.io/stefanprodan/podinfo@" + digest("f")},
-		{Original: "redis:7", Pinned: "docker.io/library/redis@" + digest("e")},
-		{Original: "nginx:1.27", Pinned: "docker.io/library/nginx@" + digest("0")},
+	preparation(t, ns, "web-2", prepSpec{order: "web", version: "6.2.0", configHash: "h2", values: digest("8"), targetNamespace: "web", digest: digest("2"), images: []v1.ImagePin{
+		podinfo("6.2.0", "f"), redis, {Original: "nginx:1.27", Pinned: "docker.io/library/nginx@" + digest("0")},
 	}})
+	// The summary first: the new version, that the values changed, the images by change and
+	// how to compare the objects; then each image that differs, old → new; then every field.
 	r := kubectlKokumi(t, "diff", "web-1", "web-2", "-n", ns)
 	want := `Preparation web-1 → web-2
+
+What changes:
+  source     6.1.0 → 6.2.0 (oci://ghcr.io/stefanprodan/charts/podinfo)
+  values     changed (the Product's Helm values, or whether the chart's CRDs render)
+  namespace  podinfo → web
+  images     1 changed, 1 added, 1 removed, 1 unchanged
+  objects    not compared: a Preparation records no list of its objects; add --manifests to pull both artifacts and diff them object by object
+
+Images:
+  - busybox:1.36 (digest cccccccccccc)
+  ~ ghcr.io/stefanprodan/podinfo 6.1.0 → 6.2.0 (digest bbbbbbbbbbbb → ffffffffffff)
+  + nginx:1.27 (digest 000000000000)
+
+Recorded fields:
   source URL:        oci://ghcr.io/stefanprodan/charts/podinfo (unchanged)
   source version:    6.1.0 → 6.2.0
   source digest:     ` + digest("5") + ` (unchanged)
   target namespace:  podinfo → web
   config hash:       h1 → h2
+  values digest:     ` + digest("7") + ` → ` + digest("8") + `
   artifact:          ` + digest("1") + ` → ` + digest("2") + `
-Images: 1 changed, 1 added, 1 removed, 1 unchanged
-  - busybox:1.36 → ` + digest("c") + `
-  ~ ghcr.io/stefanprodan/podinfo
-      - ghcr.io/stefanprodan/podinfo:6.1.0 → ` + digest("b") + `
-      + ghcr.io/stefanprodan/podinfo:6.2.0 → ` + digest("f") + `
-  + nginx:1.27 → ` + digest("0") + `
 `
 	if r.code != 0 || r.stdout != want {
 		t.Errorf("exit %d, diff:\n%s\nwant:\n%s", r.code, r.stdout, want)
 	}
+
+	// Only the values changed: the summary says so, where the config hashes alone said nothing.
+	preparation(t, ns, "web-3", prepSpec{order: "web", version: "6.2.0", configHash: "h3", values: digest("9"), targetNamespace: "web", digest: digest("3"), images: []v1.ImagePin{
+		podinfo("6.2.0", "f"), redis, {Original: "nginx:1.27", Pinned: "docker.io/library/nginx@" + digest("0")},
+	}})
+	r = kubectlKokumi(t, "diff", "web-2", "web-3", "-n", ns)
+	summary, _, _ := strings.Cut(r.stdout, "\n\nRecorded fields:")
+	want = `Preparation web-2 → web-3
+
+What changes:
+  source     unchanged (oci://ghcr.io/stefanprodan/charts/podinfo:6.2.0)
+  values     changed (the Product's Helm values, or whether the chart's CRDs render)
+  images     unchanged (3)
+  objects    not compared: a Preparation records no list of its objects; add --manifests to pull both artifacts and diff them object by object`
+	if r.code != 0 || summary != want {
+		t.Errorf("exit %d, summary:\n%s\nwant:\n%s", r.code, summary, want)
+	}
+
+	// The same tag pinned to another digest, and a Preparation rendered before Kokumi
+	// recorded the digest of the values.
+	preparation(t, ns, "web-old", prepSpec{order: "web", version: "6.2.0", configHash: "h4", targetNamespace: "web", digest: digest("4"), images: []v1.ImagePin{
+		podinfo("6.2.0", "f"), {Original: "redis:7", Pinned: "docker.io/library/redis@" + digest("d")}, {Original: "nginx:1.27", Pinned: "docker.io/library/nginx@" + digest("0")},
+	}})
+	r = kubectlKokumi(t, "diff", "web-old", "web-3", "-n", ns)
+	for _, line := range []string{
+		"  values     unknown: web-old was rendered before Kokumi recorded the digest of the values\n",
+		"  images     1 changed, 0 added, 0 removed, 2 unchanged\n",
+		"  ~ redis 7, pinned to another digest (dddddddddddd → eeeeeeeeeeee)\n",
+	} {
+		if !strings.Contains(r.stdout, line) {
+			t.Errorf("diff web-old web-3 does not say %q:\n%s", line, r.stdout)
+		}
+	}
 	r = kubectlKokumi(t, "diff", "web-1", "web-9", "-n", ns)
-	if r.code != 1 || r.stderr != "error: Preparation diff/web-9 not found in namespace diff: list them with kubectl get preparations -n diff\n" {
+	if r.code != 1 || r.stderr != "error: Preparation web-9 not found in namespace diff: list them with kubectl get preparations -n diff, or in every namespace with kubectl get preparations -A\n" {
 		t.Errorf("diff with a missing Preparation: exit %d %q", r.code, r.stderr)
 	}
 }

@@ -146,6 +146,8 @@ func serving(t *testing.T, ns, name, prep string) *v1.Serving {
 // prepSpec describes a Preparation to create.
 type prepSpec struct {
 	order, version, targetNamespace, configHash string
+	// values is spec.configurationDigest, the digest of the Product's values; "" for none.
+	values string
 	// artifact is the repository (host/path) and digest of its artifact.
 	repository, digest string
 	images             []v1.ImagePin
@@ -182,7 +184,7 @@ func preparation(t *testing.T, ns, name string, p prepSpec) {
 		Source:          v1.PreparationSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: p.version, Digest: digest("5")},
 		TargetNamespace: p.targetNamespace, Images: p.images,
 		Artifact:   v1.Artifact{Ref: "oci://" + p.repository + "@" + p.digest, Digest: p.digest},
-		ConfigHash: p.configHash,
+		ConfigHash: p.configHash, ConfigurationDigest: p.values,
 	}}
 	must(t, env.Client.Create(ctx, prep))
 	if p.ready != "" {

@@ -56,16 +56,22 @@ func Pusher(reader client.Reader, cfg config.Config) *oci.Client {
 // pusher's. Argo CD never gets it: it pulls as each namespace's puller.
 func Puller(reader client.Reader, cfg config.Config) *oci.Client {
 	return signedIn(cfg, func(ctx context.Context) (oci.Credential, bool, error) {
-		var s corev1.Secret
-		err := reader.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: PullerSecret}, &s)
-		if apierrors.IsNotFound(err) {
-			return oci.Credential{}, false, nil
-		}
-		if err != nil {
-			return oci.Credential{}, false, fmt.Errorf("read the bundled registry's puller %s/%s: %w", cfg.Namespace, PullerSecret, err)
-		}
-		return oci.Credential{Username: string(s.Data["username"]), Password: string(s.Data["password"])}, true, nil
+		return ReadPuller(ctx, reader, cfg.Namespace)
 	})
+}
+
+// ReadPuller reads the puller from PullerSecret of namespace (Kokumi's); ok is false when the
+// Secret does not exist. The API server reads it so, and the kubectl plugin as its user.
+func ReadPuller(ctx context.Context, reader client.Reader, namespace string) (cred oci.Credential, ok bool, err error) {
+	var s corev1.Secret
+	err = reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: PullerSecret}, &s)
+	if apierrors.IsNotFound(err) {
+		return oci.Credential{}, false, nil
+	}
+	if err != nil {
+		return oci.Credential{}, false, fmt.Errorf("read the bundled registry's puller %s/%s: %w", namespace, PullerSecret, err)
+	}
+	return oci.Credential{Username: string(s.Data["username"]), Password: string(s.Data["password"])}, true, nil
 }
 
 // signedIn reaches the bundled registry with the credential read by credential; one

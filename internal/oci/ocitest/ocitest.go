@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -20,8 +19,6 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
-	"oras.land/oras-go/v2/registry/remote/auth"
-	"oras.land/oras-go/v2/registry/remote/errcode"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/registry"
@@ -240,12 +237,8 @@ func Repo(reg *registry.Registry, path string) string {
 // with, or 0. oras answers a Basic challenge it has no credential for with
 // ErrBasicCredentialNotFound: that counts as 401.
 func Status(err error) int {
-	if errors.Is(err, auth.ErrBasicCredentialNotFound) {
-		return http.StatusUnauthorized
-	}
-	var oe *errcode.ErrorResponse
-	if errors.As(err, &oe) {
-		return oe.StatusCode
+	if status := oci.RefusalStatus(err); status != 0 {
+		return status
 	}
 	var te *transport.Error
 	if errors.As(err, &te) {
