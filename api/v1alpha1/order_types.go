@@ -69,12 +69,31 @@ type OrderStatus struct {
 	// +optional
 	InputsHash string `json:"inputsHash,omitempty"`
 
+	// RenderRetry is the failed renders in a row of the Order's current input, and when the next
+	// try is due: kept on the Order, so that a controller that starts again does not first render
+	// what failed (a source that takes a render to its limits) before the others.
+	// +optional
+	RenderRetry *RenderRetry `json:"renderRetry,omitempty"`
+
 	// Conditions of the Order.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RenderRetry is an Order's failed renders in a row of one input, and when the next is due.
+type RenderRetry struct {
+	// Input identifies what failed: the Order's generation and its Product's UID and generation.
+	// A change of either is tried at once.
+	// +kubebuilder:validation:MaxLength=128
+	Input string `json:"input"`
+	// Failures is how many renders of Input failed in a row.
+	// +kubebuilder:validation:Minimum=1
+	Failures int32 `json:"failures"`
+	// NotBefore is when Input is tried again.
+	NotBefore metav1.Time `json:"notBefore"`
 }
 
 // Order delivers a Product to one Environment.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -120,4 +121,44 @@ func readyReason(o *v1.Order) string {
 		return c.Reason
 	}
 	return ""
+}
+
+// A controller that starts again while an Order's render keeps failing (a source that takes
+// each render to its limits, or a crash) does not render it first: the Order's status says when
+// it is due, and the restarted controller renders the other Orders meanwhile.
+func TestARestartedControllerDoesNotRetryAFailedRenderBeforeItIsDue(t *testing.T) {
+	ctx := context.Background()
+	ns := movedNamespace
+	if err := env.CreateNamespace(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	src := newSource(t)
+	stop := startOrdersWith(t, bundled.Addr, time.Hour)
+	spin := hostileChart(t, src, ns, "spin", "{{ range until 4000000 }}{{ range until 4000000 }}{{ end }}{{ end }}\n", nil)
+	order(t, ns, "spin", "spin", "", v1.PromotionManual)
+	t.Cleanup(func() {
+		for _, name := range []string{"spin", "good"} {
+			_ = env.Client.Delete(context.Background(), &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}})
+		}
+	})
+	failed := waitFailed(t, ns, "spin")
+	rr := failed.Status.RenderRetry
+	if rr == nil || rr.Failures != 1 || rr.Input == "" || time.Until(rr.NotBefore.Time) < 50*time.Minute {
+		t.Fatalf("status.renderRetry %+v after one failure of %s: want 1 failure, due in an hour", rr, spin)
+	}
+	stop()
+
+	// Started again, with an empty memory: the good Order renders, the failed one waits.
+	src.product(t, ns, "podinfo", "", src.values("good"))
+	order(t, ns, "good", "podinfo", "", v1.PromotionManual)
+	startOrdersWith(t, bundled.Addr, time.Hour)
+	waitReady(t, ns, "good", v1.ReasonRendered)
+	time.Sleep(2 * time.Second)
+	again := getOrder(t, ns, "spin")
+	if got := again.Status.RenderRetry; got == nil || got.Failures != 1 || !got.NotBefore.Equal(&rr.NotBefore) {
+		t.Errorf("after the restart status.renderRetry is %+v, was %+v: the failed render was tried again before it was due", got, rr)
+	}
+	if readyMessage(again) != readyMessage(failed) {
+		t.Errorf("after the restart the Ready message changed:\n%s\nwas\n%s", readyMessage(again), readyMessage(failed))
+	}
 }

@@ -32,6 +32,12 @@ const movedNamespace = "orders-moved"
 // addr, until the stop it returns is called or the test ends.
 func startOrders(t *testing.T, addr string) (stop func()) {
 	t.Helper()
+	return startOrdersWith(t, addr, time.Second)
+}
+
+// startOrdersWith is startOrders whose failed renders are first tried again after retryAfter.
+func startOrdersWith(t *testing.T, addr string, retryAfter time.Duration) (stop func()) {
+	t.Helper()
 	c := cfg
 	c.BundledRegistry = addr
 	sa, err := env.ControllerConfig(context.Background())
@@ -45,7 +51,7 @@ func startOrders(t *testing.T, addr string) (stop func()) {
 		t.Fatal(err)
 	}
 	r := &orderctrl.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"),
-		Config: c, RetryAfter: time.Second, Resync: 2 * time.Second}
+		Config: c, RetryAfter: retryAfter, Resync: 2 * time.Second}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

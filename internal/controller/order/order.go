@@ -188,12 +188,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if failure != nil {
 		// The Product's creation brings the Order back.
 		r.retries.forget(req.NamespacedName)
+		order.Status.RenderRetry = nil
 		r.setFailed(&order, before, failure, "")
 		return ctrl.Result{}, nil
 	}
 	// A failed input is tried again once its wait is over, or at once when the Order or its
 	// Product changes; whatever else brings the Order back meanwhile renders nothing.
 	input := fmt.Sprintf("%d/%s/%d", order.Generation, product.UID, product.Generation)
+	if rr := order.Status.RenderRetry; rr != nil && rr.Input == input {
+		// After a restart only the Order says when its failed input is due.
+		r.retries.restore(req.NamespacedName, input, int(rr.Failures), rr.NotBefore.Time)
+	}
 	if wait := r.retries.wait(req.NamespacedName, input, time.Now()); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
@@ -204,6 +209,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if failure != nil {
 		now := time.Now()
 		attempts, wait := r.retries.failed(req.NamespacedName, input, now, r.firstRetry(), r.maxRetry())
+		order.Status.RenderRetry = &deliveryv1alpha1.RenderRetry{Input: input, Failures: int32(min(attempts, math.MaxInt32)),
+			NotBefore: metav1.NewTime(now.Add(wait).Truncate(time.Second).Add(time.Second))}
 		times := "once"
 		if attempts > 1 {
 			times = fmt.Sprintf("%d times in a row", attempts)
@@ -214,6 +221,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	r.retries.forget(req.NamespacedName)
+	order.Status.RenderRetry = nil
 	verdict, err := r.promote(ctx, &order, prep)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -538,7 +546,8 @@ func (r *Reconciler) keepArtifact(ctx context.Context, b *build.Builder, order *
 
 // retries holds, per Order, the failures in a row of one input (the Order's and its Product's
 // generations): a failed render waits before it is tried again, twice as long after each
-// failure. It lives in memory: a controller that starts again tries every Order at once.
+// failure. The Order's status.renderRetry keeps it too, which a controller that starts again
+// reads back (restore).
 type retries struct {
 	mu     sync.Mutex
 	orders map[types.NamespacedName]retry
@@ -579,6 +588,19 @@ func (t *retries) failed(order types.NamespacedName, input string, now time.Time
 	last.next = now.Add(wait)
 	t.orders[order] = last
 	return last.failures, wait
+}
+
+// restore takes an Order's failures of input from its status, when none of this input are
+// known here (the controller started again since).
+func (t *retries) restore(order types.NamespacedName, input string, failures int, next time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.orders == nil {
+		t.orders = map[types.NamespacedName]retry{}
+	}
+	if last, ok := t.orders[order]; !ok || last.input != input {
+		t.orders[order] = retry{input: input, failures: failures, next: next}
+	}
 }
 
 // forget drops an Order's failures: it rendered, or is gone.
