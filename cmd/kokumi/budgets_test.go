@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kokumi-dev/kokumi/internal/config"
 )
@@ -24,11 +25,12 @@ func TestRenderBudgetFlags(t *testing.T) {
 		t.Fatalf("no flags: budgets %+v, %v; want the defaults", c.RenderBudgets, err)
 	}
 	c, err = parseConfig(t, "--render-max-pulled-bytes=1Gi", "--render-max-layers=8", "--render-max-uncompressed-bytes=300M",
-		"--render-max-objects=50000", "--render-max-output-bytes=67108864")
+		"--render-max-objects=50000", "--render-max-output-bytes=67108864", "--render-max-memory=1Gi", "--render-timeout=90s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := config.RenderBudgets{PulledBytes: 1 << 30, Layers: 8, UncompressedBytes: 300_000_000, Objects: 50_000, OutputBytes: 64 << 20}
+	want := config.RenderBudgets{PulledBytes: 1 << 30, Layers: 8, UncompressedBytes: 300_000_000, Objects: 50_000, OutputBytes: 64 << 20,
+		Memory: 1 << 30, Timeout: 90 * time.Second}
 	if c.RenderBudgets != want {
 		t.Errorf("budgets %+v, want %+v", c.RenderBudgets, want)
 	}
@@ -42,7 +44,7 @@ func TestRenderBudgetFlags(t *testing.T) {
 	fs.SetOutput(&usage)
 	bindConfigFlags(fs, &config.Config{})
 	fs.PrintDefaults()
-	for _, want := range []string{"render-max-pulled-bytes size", "(default 100Mi)", "(default 128Mi)", "(default 32Mi)", "(default 10000)"} {
+	for _, want := range []string{"render-max-pulled-bytes size", "(default 100Mi)", "(default 128Mi)", "(default 32Mi)", "(default 10000)", "(default 512Mi)", "render-timeout duration"} {
 		if !strings.Contains(usage.String(), want) {
 			t.Errorf("usage lacks %q:\n%s", want, usage.String())
 		}

@@ -151,7 +151,16 @@ func (b *Builder) Build(ctx context.Context, in Input) (*Built, error) {
 			return nil, err
 		}
 	}
-	pulled, err := b.Sources.PullWithin(ctx, in.SourceURL, in.Version, pullLimits(budgets))
+	// The pull is held to the render's time: a registry that trickles bytes does not hold a
+	// render slot for longer.
+	pullCtx, cancel := context.WithTimeout(ctx, budgets.Timeout)
+	pulled, err := b.Sources.PullWithin(pullCtx, in.SourceURL, in.Version, pullLimits(budgets))
+	slow := errors.Is(pullCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	cancel()
+	if err != nil && slow {
+		return nil, fail(ReasonRenderTimeout, "pulling %s did not end within %s: its registry answers too slowly; try again when it is faster, or have an admin raise the controller's --%s",
+			sourceRef(in.SourceURL, in.Version), budgets.Timeout, config.FlagRenderTimeout)
+	}
 	if err != nil {
 		if be := overBudget(err, sourceRef(in.SourceURL, in.Version)); be != nil {
 			return nil, be
