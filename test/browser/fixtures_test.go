@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,6 +16,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
 // The scenarios' objects: in teamNS, the Serving web of the Order web (Manual) over the
@@ -22,7 +24,10 @@ import (
 // (held: its Cluster is not Ready); three Preparations of web (web-1 deployed two days ago,
 // web-2 deployed now, web-3 Ready and new); the Environment prod; and the Serving fleet with
 // fleetSize clusters, for the search, the filter and the pages. emptyNS has no Environment and
-// no Product, for the Order form's errors.
+// no Product, for the Order form's errors. The Order broken never rendered (SourceNotFound)
+// and has no Serving; the Serving gated's Environment requires prod, which has not run its
+// Preparation, so its Promote is refused before it is asked. viewerToken is a ServiceAccount of
+// teamNS that may read Kokumi's kinds there and change nothing.
 const (
 	teamNS    = "team-web"
 	emptyNS   = "team-empty"
@@ -31,6 +36,14 @@ const (
 )
 
 var revision = "sha256:" + strings.Repeat("a", 64)
+
+// viewerToken signs in as the ServiceAccount viewer of teamNS, which may get, list and watch
+// Kokumi's kinds in teamNS, and nothing else.
+var viewerToken string
+
+// bidiValue is a value of web-3's ConfigMap that holds a RIGHT-TO-LEFT OVERRIDE (U+202E): the
+// preview and the diff must flag it.
+const bidiValue = "admin\u202Enimda"
 
 // actions are what scenarios.mjs may ask the test to do, by name (startControl).
 var actions = map[string]func(context.Context) error{
@@ -111,6 +124,12 @@ func fixtures(ctx context.Context) error {
 	if err := preparations(ctx); err != nil {
 		return err
 	}
+	if err := brokenAndGated(ctx); err != nil {
+		return err
+	}
+	if err := viewer(ctx); err != nil {
+		return err
+	}
 	sv := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "web"}, Spec: v1.ServingSpec{
 		OrderRef: v1.LocalObjectReference{Name: "web"}, PreparationName: "web-2",
 	}}
@@ -175,6 +194,7 @@ metadata:
   namespace: web
 data:
   newUI: "true"
+  owner: "` + bidiValue + `"
 `
 		}
 		layer, err := oci.TarGz(map[string][]byte{"manifests.yaml": []byte(manifests)})
@@ -208,6 +228,91 @@ data:
 		}
 		time.Sleep(1100 * time.Millisecond) // creation times are in seconds: keep them apart
 	}
+	return nil
+}
+
+// brokenAndGated creates the Order broken, which never rendered, and the Order gated with its
+// Serving and one Ready Preparation, over the Environment gated, which requires prod.
+func brokenAndGated(ctx context.Context) error {
+	c := env.Client
+	broken := &v1.Order{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "broken"},
+		Spec:       v1.OrderSpec{ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: "edge"}},
+	}
+	if err := c.Create(ctx, broken); err != nil {
+		return err
+	}
+	apimeta.SetStatusCondition(&broken.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: v1.ReasonSourceNotFound, Message: "oci://ghcr.io/stefanprodan/charts/podinfo:9.9.9: version 9.9.9 not found"})
+	if err := c.Status().Update(ctx, broken); err != nil {
+		return err
+	}
+	gatedEnv := &v1.Environment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "gated"},
+		Spec: v1.EnvironmentSpec{ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "gated"}}, Project: "gated",
+			Requires: []v1.StageRequirement{{Environment: "prod"}}},
+	}
+	if err := c.Create(ctx, gatedEnv); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &v1.Order{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "gated"},
+		Spec: v1.OrderSpec{ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: "gated"},
+			Promotion: v1.Promotion{Mode: v1.PromotionManual}},
+	}); err != nil {
+		return err
+	}
+	digest := "sha256:" + strings.Repeat("c", 64)
+	prep := &v1.Preparation{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "gated-1"},
+		Spec: v1.PreparationSpec{
+			OrderRef: v1.LocalObjectReference{Name: "gated"}, ProductRef: v1.LocalObjectReference{Name: "podinfo"},
+			Source:          v1.PreparationSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.8.0", Digest: "sha256:" + strings.Repeat("d", 64)},
+			TargetNamespace: "web",
+			Images: []v1.ImagePin{{Original: "ghcr.io/stefanprodan/podinfo:6.8.0",
+				Pinned: "ghcr.io/stefanprodan/podinfo@sha256:" + strings.Repeat("e", 64)}},
+			Artifact:   v1.Artifact{Ref: "oci://" + registry.Addr + "/" + teamNS + "/gated@" + digest, Digest: digest},
+			ConfigHash: strings.Repeat("f", 16),
+		},
+	}
+	if err := c.Create(ctx, prep); err != nil {
+		return err
+	}
+	apimeta.SetStatusCondition(&prep.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Built", Message: "pushed"})
+	if err := c.Status().Update(ctx, prep); err != nil {
+		return err
+	}
+	sv := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "gated"}, Spec: v1.ServingSpec{OrderRef: v1.LocalObjectReference{Name: "gated"}}}
+	if err := c.Create(ctx, sv); err != nil {
+		return err
+	}
+	apimeta.SetStatusCondition(&sv.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonNoPreparation, Message: "promote a Preparation"})
+	return c.Status().Update(ctx, sv)
+}
+
+// viewer makes the ServiceAccount viewer of teamNS, which may read Kokumi's kinds there and
+// change nothing, and keeps a token of it in viewerToken.
+func viewer(ctx context.Context) error {
+	c := env.Client
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "kokumi-viewer"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{v1.GroupVersion.Group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	if err := c.Create(ctx, role); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "viewer"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: teamNS, Name: "viewer"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+	}); err != nil {
+		return err
+	}
+	tok, err := harness.IssueToken(ctx, env.Config, teamNS, "viewer")
+	if err != nil {
+		return err
+	}
+	viewerToken = tok
 	return nil
 }
 
