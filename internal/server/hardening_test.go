@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-
-	"github.com/go-logr/logr"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
 )
 
 func TestLimiterThrottlesFailuresAndStaysBounded(t *testing.T) {

@@ -805,7 +805,9 @@ function promotionSection(s, ui) {
       ui.confirm = null;
     } catch (e) {
       c.busy = false;
-      ui.message = { text: errorText(e), error: true };
+      // A refusal names its field for scripts ("preparation: …"): the page says the sentence.
+      const fields = e instanceof APIError ? e.fields : [];
+      ui.message = { text: fields.length ? clip(fields.map(f => f.message).join("; ")) : errorText(e), error: true };
     }
     paint();
     // The confirmation is gone (or its button was disabled while it worked): the focus goes to
