@@ -42,6 +42,8 @@ func TestFirstVisitHasNoSignedOutBanner(t *testing.T) { scenario(t, "first-visit
 
 func TestBidiCharactersFlagged(t *testing.T) { scenario(t, "bidi") }
 
+func TestStagePassedWithOtherValuesSaysSo(t *testing.T) { scenario(t, "stage-other-values") }
+
 func TestMisdirectedRequestHasSecurityHeaders(t *testing.T) { scenario(t, "misdirected") }
 
 func TestPromoteAndRollBack(t *testing.T) { scenario(t, "promote-rollback") }

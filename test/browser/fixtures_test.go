@@ -16,6 +16,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -29,7 +30,10 @@ import (
 // Preparation, so its Promote is refused before it is asked. viewerToken is a ServiceAccount of
 // teamNS that may read Kokumi's kinds there and change nothing.
 const (
-	teamNS    = "team-web"
+	teamNS = "team-web"
+	// stagesNS holds a pipeline: prod requires staging, where the Order web-staging runs the
+	// chart and images of web-prod's Preparation with other values, Deployed and recorded.
+	stagesNS  = "team-stages"
 	emptyNS   = "team-empty"
 	fleetSize = 1050
 	fleetHeld = 7
@@ -129,6 +133,9 @@ func fixtures(ctx context.Context) error {
 	}
 	if err := viewer(ctx); err != nil {
 		return err
+	}
+	if err := stagePassedWithOtherValues(ctx); err != nil {
+		return fmt.Errorf("the stage passed with other values: %w", err)
 	}
 	sv := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "web"}, Spec: v1.ServingSpec{
 		OrderRef: v1.LocalObjectReference{Name: "web"}, PreparationName: "web-2",
@@ -288,6 +295,91 @@ func brokenAndGated(ctx context.Context) error {
 	}
 	apimeta.SetStatusCondition(&sv.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonNoPreparation, Message: "promote a Preparation"})
 	return c.Status().Update(ctx, sv)
+}
+
+// stagePassedWithOtherValues makes stagesNS's pipeline: Environment prod requires staging; the
+// Order web-staging runs Preparation web-staging-1 there, Deployed, with a signed deployment
+// record; web-prod-1 has the same chart and images (source digest, no images) and other values.
+func stagePassedWithOtherValues(ctx context.Context) error {
+	c := env.Client
+	if err := env.CreateNamespace(ctx, stagesNS); err != nil {
+		return err
+	}
+	for _, e := range []struct {
+		name     string
+		requires []v1.StageRequirement
+	}{{"staging", nil}, {"prod", []v1.StageRequirement{{Environment: "staging"}}}} {
+		if err := c.Create(ctx, &v1.Environment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: stagesNS, Name: e.name},
+			Spec:       v1.EnvironmentSpec{ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "stages-" + e.name}}, Project: e.name, Requires: e.requires},
+		}); err != nil {
+			return err
+		}
+	}
+	source := "sha256:" + strings.Repeat("5", 64)
+	prep := func(name, order, configuration, repository, digest string) (*v1.Preparation, error) {
+		p := &v1.Preparation{ObjectMeta: metav1.ObjectMeta{Namespace: stagesNS, Name: name}, Spec: v1.PreparationSpec{
+			OrderRef: v1.LocalObjectReference{Name: order}, ProductRef: v1.LocalObjectReference{Name: "podinfo"},
+			Source:          v1.PreparationSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.8.0", Digest: source},
+			TargetNamespace: "web", Artifact: v1.Artifact{Ref: "oci://" + repository + "@" + digest, Digest: digest},
+			ConfigHash: name, ConfigurationDigest: configuration,
+		}}
+		if err := c.Create(ctx, p); err != nil {
+			return nil, err
+		}
+		apimeta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonRendered, Message: "pushed"})
+		return p, c.Status().Update(ctx, p)
+	}
+	orderAndServing := func(name, environment, preparation string) (*v1.Serving, error) {
+		if err := c.Create(ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Namespace: stagesNS, Name: name}, Spec: v1.OrderSpec{
+			ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: environment},
+			Promotion: v1.Promotion{Mode: v1.PromotionManual},
+		}}); err != nil {
+			return nil, err
+		}
+		sv := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: stagesNS, Name: name}, Spec: v1.ServingSpec{
+			OrderRef: v1.LocalObjectReference{Name: name}, PreparationName: preparation,
+		}}
+		return sv, c.Create(ctx, sv)
+	}
+	layer, err := oci.TarGz(map[string][]byte{"manifests.yaml": []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: web}\n")})
+	if err != nil {
+		return err
+	}
+	repo := registry.Addr + "/" + stagesNS + "/web-staging"
+	digest, err := (&oci.Client{}).PushArtifact(ctx, repo, layer, nil)
+	if err != nil {
+		return err
+	}
+	staging, err := prep("web-staging-1", "web-staging", "sha256:"+strings.Repeat("6", 64), repo, digest)
+	if err != nil {
+		return err
+	}
+	sv, err := orderAndServing("web-staging", "staging", staging.Name)
+	if err != nil {
+		return err
+	}
+	sv.Status.Revision = digest
+	apimeta.SetStatusCondition(&sv.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonDeployed, Message: "1 of 1 clusters healthy", ObservedGeneration: sv.Generation})
+	sv.Status.TickSoakClock(metav1.Now())
+	if err := c.Status().Update(ctx, sv); err != nil {
+		return err
+	}
+	signer, err := (&record.Keys{Client: c, Namespace: kokumiNS}).Ensure(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := (&record.Store{Client: &oci.Client{}}).Attach(ctx, repo, digest, signer, record.Predicate{
+		Order: "web-staging", Namespace: stagesNS, Environment: "staging", TargetNamespace: "web",
+		Preparation: staging.Name, Clusters: []string{"stage-1"}, Time: time.Now().UTC().Truncate(time.Second),
+	}); err != nil {
+		return fmt.Errorf("attach web-staging-1's record: %w", err)
+	}
+	if _, err := prep("web-prod-1", "web-prod", "sha256:"+strings.Repeat("7", 64), registry.Addr+"/"+stagesNS+"/web-prod", "sha256:"+strings.Repeat("8", 64)); err != nil {
+		return err
+	}
+	_, err = orderAndServing("web-prod", "prod", "")
+	return err
 }
 
 // viewer makes the ServiceAccount viewer of teamNS, which may read Kokumi's kinds there and

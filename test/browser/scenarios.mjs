@@ -481,7 +481,7 @@ Object.assign(scenarios, {
     await page.keyboard.press("Enter");
     f = await focused(page, "#view");
     check(f.inside || f.id === "view", `the skip link moves the focus to the page (${JSON.stringify(f)})`);
-    await page.click("#servings a:text('web')");
+    await page.click("#servings tr[data-key='team-web/web'] a");
     await page.waitForSelector("#cluster-rows tbody tr");
     f = await focused(page);
     check(f.tag === "H1" && f.text.includes("Serving team-web/web"), `a route change focuses the new page's heading (${JSON.stringify(f)})`);
@@ -521,7 +521,12 @@ Object.assign(scenarios, {
     await page.goto(`${base}/#/order`);
     await page.waitForSelector("#f-environment option", { state: "attached" });
     const ns = await page.inputValue("#f-namespace");
-    check(ns === "team-web", `the namespace is one where the person may order, not platform (${ns})`);
+    check(["team-stages", "team-web"].includes(ns), `the namespace is the first where the person may order, not platform (${ns})`);
+    if (ns !== "team-web") {
+      await page.fill("#f-namespace", "team-web");
+      await page.dispatchEvent("#f-namespace", "change");
+      await page.waitForSelector("#f-environment option[value=edge]", { state: "attached" });
+    }
     await page.fill("#f-name", "a".repeat(54));
     await page.waitForSelector("#f-name-error:not([hidden])");
     const typed = await page.textContent("#f-name-error");
@@ -568,6 +573,19 @@ Object.assign(scenarios, {
       check(!raw, `${what}: no bidirectional character is left to act`);
     }
     await shot(page, "bidi");
+  },
+
+  // A stage passed by another Order with other values says which Order, and that the values
+  // differ (internal/promotion's words).
+  async "stage-other-values"(page) {
+    await login(page);
+    await page.goto(`${base}/#/servings/team-stages/web-prod`);
+    const row = "section[data-key=pipeline] tr[data-key='staging']";
+    await page.waitForSelector(row, { timeout: 15000 });
+    await page.waitForFunction(sel => document.querySelector(sel)?.textContent?.includes("Passed"), row, { timeout: 15000 });
+    const text = await page.textContent(row);
+    check(text?.includes("Order web-staging") && text.includes("other values"), `the passed stage names the Order and says its values differ (${text})`);
+    await shot(page, "stage-other-values");
   },
 
   // A refused Host's 421 carries the security headers.
