@@ -96,6 +96,14 @@ type RenderRetry struct {
 	NotBefore metav1.Time `json:"notBefore"`
 }
 
+// MaxOrderNameLength is the longest name an Order may have: its name is the Helm release name
+// (Helm's limit) and a label value of its Preparations and Applications. The Order's
+// XValidation rule below says the same number (TestOrderNameRuleSaysMaxOrderNameLength).
+const MaxOrderNameLength = 53
+
+// OrderNameTooLong is how the server and the UI say that a name is too long.
+const OrderNameTooLong = "an Order's name is at most 53 characters: it is the Helm release name (Helm's limit) and a label value of its Preparations and Applications; choose a shorter name"
+
 // Order delivers a Product to one Environment.
 //
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 53",message="an Order's name is at most 53 characters: it is the Helm release name (Helm's limit) and a label value of its Preparations and Applications; choose a shorter name"

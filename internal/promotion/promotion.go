@@ -249,7 +249,7 @@ func evaluateRun(in Input, stage Stage, run *Run) StageStatus {
 	}
 	if st.Elapsed >= stage.Soak {
 		st.State = Passed
-		st.Message = fmt.Sprintf("%s passed (%s", stage.Environment, sameWhat(stage.Match))
+		st.Message = fmt.Sprintf("%s passed (%s", stage.Environment, compared(stage.Match, in.Release, run))
 		if stage.Soak > 0 {
 			st.Message += fmt.Sprintf(", soaked %s", Duration(stage.Soak))
 		}
@@ -257,7 +257,7 @@ func evaluateRun(in Input, stage Stage, run *Run) StageStatus {
 		return st
 	}
 	st.State = Soaking
-	st.Message = fmt.Sprintf("%s soaking %s of %s (%s)", stage.Environment, Duration(st.Elapsed), Duration(stage.Soak), sameWhat(stage.Match))
+	st.Message = fmt.Sprintf("%s soaking %s of %s (%s)", stage.Environment, Duration(st.Elapsed), Duration(stage.Soak), compared(stage.Match, in.Release, run))
 	return st
 }
 

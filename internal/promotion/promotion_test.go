@@ -247,3 +247,27 @@ func BenchmarkEvaluate(b *testing.B) {
 		}
 	}
 }
+
+// A stage passed (or soaking) under match: Artifact by an Order that runs the artifact with
+// other values says which Order, and that the values differ; with the same values, or values
+// not recorded, it says what it always says.
+func TestAStagePassedWithOtherValuesSaysSo(t *testing.T) {
+	for _, c := range []struct {
+		name, configuration string
+		since               time.Duration
+		want                string
+	}{
+		{"passed with other values", "sha256:other-values", time.Hour, "staging passed (Order app-staging runs the same chart and images with other values, soaked 30m)"},
+		{"soaking with other values", "sha256:other-values", 12 * time.Minute, "staging soaking 12m of 30m (Order app-staging runs the same chart and images with other values)"},
+		{"passed with the same values", release.Configuration, time.Hour, "staging passed (same chart and images, soaked 30m)"},
+		{"passed, values not recorded", "", time.Hour, "staging passed (same chart and images, soaked 30m)"},
+	} {
+		run := deployedRun("staging", t0.Add(-c.since), verified("app-staging", "staging"))
+		run.Release.Configuration = c.configuration
+		v := Evaluate(Input{Namespace: "team", Release: release, Now: t0, Runs: []Run{run},
+			Requires: []Stage{{Environment: "staging", Soak: 30 * time.Minute}}})
+		if len(v.Stages) != 1 || v.Stages[0].Message != c.want {
+			t.Errorf("%s: %+v, want the message %q", c.name, v.Stages, c.want)
+		}
+	}
+}

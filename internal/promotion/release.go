@@ -102,6 +102,17 @@ func sameWhat(match v1.StageMatch) string {
 	return "same chart and images"
 }
 
+// compared says what a stage compared of the releases of in and run, for the message of a stage
+// that passes or soaks: as sameWhat says, but when the stage matches the artifact only and
+// run's values differ from in's (both known), which Order runs it and that its values differ.
+// The Order's message and the UI's Pipeline both show it.
+func compared(match v1.StageMatch, in Release, run *Run) string {
+	if match != v1.MatchRelease && in.Configuration != "" && run.Release.Configuration != "" && in.Configuration != run.Release.Configuration {
+		return fmt.Sprintf("Order %s runs the same chart and images with other values", run.Order)
+	}
+	return sameWhat(match)
+}
+
 // PinProblem says why a release with images Kokumi could not pin passes no stage, and the
 // fix; "" when it is Pinned. The gate's verdict and the Order's message both say it.
 func (r Release) PinProblem() string {

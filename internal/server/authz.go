@@ -125,7 +125,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, a access) boo
 		return false
 	}
 	if !ok {
-		writeError(w, http.StatusForbidden, fmt.Sprintf("%s may not %s (see kubectl auth can-i): ask for a RoleBinding", identityOf(r.Context()).User.Username, a))
+		writeError(w, http.StatusForbidden, deniedMessage(identityOf(r.Context()).User.Username, a))
 	}
 	return ok
 }

@@ -249,10 +249,11 @@ func (s *Server) failedSignIn(r *http.Request, how, token string) {
 	s.log.Info("failed sign-in", "client", client, "how", how, "path", r.URL.Path, "throttled", throttled)
 }
 
-// hardened wraps the routes in the protections every request gets, outermost first: the Host
-// check, the security headers, and the refusal of cross-origin writes.
+// hardened wraps the routes in the protections every request gets, outermost first: the
+// security headers (on every answer, the 421 of a refused Host too), the Host check, and the
+// refusal of cross-origin writes.
 func (s *Server) hardened(next http.Handler) http.Handler {
-	return s.checkHost(withSecurityHeaders(s.sameOrigin(next)))
+	return withSecurityHeaders(s.checkHost(s.sameOrigin(next)))
 }
 
 // withSecurityHeaders sets the headers every answer carries, the API's as the UI's files.

@@ -2,8 +2,12 @@ package server
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
 )
 
 func TestLimiterThrottlesFailuresAndStaysBounded(t *testing.T) {
@@ -40,6 +44,25 @@ func TestHostMatcher(t *testing.T) {
 	} {
 		if got := m.allows(host); got != want {
 			t.Errorf("Host %q: allowed %v, want %v", host, got, want)
+		}
+	}
+}
+
+// A refused Host's 421 carries the security headers every other answer carries.
+func TestMisdirectedRequestCarriesSecurityHeaders(t *testing.T) {
+	s := &Server{hosts: newHostMatcher(nil, "127.0.0.1:8090", "kokumi-system"), log: logr.Discard()}
+	h := s.hardened(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	for host, code := range map[string]int{"evil.example": http.StatusMisdirectedRequest, "localhost": http.StatusOK} {
+		req := httptest.NewRequest(http.MethodGet, "http://"+host+"/", nil)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != code {
+			t.Fatalf("Host %s: status %d, want %d", host, rec.Code, code)
+		}
+		for _, name := range []string{"Content-Security-Policy", "X-Content-Type-Options", "X-Frame-Options", "Referrer-Policy", "Cross-Origin-Opener-Policy", "Cross-Origin-Resource-Policy"} {
+			if rec.Header().Get(name) == "" {
+				t.Errorf("Host %s: the %d answer lacks %s", host, code, name)
+			}
 		}
 	}
 }

@@ -78,10 +78,27 @@ func promotionOf(sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *view.
 			Promoted: prep.Name == sv.Spec.PreparationName, Deployments: deploymentsOf(&prep),
 		})
 	}
+	if order != nil {
+		p.Environment = order.Spec.EnvironmentRef.Name
+	}
 	if prev, err := promotion.RollbackTarget(preps, sv.Spec.PreparationName); err == nil {
 		p.RollbackTo = prev.Name
 	}
 	return p
+}
+
+// blockPromotion marks the Preparation whose stages the pipeline checked, when they refuse it:
+// its Promote is refused with that message, which the page shows on the disabled button rather
+// than offer what cannot succeed. The others are not checked, and stay offered.
+func blockPromotion(p *view.Promotion, pl *view.Pipeline) {
+	if p == nil || pl == nil || pl.Allowed || pl.Error != "" || pl.Preparation == "" {
+		return
+	}
+	for i := range p.Preparations {
+		if p.Preparations[i].Name == pl.Preparation && !p.Preparations[i].Promoted {
+			p.Preparations[i].Blocked = pl.Message
+		}
+	}
 }
 
 // deploymentsOf lists the deployment records of prep's status, newest first, at most

@@ -257,6 +257,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/environments", req(s.listEnvironments))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/products", req(s.listProducts))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/orders", req(s.createOrder))
+	mux.HandleFunc("GET /api/v1/orders", req(s.listOrders))
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/orders/{name}", req(s.getOrder))
+	mux.HandleFunc("GET /api/v1/order-namespaces", req(s.orderNamespaces))
 	mux.HandleFunc("GET /api/v1/public-keys", req(s.publicKeys))
 	mux.HandleFunc("GET /api/v1/events", req(s.events))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, _ *http.Request) {
@@ -417,6 +420,12 @@ func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := view.ServingDetailPage(&sv, apps, s.opts.ArgoCDURL, q)
+	promote, err := s.can(r.Context(), access{verb: "patch", group: deliveryGroup, resource: "servings", namespace: sv.Namespace, name: sv.Name})
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	d.Can = map[string]view.Can{"promote": promote}
 	readsOrder, err := s.may(r.Context(),
 		access{verb: "get", group: deliveryGroup, resource: "orders", namespace: sv.Namespace, name: sv.Spec.OrderRef.Name},
 		access{verb: "list", group: deliveryGroup, resource: "preparations", namespace: sv.Namespace})
@@ -440,6 +449,7 @@ func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Promotion = promotionOf(&sv, order, preps)
 	d.Pipeline = s.pipelineOf(r.Context(), &sv, order, preps)
+	blockPromotion(d.Promotion, d.Pipeline)
 	d.Records = s.recordsOf(r.Context(), &sv, preps)
 	writeJSON(w, http.StatusOK, d)
 }
@@ -519,7 +529,16 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) {
 			Ready: view.ReadyOf(e.Status.Conditions), Requires: view.RequirementsOf(&e),
 		})
 	}
-	writeTable(w, out, func(a, b view.EnvironmentSummary) bool { return a.Name < b.Name })
+	create, err := s.can(r.Context(), createOrder(r.PathValue("ns")))
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	kept, omitted := view.CapRows(out)
+	// can says whether the person may create an Order here: the New Order form disables its
+	// button, with the reason, when they may not.
+	writeJSON(w, http.StatusOK, map[string]any{"items": kept, "omitted": omitted, "can": map[string]view.Can{"createOrder": create}})
 }
 
 // ProductSummary is one Product of a namespace, as the Order form offers it.
@@ -617,6 +636,16 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	if err := c.Create(ctx, o); err != nil {
+		// The API server's refusal of a field goes beside that field: "already exists" and a rule
+		// of the Order as a whole (its path "<nil>") beside Name.
+		if fields := orderCreateFieldErrors(err, ns, req.Name); len(fields) > 0 {
+			code := http.StatusUnprocessableEntity
+			if apierrors.IsAlreadyExists(err) {
+				code = http.StatusConflict
+			}
+			writeJSON(w, code, map[string]any{"error": fields[0].Field + ": " + fields[0].Message, "fields": fields})
+			return
+		}
 		writeAPIError(w, "create Order "+ns+"/"+req.Name, err)
 		return
 	}
@@ -678,7 +707,9 @@ func validateOrder(req OrderRequest, ns string, environments, products []string)
 		}
 		errs = append(errs, FieldError{field, msg})
 	}
-	dns("name", req.Name, "the Order's name")
+	if dns("name", req.Name, "the Order's name") && len(req.Name) > v1.MaxOrderNameLength {
+		errs = append(errs, FieldError{"name", fmt.Sprintf("%d characters: %s", len(req.Name), v1.OrderNameTooLong)})
+	}
 	if dns("product", req.Product, "a Product of this namespace") {
 		exists("product", "Product", req.Product, products, "it has none: create a Product first")
 	}

@@ -89,6 +89,8 @@ type Promotion struct {
 	Preparations []PreparationSummary `json:"preparations"`
 	// PreparationsOmitted counts the older Preparations past MaxPreparations.
 	PreparationsOmitted int `json:"preparationsOmitted,omitempty"`
+	// Environment is the Order's Environment: where a promotion deploys.
+	Environment string `json:"environment,omitempty"`
 	// RollbackTo is the Preparation a rollback without "to" deploys (promotion.RollbackTarget):
 	// the newest one older than the deployed one with a deployment record; empty when none.
 	RollbackTo string `json:"rollbackTo"`
@@ -111,7 +113,17 @@ type PreparationSummary struct {
 	Ready           Condition `json:"ready"`
 	// Promoted is true for the Preparation the Serving deploys.
 	Promoted bool `json:"promoted,omitempty"`
+	// Blocked says why a promotion of it would be refused, as the server already decided it
+	// (the stages of the Order's Environment, Pipeline); empty when nothing refuses it yet.
+	Blocked string `json:"blocked,omitempty"`
 	// Deployments are the deployment records of its status, newest first, at most
 	// MaxDeployments: the history of where it was deployed, and when.
 	Deployments []DeploymentSummary `json:"deployments"`
+}
+
+// Can says whether the person who asks may do an action, as RBAC answers it
+// (SubjectAccessReview), and why not: the UI disables what would be refused, and says why.
+type Can struct {
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason,omitempty"`
 }

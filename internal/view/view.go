@@ -46,6 +46,38 @@ type ServingSummary struct {
 	Ready         Condition        `json:"ready"`
 }
 
+// OrderSummary is one row of the Orders table: an Order, its Ready condition (why it does not
+// render, such as SourceNotFound) and its Serving when one exists. An Order that never renders has
+// no Serving, and is seen here.
+type OrderSummary struct {
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	Product     string `json:"product"`
+	Environment string `json:"environment"`
+	// Mode is the promotion mode, Manual unless the Order says Automatic.
+	Mode              string `json:"mode"`
+	LatestPreparation string `json:"latestPreparation,omitempty"`
+	// Serving is the Order's Serving (it has the Order's name), empty while there is none.
+	Serving string    `json:"serving,omitempty"`
+	Ready   Condition `json:"ready"`
+}
+
+// SummarizeOrder is an Order's row of the Orders table; hasServing says whether its Serving
+// exists.
+func SummarizeOrder(o *v1.Order, hasServing bool) OrderSummary {
+	out := OrderSummary{
+		Namespace: o.Namespace, Name: o.Name, Product: o.Spec.ProductRef.Name, Environment: o.Spec.EnvironmentRef.Name,
+		Mode: string(o.Spec.Promotion.Mode), LatestPreparation: o.Status.LatestPreparation, Ready: ReadyOf(o.Status.Conditions),
+	}
+	if out.Mode == "" {
+		out.Mode = string(v1.PromotionManual) // the Order's default
+	}
+	if hasServing {
+		out.Serving = o.Name
+	}
+	return out
+}
+
 // ClusterRow is one cluster of a Serving: what its Argo CD Application reports, or why Kokumi
 // holds it.
 type ClusterRow struct {
@@ -84,6 +116,9 @@ type ServingDetail struct {
 	Pipeline *Pipeline `json:"pipeline,omitempty"`
 	// Records are the deployment records of the deployed Preparation; absent when it has none.
 	Records *Records `json:"records,omitempty"`
+	// Can says what the person who asks may do here: "promote" (Promote and Roll back, which
+	// patch the Serving).
+	Can map[string]Can `json:"can,omitempty"`
 }
 
 // ClusterSummary is one row of the Clusters table.

@@ -24,4 +24,26 @@ func TestPhoneWidthHasNoSidewaysScroll(t *testing.T) { scenario(t, "phone") }
 
 func TestTimeMovesOnAQuietFleet(t *testing.T) { scenario(t, "clock") }
 
+func TestOrdersBesideServings(t *testing.T) { scenario(t, "orders") }
+
+func TestServingsCountHeld(t *testing.T) { scenario(t, "servings-held") }
+
+func TestFocusThroughPromoteEscapeAndCancel(t *testing.T) { scenario(t, "focus-confirm") }
+
+func TestPanelScrolledIntoViewAndFocusedOnAPhone(t *testing.T) { scenario(t, "focus-panel") }
+
+func TestSkipLinkAndRouteFocus(t *testing.T) { scenario(t, "focus-route") }
+
+func TestActionsThatCannotSucceedAreDisabled(t *testing.T) { scenario(t, "disabled") }
+
+func TestOrderNameLimitAndErrorsBesideName(t *testing.T) { scenario(t, "order-name") }
+
+func TestFirstVisitHasNoSignedOutBanner(t *testing.T) { scenario(t, "first-visit") }
+
+func TestBidiCharactersFlagged(t *testing.T) { scenario(t, "bidi") }
+
+func TestStagePassedWithOtherValuesSaysSo(t *testing.T) { scenario(t, "stage-other-values") }
+
+func TestMisdirectedRequestHasSecurityHeaders(t *testing.T) { scenario(t, "misdirected") }
+
 func TestPromoteAndRollBack(t *testing.T) { scenario(t, "promote-rollback") }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,6 +16,8 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
 // The scenarios' objects: in teamNS, the Serving web of the Order web (Manual) over the
@@ -22,15 +25,29 @@ import (
 // (held: its Cluster is not Ready); three Preparations of web (web-1 deployed two days ago,
 // web-2 deployed now, web-3 Ready and new); the Environment prod; and the Serving fleet with
 // fleetSize clusters, for the search, the filter and the pages. emptyNS has no Environment and
-// no Product, for the Order form's errors.
+// no Product, for the Order form's errors. The Order broken never rendered (SourceNotFound)
+// and has no Serving; the Serving gated's Environment requires prod, which has not run its
+// Preparation, so its Promote is refused before it is asked. viewerToken is a ServiceAccount of
+// teamNS that may read Kokumi's kinds there and change nothing.
 const (
-	teamNS    = "team-web"
+	teamNS = "team-web"
+	// stagesNS holds a pipeline: prod requires staging, where the Order web-staging runs the
+	// chart and images of web-prod's Preparation with other values, Deployed and recorded.
+	stagesNS  = "team-stages"
 	emptyNS   = "team-empty"
 	fleetSize = 1050
 	fleetHeld = 7
 )
 
 var revision = "sha256:" + strings.Repeat("a", 64)
+
+// viewerToken signs in as the ServiceAccount viewer of teamNS, which may get, list and watch
+// Kokumi's kinds in teamNS, and nothing else.
+var viewerToken string
+
+// bidiValue is a value of web-3's ConfigMap that holds a RIGHT-TO-LEFT OVERRIDE (U+202E): the
+// preview and the diff must flag it.
+const bidiValue = "admin\u202Enimda"
 
 // actions are what scenarios.mjs may ask the test to do, by name (startControl).
 var actions = map[string]func(context.Context) error{
@@ -111,6 +128,15 @@ func fixtures(ctx context.Context) error {
 	if err := preparations(ctx); err != nil {
 		return err
 	}
+	if err := brokenAndGated(ctx); err != nil {
+		return err
+	}
+	if err := viewer(ctx); err != nil {
+		return err
+	}
+	if err := stagePassedWithOtherValues(ctx); err != nil {
+		return fmt.Errorf("the stage passed with other values: %w", err)
+	}
 	sv := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "web"}, Spec: v1.ServingSpec{
 		OrderRef: v1.LocalObjectReference{Name: "web"}, PreparationName: "web-2",
 	}}
@@ -175,6 +201,7 @@ metadata:
   namespace: web
 data:
   newUI: "true"
+  owner: "` + bidiValue + `"
 `
 		}
 		layer, err := oci.TarGz(map[string][]byte{"manifests.yaml": []byte(manifests)})
@@ -208,6 +235,176 @@ data:
 		}
 		time.Sleep(1100 * time.Millisecond) // creation times are in seconds: keep them apart
 	}
+	return nil
+}
+
+// brokenAndGated creates the Order broken, which never rendered, and the Order gated with its
+// Serving and one Ready Preparation, over the Environment gated, which requires prod.
+func brokenAndGated(ctx context.Context) error {
+	c := env.Client
+	broken := &v1.Order{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "broken"},
+		Spec:       v1.OrderSpec{ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: "edge"}},
+	}
+	if err := c.Create(ctx, broken); err != nil {
+		return err
+	}
+	apimeta.SetStatusCondition(&broken.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: v1.ReasonSourceNotFound, Message: "oci://ghcr.io/stefanprodan/charts/podinfo:9.9.9: version 9.9.9 not found"})
+	if err := c.Status().Update(ctx, broken); err != nil {
+		return err
+	}
+	gatedEnv := &v1.Environment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "gated"},
+		Spec: v1.EnvironmentSpec{ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "gated"}}, Project: "gated",
+			Requires: []v1.StageRequirement{{Environment: "prod"}}},
+	}
+	if err := c.Create(ctx, gatedEnv); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &v1.Order{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "gated"},
+		Spec: v1.OrderSpec{ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: "gated"},
+			Promotion: v1.Promotion{Mode: v1.PromotionManual}},
+	}); err != nil {
+		return err
+	}
+	digest := "sha256:" + strings.Repeat("c", 64)
+	prep := &v1.Preparation{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "gated-1"},
+		Spec: v1.PreparationSpec{
+			OrderRef: v1.LocalObjectReference{Name: "gated"}, ProductRef: v1.LocalObjectReference{Name: "podinfo"},
+			Source:          v1.PreparationSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.8.0", Digest: "sha256:" + strings.Repeat("d", 64)},
+			TargetNamespace: "web",
+			Images: []v1.ImagePin{{Original: "ghcr.io/stefanprodan/podinfo:6.8.0",
+				Pinned: "ghcr.io/stefanprodan/podinfo@sha256:" + strings.Repeat("e", 64)}},
+			Artifact:   v1.Artifact{Ref: "oci://" + registry.Addr + "/" + teamNS + "/gated@" + digest, Digest: digest},
+			ConfigHash: strings.Repeat("f", 16),
+		},
+	}
+	if err := c.Create(ctx, prep); err != nil {
+		return err
+	}
+	apimeta.SetStatusCondition(&prep.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Built", Message: "pushed"})
+	if err := c.Status().Update(ctx, prep); err != nil {
+		return err
+	}
+	sv := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "gated"}, Spec: v1.ServingSpec{OrderRef: v1.LocalObjectReference{Name: "gated"}}}
+	if err := c.Create(ctx, sv); err != nil {
+		return err
+	}
+	apimeta.SetStatusCondition(&sv.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonNoPreparation, Message: "promote a Preparation"})
+	return c.Status().Update(ctx, sv)
+}
+
+// stagePassedWithOtherValues makes stagesNS's pipeline: Environment prod requires staging; the
+// Order web-staging runs Preparation web-staging-1 there, Deployed, with a signed deployment
+// record; web-prod-1 has the same chart and images (source digest, no images) and other values.
+func stagePassedWithOtherValues(ctx context.Context) error {
+	c := env.Client
+	if err := env.CreateNamespace(ctx, stagesNS); err != nil {
+		return err
+	}
+	for _, e := range []struct {
+		name     string
+		requires []v1.StageRequirement
+	}{{"staging", nil}, {"prod", []v1.StageRequirement{{Environment: "staging"}}}} {
+		if err := c.Create(ctx, &v1.Environment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: stagesNS, Name: e.name},
+			Spec:       v1.EnvironmentSpec{ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "stages-" + e.name}}, Project: e.name, Requires: e.requires},
+		}); err != nil {
+			return err
+		}
+	}
+	source := "sha256:" + strings.Repeat("5", 64)
+	prep := func(name, order, configuration, repository, digest string) (*v1.Preparation, error) {
+		p := &v1.Preparation{ObjectMeta: metav1.ObjectMeta{Namespace: stagesNS, Name: name}, Spec: v1.PreparationSpec{
+			OrderRef: v1.LocalObjectReference{Name: order}, ProductRef: v1.LocalObjectReference{Name: "podinfo"},
+			Source:          v1.PreparationSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.8.0", Digest: source},
+			TargetNamespace: "web", Artifact: v1.Artifact{Ref: "oci://" + repository + "@" + digest, Digest: digest},
+			ConfigHash: name, ConfigurationDigest: configuration,
+		}}
+		if err := c.Create(ctx, p); err != nil {
+			return nil, err
+		}
+		apimeta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonRendered, Message: "pushed"})
+		return p, c.Status().Update(ctx, p)
+	}
+	orderAndServing := func(name, environment, preparation string) (*v1.Serving, error) {
+		if err := c.Create(ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Namespace: stagesNS, Name: name}, Spec: v1.OrderSpec{
+			ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: environment},
+			Promotion: v1.Promotion{Mode: v1.PromotionManual},
+		}}); err != nil {
+			return nil, err
+		}
+		sv := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: stagesNS, Name: name}, Spec: v1.ServingSpec{
+			OrderRef: v1.LocalObjectReference{Name: name}, PreparationName: preparation,
+		}}
+		return sv, c.Create(ctx, sv)
+	}
+	layer, err := oci.TarGz(map[string][]byte{"manifests.yaml": []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: web}\n")})
+	if err != nil {
+		return err
+	}
+	repo := registry.Addr + "/" + stagesNS + "/web-staging"
+	digest, err := (&oci.Client{}).PushArtifact(ctx, repo, layer, nil)
+	if err != nil {
+		return err
+	}
+	staging, err := prep("web-staging-1", "web-staging", "sha256:"+strings.Repeat("6", 64), repo, digest)
+	if err != nil {
+		return err
+	}
+	sv, err := orderAndServing("web-staging", "staging", staging.Name)
+	if err != nil {
+		return err
+	}
+	sv.Status.Revision = digest
+	apimeta.SetStatusCondition(&sv.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonDeployed, Message: "1 of 1 clusters healthy", ObservedGeneration: sv.Generation})
+	sv.Status.TickSoakClock(metav1.Now())
+	if err := c.Status().Update(ctx, sv); err != nil {
+		return err
+	}
+	signer, err := (&record.Keys{Client: c, Namespace: kokumiNS}).Ensure(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := (&record.Store{Client: &oci.Client{}}).Attach(ctx, repo, digest, signer, record.Predicate{
+		Order: "web-staging", Namespace: stagesNS, Environment: "staging", TargetNamespace: "web",
+		Preparation: staging.Name, Clusters: []string{"stage-1"}, Time: time.Now().UTC().Truncate(time.Second),
+	}); err != nil {
+		return fmt.Errorf("attach web-staging-1's record: %w", err)
+	}
+	if _, err := prep("web-prod-1", "web-prod", "sha256:"+strings.Repeat("7", 64), registry.Addr+"/"+stagesNS+"/web-prod", "sha256:"+strings.Repeat("8", 64)); err != nil {
+		return err
+	}
+	_, err = orderAndServing("web-prod", "prod", "")
+	return err
+}
+
+// viewer makes the ServiceAccount viewer of teamNS, which may read Kokumi's kinds there and
+// change nothing, and keeps a token of it in viewerToken.
+func viewer(ctx context.Context) error {
+	c := env.Client
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "kokumi-viewer"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{v1.GroupVersion.Group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	if err := c.Create(ctx, role); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "viewer"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: teamNS, Name: "viewer"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+	}); err != nil {
+		return err
+	}
+	tok, err := harness.IssueToken(ctx, env.Config, teamNS, "viewer")
+	if err != nil {
+		return err
+	}
+	viewerToken = tok
 	return nil
 }
 

@@ -171,7 +171,7 @@ func scenario(t *testing.T, name string) {
 	}
 	cmd := exec.CommandContext(ctx, "node", "scenarios.mjs", name)
 	cmd.Env = append(os.Environ(), "KOKUMI_BASE="+base, "KOKUMI_TOKEN="+token, "KOKUMI_CONTROL="+control,
-		"KOKUMI_SCREENSHOTS="+shots, "KOKUMI_CHROMIUM="+chromium)
+		"KOKUMI_SCREENSHOTS="+shots, "KOKUMI_CHROMIUM="+chromium, "KOKUMI_VIEWER_TOKEN="+viewerToken)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("scenario %s did not finish in time:\n%s", name, out)

@@ -9,9 +9,11 @@
 import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { request as httpRequest } from "node:http";
 
 const base = must("KOKUMI_BASE");
 const token = must("KOKUMI_TOKEN");
+const viewerToken = must("KOKUMI_VIEWER_TOKEN");
 const control = must("KOKUMI_CONTROL");
 const shots = process.env.KOKUMI_SCREENSHOTS || "screenshots";
 const executablePath = process.env.KOKUMI_CHROMIUM || "/usr/bin/chromium";
@@ -47,10 +49,13 @@ async function shot(page, name) {
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
 }
 
-/** @param {import("playwright-core").Page} page */
-async function login(page) {
+/**
+ * @param {import("playwright-core").Page} page
+ * @param {string} [as] the token to sign in with: the admin's unless given
+ */
+async function login(page, as) {
   await page.goto(`${base}/#/login`);
-  await page.fill("#token", token);
+  await page.fill("#token", as || token);
   await page.click("button[type=submit]");
   await page.waitForSelector("h1:text('Servings')");
 }
@@ -66,6 +71,42 @@ async function bannerText(page) {
 }
 
 const servingURL = `${base}/#/servings/team-web/web`;
+
+/**
+ * focused describes the element that has the focus: its id, tag, aria-label and whether it is
+ * inside the element sel names.
+ * @param {import("playwright-core").Page} page
+ * @param {string} [inside]
+ */
+async function focused(page, inside) {
+  return page.evaluate(sel => {
+    const a = document.activeElement;
+    return {
+      id: a?.id || "", tag: a?.tagName || "", label: a?.getAttribute("aria-label") || "", text: (a?.textContent || "").slice(0, 60),
+      inside: !!(sel && a && a.closest(sel)), body: a === document.body,
+    };
+  }, inside);
+}
+
+/**
+ * get answers a GET of the server with the Host header given, as Node sends it (a browser
+ * cannot): its status and headers.
+ * @param {string} path
+ * @param {string} host
+ * @returns {Promise<{status: number, headers: import("node:http").IncomingHttpHeaders}>}
+ */
+function getWithHost(path, host) {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${base}${path}`, { headers: { Host: host } }, res => {
+      res.resume();
+      res.on("end", () => resolve({ status: res.statusCode || 0, headers: res.headers }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+const web3 = "#preparations tr[data-key='web-3']";
 
 /** @type {Record<string, (page: import("playwright-core").Page) => Promise<void>>} */
 const scenarios = {
@@ -353,6 +394,209 @@ const scenarios = {
     check(true, `${to} is deployed again`);
   },
 };
+
+// The scenarios of issue #25's UI points: each fails without the change it checks.
+Object.assign(scenarios, {
+  // An Order that never rendered is listed beside the Servings, with why; its Serving page
+  // falls back to it.
+  async orders(page) {
+    await login(page);
+    await page.waitForSelector("#orders tr[data-key='team-web/broken']");
+    const row = await page.textContent("#orders tr[data-key='team-web/broken']");
+    check(row?.includes("SourceNotFound") && row.includes("version 9.9.9 not found") && row.includes("none yet"),
+      `the Order that never rendered is listed with its reason and message, and no Serving (${row})`);
+    const web = await page.textContent("#orders tr[data-key='team-web/web'] td[data-label='Serving']");
+    check(web === "web", `an Order with a Serving links to it (${web})`);
+    await shot(page, "orders");
+    await page.goto(`${base}/#/servings/team-web/broken`);
+    await page.waitForSelector("#serving-missing");
+    const missing = await page.textContent("#serving-missing");
+    check(missing?.includes("SourceNotFound") && missing.includes("version 9.9.9 not found"), `the Serving page of a Serving that does not exist shows its Order's condition (${missing})`);
+    check(!(await page.$("[data-key='load-error']")), "and no \"not found\" error");
+    await shot(page, "serving-missing");
+  },
+
+  async "servings-held"(page) {
+    await login(page);
+    const cell = await page.textContent("#servings tr[data-key='team-web/web'] td[data-label='Clusters']");
+    check(cell === "1/3 healthy, 1 held", `the Servings table counts the held clusters (${cell})`);
+  },
+
+  // The keyboard through Promote, Escape, Cancel; the buttons' names say their row.
+  async "focus-confirm"(page) {
+    await login(page);
+    await page.goto(servingURL);
+    await page.waitForSelector(`${web3} button[data-action=promote]`);
+    const names = await page.$$eval(`${web3} button`, bs => bs.map(b => b.getAttribute("aria-label")));
+    check(names.join("|") === "Preview web-3|Diff web-3 with deployed web-2|Promote web-3 to edge", `each button's name says its row (${names})`);
+    await page.focus(`${web3} button[data-action=promote]`);
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("#confirm .diff", { timeout: 15000 });
+    await page.waitForTimeout(100);
+    let f = await focused(page, "#confirm");
+    check(f.inside && !f.body, `once the diff arrived the focus is in the confirmation (${JSON.stringify(f)})`);
+    await page.keyboard.press("Escape");
+    await page.waitForSelector("#confirm", { state: "detached" });
+    f = await focused(page);
+    check(f.label === "Promote web-3 to edge", `Escape closes the confirmation and gives the focus back to Promote (${JSON.stringify(f)})`);
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("#confirm .diff", { timeout: 15000 });
+    await page.focus("#confirm-cancel");
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("#confirm", { state: "detached" });
+    f = await focused(page);
+    check(f.label === "Promote web-3 to edge", `Cancel gives the focus back to Promote (${JSON.stringify(f)})`);
+  },
+
+  // On a phone the preview opens below the fold: it is scrolled into view and focused; Close
+  // gives the focus back.
+  async "focus-panel"(page) {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await login(page);
+    await page.goto(servingURL);
+    await page.waitForSelector(`${web3} button[data-action=preview]`);
+    await page.tap(`${web3} button[data-action=preview]`).catch(() => page.click(`${web3} button[data-action=preview]`));
+    await page.waitForSelector("#panel details.object", { timeout: 15000 });
+    const f = await focused(page);
+    check(f.id === "panel", `the panel has the focus (${JSON.stringify(f)})`);
+    const top = await page.$eval("#panel", el => el.getBoundingClientRect().top);
+    check(top >= 0 && top < 844 / 2, `the panel is scrolled into view (its top at ${Math.round(top)} px)`);
+    await shot(page, "phone-panel");
+    await page.focus("#panel-close");
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("#panel", { state: "detached" });
+    const back = await focused(page);
+    check(back.label === "Preview web-3", `Close gives the focus back to Preview (${JSON.stringify(back)})`);
+  },
+
+  // A skip link first; a route change puts the focus on the new page's heading.
+  async "focus-route"(page) {
+    await login(page);
+    await page.goto(`${base}/#/`);
+    await page.reload();
+    await page.waitForSelector("#servings");
+    await page.keyboard.press("Tab");
+    let f = await focused(page);
+    check(f.id === "skip" && f.text.includes("Skip to main content"), `the first Tab reaches the skip link (${JSON.stringify(f)})`);
+    await page.keyboard.press("Enter");
+    f = await focused(page, "#view");
+    check(f.inside || f.id === "view", `the skip link moves the focus to the page (${JSON.stringify(f)})`);
+    await page.click("#servings tr[data-key='team-web/web'] a");
+    await page.waitForSelector("#cluster-rows tbody tr");
+    f = await focused(page);
+    check(f.tag === "H1" && f.text.includes("Serving team-web/web"), `a route change focuses the new page's heading (${JSON.stringify(f)})`);
+  },
+
+  // What cannot succeed is disabled, and says why: the stages refuse it, or RBAC does.
+  async disabled(page) {
+    await login(page);
+    await page.goto(`${base}/#/servings/team-web/gated`);
+    const gated = "#preparations tr[data-key='gated-1'] button[data-action=promote]";
+    await page.waitForSelector(gated);
+    check(await page.isDisabled(gated), "Promote is disabled when the pipeline already refuses it");
+    const why = await page.$eval(gated, b => document.getElementById(b.getAttribute("aria-describedby") || "")?.textContent || "");
+    check(why.includes("prod has not deployed this release"), `and says why, in the pipeline's words (${why})`);
+    await shot(page, "promote-blocked");
+    // A person who may read and change nothing.
+    await page.context().clearCookies();
+    await login(page, viewerToken);
+    await page.goto(servingURL);
+    await page.waitForSelector(`${web3} button[data-action=promote]`);
+    check(await page.isDisabled(`${web3} button[data-action=promote]`), "Promote is disabled for a person who may not patch the Serving");
+    check(await page.isDisabled("#rollback"), "so is Roll back");
+    const denied = await page.textContent("#promote-denied");
+    check(denied?.includes("may not patch servings"), `and the page says why (${denied})`);
+    check(await page.getAttribute(`${web3} button[data-action=promote]`, "aria-describedby") === "promote-denied", "the button is described by the reason");
+    await shot(page, "promote-denied");
+    await page.goto(`${base}/#/order?namespace=team-web`);
+    await page.waitForSelector("#order-denied:not([hidden])");
+    check(await page.isDisabled("#order-form button[type=submit]"), "Create Order is disabled for a person who may not create Orders");
+    const orderDenied = await page.textContent("#order-denied");
+    check(orderDenied?.includes("may not create orders"), `and says why (${orderDenied})`);
+  },
+
+  // An Order's name is at most 53 characters; the API server's refusals go beside Name.
+  async "order-name"(page) {
+    await login(page);
+    await page.goto(`${base}/#/order`);
+    await page.waitForSelector("#f-environment option", { state: "attached" });
+    const ns = await page.inputValue("#f-namespace");
+    check(["team-stages", "team-web"].includes(ns), `the namespace is the first where the person may order, not platform (${ns})`);
+    if (ns !== "team-web") {
+      await page.fill("#f-namespace", "team-web");
+      await page.dispatchEvent("#f-namespace", "change");
+      await page.waitForSelector("#f-environment option[value=edge]", { state: "attached" });
+    }
+    await page.fill("#f-name", "a".repeat(54));
+    await page.waitForSelector("#f-name-error:not([hidden])");
+    const typed = await page.textContent("#f-name-error");
+    check(typed?.includes("53"), `a 54-character name is refused as it is typed, beside Name (${typed})`);
+    await page.selectOption("#f-environment", "edge");
+    await page.click("#order-form button[type=submit]");
+    await page.waitForFunction(() => document.getElementById("order-message")?.className === "error");
+    const beside = await page.textContent("#f-name-error");
+    check(beside?.includes("53 characters"), `the server's refusal is beside Name (${beside})`);
+    const message = await page.textContent("#order-message");
+    check(message?.includes("marked above") && !message.includes("<nil>"), `the message says where the fields are (${message})`);
+    await shot(page, "order-name");
+    await page.fill("#f-name", "web");
+    await page.click("#order-form button[type=submit]");
+    await page.waitForFunction(() => document.getElementById("f-name-error")?.textContent?.includes("already exists"));
+    check(await page.getAttribute("#f-name", "aria-invalid") === "true", "\"already exists\" is beside Name");
+  },
+
+  // A first visit without a session shows the sign-in form, without a red banner.
+  async "first-visit"(page) {
+    await page.goto(`${base}/`);
+    await page.waitForSelector("#token");
+    await page.waitForTimeout(1500); // the event stream and the page have been refused by now
+    check(await bannerText(page) === "", `no banner on a first visit (${await bannerText(page)})`);
+    check(!(await page.$(".banner.bad")), "nothing red");
+  },
+
+  // Bidirectional control characters are flagged in the preview and in the diff.
+  async bidi(page) {
+    await login(page);
+    await page.goto(servingURL);
+    await page.click(`${web3} button[data-action=preview]`);
+    await page.waitForSelector("#panel details.object", { timeout: 15000 });
+    for (const what of ["preview", "diff"]) {
+      if (what === "diff") {
+        await page.click(`${web3} button[data-action=diff]`);
+        await page.waitForSelector("#panel .diff", { timeout: 15000 });
+      }
+      const warning = await page.textContent("#panel .bidi-warning");
+      check(warning?.includes("bidirectional"), `${what}: a warning says there are bidirectional characters (${warning})`);
+      const marks = await page.$$eval("#panel pre .bidi", ms => ms.map(m => m.textContent));
+      check(marks.includes("⟨U+202E⟩"), `${what}: the U+202E is marked where it stands (${marks})`);
+      const raw = await page.$eval("#panel", el => /[\u202A-\u202E\u2066-\u2069]/.test(el.textContent || ""));
+      check(!raw, `${what}: no bidirectional character is left to act`);
+    }
+    await shot(page, "bidi");
+  },
+
+  // A stage passed by another Order with other values says which Order, and that the values
+  // differ (internal/promotion's words).
+  async "stage-other-values"(page) {
+    await login(page);
+    await page.goto(`${base}/#/servings/team-stages/web-prod`);
+    const row = "section[data-key=pipeline] tr[data-key='staging']";
+    await page.waitForSelector(row, { timeout: 15000 });
+    await page.waitForFunction(sel => document.querySelector(sel)?.textContent?.includes("Passed"), row, { timeout: 15000 });
+    const text = await page.textContent(row);
+    check(text?.includes("Order web-staging") && text.includes("other values"), `the passed stage names the Order and says its values differ (${text})`);
+    await shot(page, "stage-other-values");
+  },
+
+  // A refused Host's 421 carries the security headers.
+  async misdirected() {
+    const res = await getWithHost("/", "evil.example");
+    check(res.status === 421, `a request for another host is refused with 421 (${res.status})`);
+    for (const h of ["content-security-policy", "x-content-type-options", "x-frame-options", "referrer-policy", "cross-origin-opener-policy"]) {
+      check(res.headers[h], `the 421 carries ${h}`);
+    }
+  },
+});
 
 const name = process.argv[2];
 const run = scenarios[name];

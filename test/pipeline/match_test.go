@@ -72,7 +72,8 @@ func TestMatchReleaseHoldsAReleaseWhoseValuesStagingDidNotRun(t *testing.T) {
 	f.orderReady("app-prod", v1.ReasonRendered)
 }
 
-// Without a match (Artifact), as before: the values do not count; the message says what did.
+// Without a match (Artifact), as before: the values do not count; the message says what did,
+// and, as staging runs other values, which Order runs them.
 // And a Preparation with an image Kokumi could not pin passes no stage, whatever ran there.
 func TestMatchArtifactIgnoresTheValuesButNeverPassesUnpinnedImages(t *testing.T) {
 	f := newFixture(t, soak)
@@ -80,7 +81,7 @@ func TestMatchArtifactIgnoresTheValuesButNeverPassesUnpinnedImages(t *testing.T)
 	f.deployStaging()
 	f.order("prod", v1.PromotionAutomatic)
 	prod := f.latest("app-prod")
-	f.orderReady("app-prod", v1.ReasonAwaitingStage, "staging soaking", "of 30m (same chart and images)")
+	f.orderReady("app-prod", v1.ReasonAwaitingStage, "staging soaking", "of 30m (Order app-staging runs the same chart and images with other values)")
 	clock.Advance(soak + time.Minute)
 	f.eventually("prod promoted after the soak", func() error {
 		if got := f.serving("app-prod").Spec.PreparationName; got != prod.Name {

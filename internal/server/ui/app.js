@@ -11,13 +11,16 @@
 /** @typedef {{namespace: string, name: string, order: string, preparation?: string, revision?: string, deployedSince?: string, clusters: Counts, ready: Condition}} ServingSummary */
 /** @typedef {{cluster: string, application?: string, state: string, link?: string, health?: string, sync?: string, revision?: string, since?: string, reason?: string, message?: string}} ClusterRow */
 /** @typedef {{environment: string, clusters: number, time: string}} Deployed */
-/** @typedef {{name: string, created: string, digest: string, targetNamespace: string, ready: Condition, promoted?: boolean, deployments?: Deployed[]}} PreparationSummary */
-/** @typedef {{mode: string, preparations: PreparationSummary[], preparationsOmitted?: number, rollbackTo?: string}} Promotion */
+/** @typedef {{name: string, created: string, digest: string, targetNamespace: string, ready: Condition, promoted?: boolean, blocked?: string, deployments?: Deployed[]}} PreparationSummary */
+/** @typedef {{mode: string, environment?: string, preparations: PreparationSummary[], preparationsOmitted?: number, rollbackTo?: string}} Promotion */
+/** @typedef {{allowed: boolean, reason?: string}} Can */
+/** @typedef {{namespace: string, name: string, product: string, environment: string, mode: string, latestPreparation?: string, serving?: string, ready: Condition}} OrderSummary */
 /** @typedef {{environment: string, state: string, message?: string, match?: string, soak?: string, left?: string, leftSeconds?: number, order?: string, serving?: string}} Stage */
 /** @typedef {{environment: string, preparation?: string, allowed?: boolean, message?: string, stages: Stage[], error?: string}} Pipeline */
 /** @typedef {{digest: string, environment?: string, clusters: number, time?: string, keyID?: string, verified?: boolean, problem?: string}} RecordItem */
 /** @typedef {{preparation: string, artifact?: string, verify: string, items: RecordItem[], itemsOmitted?: number, error?: string}} Records */
-/** @typedef {ServingSummary & {rows: ClusterRow[], rowsTotal?: number, rowsOmitted?: number, promotion?: Promotion, pipeline?: Pipeline, records?: Records, loadedAt?: number}} ServingDetail */
+/** @typedef {ServingSummary & {rows: ClusterRow[], rowsTotal?: number, rowsOmitted?: number, promotion?: Promotion, pipeline?: Pipeline, records?: Records, can?: Record<string, Can>, loadedAt?: number, missing?: undefined}} ServingDetail */
+/** @typedef {{missing: true, namespace: string, name: string, order: OrderSummary}} MissingServing */
 /** @typedef {{name: string, server: string, version?: string, labels?: Record<string, string>, ready: Condition}} ClusterSummary */
 /** @typedef {{namespace: string, serving: string, application?: string, link?: string, state?: string, reason?: string, message?: string, health?: string, sync?: string, revision?: string, since?: string}} Deployment */
 /** @typedef {ClusterSummary & {deployments: Deployment[], deploymentsOmitted?: number}} ClusterDetail */
@@ -239,6 +242,7 @@ async function api(path, options) {
     throw new APIError(body.error || "sign in again", 401, []);
   }
   if (!res.ok) throw new APIError(body.error || res.statusText, res.status, body.fields || []);
+  if (path !== "/me" || body.authenticated) signedIn = true;
   return body;
 }
 
@@ -417,6 +421,7 @@ async function reconnect() {
     signedOut();
     return;
   }
+  signedIn = true;
   openStream();
 }
 
@@ -429,10 +434,17 @@ function stopEvents() {
   stream.backoff = 1000;
 }
 
-// signedOut is where a 401 leads: the session ended (logout elsewhere, expiry, a restart).
+/** signedIn is true once this page has been answered as someone: only then can a 401 mean
+ * that the session ended. A first visit without a session is shown the sign-in form plainly. */
+let signedIn = false;
+
+// signedOut is where a 401 leads: the session ended (logout elsewhere, expiry, a restart), or
+// there was none (a first visit), which is not news.
 function signedOut() {
   stopEvents();
-  showBanner("Signed out — sign in again", "bad");
+  if (signedIn) showBanner("Signed out — sign in again", "bad");
+  else clearBanner();
+  signedIn = false;
   whoami.textContent = "";
   if (location.hash !== "#/login") location.hash = "#/login";
 }
@@ -448,22 +460,50 @@ function refreshSoon() {
 // ---------------------------------------------------------------------------------------------
 // Pages
 
+/**
+ * clusterCounts says how many of a Serving's clusters are healthy, and how many are held.
+ * @param {Counts} c
+ */
+function clusterCounts(c) {
+  return `${c.healthy || 0}/${c.selected || 0} healthy${c.held ? `, ${c.held} held` : ""}`;
+}
+
+/**
+ * readyCell is a Ready condition as a table shows it: glyph, status and reason.
+ * @param {Condition} r
+ */
+function readyCell(r) { return [badge(r.status), " ", r.reason || ""]; }
+
 /** @type {Page} */
 const servingsPage = {
   title: () => "Servings · Kokumi",
-  load: () => api("/servings"),
-  /** @param {List<ServingSummary>} list */
-  view: list => [
-    h("h1", {}, "Servings"),
-    list.items.length === 0 ? h("p", { class: "note" }, "No Servings yet: create an Order.") :
+  // The Orders beside the Servings: an Order that never renders (SourceNotFound) has no
+  // Serving, and its Ready condition says why.
+  load: () => Promise.all([api("/servings"), api("/orders")]).then(([servings, orders]) => ({ servings, orders })),
+  /** @param {{servings: List<ServingSummary>, orders: List<OrderSummary>}} d */
+  view: ({ servings, orders }) => [
+    h("h1", { tabindex: "-1" }, "Servings"),
+    servings.items.length === 0 ? h("p", { class: "note", "data-key": "no-servings" }, "No Servings yet: create an Order.") :
       table([
         { label: "Namespace", cell: s => s.namespace },
         { label: "Name", cell: s => servingLink(s.namespace, s.name) },
-        { label: "Clusters", cell: s => `${s.clusters.healthy || 0}/${s.clusters.selected || 0} healthy` },
-        { label: "Ready", cell: s => [badge(s.ready.status), " ", s.ready.reason || ""], title: s => s.ready.message || "" },
+        { label: "Clusters", cell: s => clusterCounts(s.clusters) },
+        { label: "Ready", cell: s => readyCell(s.ready), title: s => s.ready.message || "" },
         { label: "Revision", cell: s => short(s.revision) },
-      ], list.items, s => `${s.namespace}/${s.name}`),
-    omitted(list.omitted, "Servings"),
+      ], servings.items, s => `${s.namespace}/${s.name}`, { id: "servings" }),
+    omitted(servings.omitted, "Servings"),
+    h("section", { "data-key": "orders", "aria-labelledby": "orders-title" },
+      h("h2", { class: "tabs", id: "orders-title" }, h("span", {}, "Orders")),
+      orders.items.length === 0 ? h("p", { class: "note" }, "No Orders that you may list.") :
+        table([
+          { label: "Namespace", cell: o => o.namespace },
+          { label: "Order", cell: o => o.name },
+          { label: "Environment", cell: o => o.environment },
+          { label: "Ready", cell: o => readyCell(o.ready) },
+          { label: "Message", cell: o => o.ready.message || "", class: "msg" },
+          { label: "Serving", cell: o => o.serving ? servingLink(o.namespace, o.serving) : h("span", { class: "note" }, "none yet") },
+        ], orders.items, o => `${o.namespace}/${o.name}`, { id: "orders" }),
+      omitted(orders.omitted, "Orders")),
   ],
 };
 
@@ -480,8 +520,8 @@ const pageSize = 100;
  * @property {string} state
  * @property {number} offset
  * @property {ReturnType<typeof setTimeout> | undefined} searchTimer
- * @property {{kind: "preview" | "diff", name: string, against?: string, data?: any, error?: string} | null} panel
- * @property {{kind: "promote" | "rollback", name: string, against?: string, diff?: Diff, error?: string, busy?: boolean} | null} confirm
+ * @property {{kind: "preview" | "diff", name: string, against?: string, data?: any, error?: string, opener: string} | null} panel
+ * @property {{kind: "promote" | "rollback", name: string, against?: string, diff?: Diff, error?: string, busy?: boolean, opener: string} | null} confirm
  * @property {{text: string, error?: boolean} | null} message
  */
 
@@ -501,17 +541,27 @@ const servingPage = {
     if (ui.offset) q.set("offset", String(ui.offset));
     q.set("limit", String(pageSize));
     // loadedAt is when the answer came, by this page's clock: a soak's countdown runs from it.
-    return api(`/namespaces/${enc(ns)}/servings/${enc(name)}?${q}`).then((/** @type {ServingDetail} */ d) => ({ ...d, loadedAt: Date.now() }));
+    return api(`/namespaces/${enc(ns)}/servings/${enc(name)}?${q}`).then((/** @type {ServingDetail} */ d) => ({ ...d, loadedAt: Date.now() }),
+      // No such Serving: its Order (of the same name) says why, when it exists (an Order that
+      // never rendered has no Serving).
+      async e => {
+        if (!(e instanceof APIError) || e.status !== 404) throw e;
+        /** @type {OrderSummary} */
+        let order;
+        try { order = await api(`/namespaces/${enc(ns)}/orders/${enc(name)}`); } catch { throw e; }
+        return /** @type {MissingServing} */ ({ missing: true, namespace: ns, name, order });
+      });
   },
   /**
-   * @param {ServingDetail} s
+   * @param {ServingDetail | MissingServing} s
    * @param {string[]} args
    * @param {ServingUI} ui
    */
   view: (s, args, ui) => {
+    if (s.missing) return missingServing(s);
     const c = s.clusters || {};
     return [
-      h("h1", {}, `Serving ${s.namespace}/${s.name}`),
+      h("h1", { tabindex: "-1" }, `Serving ${s.namespace}/${s.name}`),
       h("div", { class: "counts", "data-key": "counts" },
         ["selected", "healthy", "progressing", "degraded", "held"].map(k =>
           h("div", { class: "count", "data-key": k }, h("b", {}, /** @type {any} */ (c)[k] || 0), " ", k))),
@@ -526,6 +576,21 @@ const servingPage = {
     ];
   },
 };
+
+/**
+ * missingServing is the Serving page of a Serving that does not exist, whose Order does: the
+ * Order's Ready condition says why it has none (SourceNotFound, RenderFailed…).
+ * @param {MissingServing} m
+ */
+function missingServing(m) {
+  const o = m.order;
+  return [
+    h("h1", { tabindex: "-1" }, `Serving ${m.namespace}/${m.name}`),
+    h("p", { id: "serving-missing", "data-key": "missing" }, `No Serving yet: Order ${o.namespace}/${o.name} has not rendered a Preparation. The Order says: `,
+      badge(o.ready.status), " ", o.ready.reason || "", o.ready.message ? ` — ${o.ready.message}` : ""),
+    h("p", { class: "note", "data-key": "order-spec" }, `Product ${o.product}, Environment ${o.environment}, promotion ${o.mode}. The Serving appears once the Order renders; this page follows it.`),
+  ];
+}
 
 /**
  * clustersSection is the table of the Serving's clusters, searched, filtered and paged by the
@@ -661,33 +726,67 @@ function promotionSection(s, ui) {
   const base = `/namespaces/${enc(s.namespace)}/preparations/`;
 
   /**
+   * openPanel opens a preview or a diff, scrolled into view and focused (on a phone it opens
+   * below the fold: a tap must show it); Close gives the focus back to the button that opened it.
    * @param {"preview" | "diff"} kind
    * @param {string} name
    */
   async function openPanel(kind, name) {
     /** @type {NonNullable<ServingUI["panel"]>} */
-    const panel = { kind, name, against: kind === "diff" ? deployed : undefined };
+    const panel = { kind, name, against: kind === "diff" ? deployed : undefined, opener: rowButton(name, kind) };
     ui.panel = panel;
     paint();
+    const el = document.getElementById("panel");
+    if (el) {
+      el.focus({ preventScroll: true });
+      el.scrollIntoView({ block: "start" });
+    }
     try {
       panel.data = await api(kind === "preview" ? `${base}${enc(name)}/manifests` : `${base}${enc(name)}/diff?against=${enc(deployed)}`);
     } catch (e) { panel.error = errorText(e); }
-    if (ui.panel === panel) paint();
+    if (ui.panel !== panel) return;
+    paint();
+    // Opened at the foot of the page, it could not scroll to its top while it was short: now
+    // that it holds what it shows, once more, unless the person has moved on.
+    const opened = document.getElementById("panel");
+    if (opened && document.activeElement === opened) opened.scrollIntoView({ block: "start" });
   }
   /**
    * @param {"promote" | "rollback"} kind
    * @param {string} name
    */
+  /**
+   * ask opens the confirmation and moves the focus to it; its diff arrives inside it, which
+   * keeps the focus. Cancel, Escape and Close give the focus back to the button that opened it.
+   * @param {"promote" | "rollback"} kind
+   * @param {string} name
+   */
   async function ask(kind, name) {
     /** @type {NonNullable<ServingUI["confirm"]>} */
-    const c = { kind, name, against: deployed || undefined };
+    const c = { kind, name, against: deployed || undefined, opener: kind === "rollback" ? "#rollback" : rowButton(name, "promote") };
     ui.confirm = c;
     ui.message = null;
     paint();
-    focusLater("#confirm-cancel");
+    focusNow("#confirm");
     if (!deployed) return;
     try { c.diff = await api(`${base}${enc(name)}/diff?against=${enc(deployed)}`); } catch (e) { c.error = errorText(e); }
-    if (ui.confirm === c) paint();
+    if (ui.confirm !== c) return;
+    paint();
+    if (!document.activeElement || document.activeElement === document.body) focusNow("#confirm");
+  }
+  function cancel() {
+    const c = ui.confirm;
+    if (!c || c.busy) return;
+    ui.confirm = null;
+    paint();
+    focusNow(c.opener, "#preparations-title");
+  }
+  function closePanel() {
+    const panel = ui.panel;
+    if (!panel) return;
+    ui.panel = null;
+    paint();
+    focusNow(panel.opener, "#preparations-title");
   }
   async function confirm() {
     const c = ui.confirm;
@@ -706,22 +805,35 @@ function promotionSection(s, ui) {
       ui.confirm = null;
     } catch (e) {
       c.busy = false;
-      ui.message = { text: errorText(e), error: true };
+      // A refusal names its field for scripts ("preparation: …"): the page says the sentence.
+      const fields = e instanceof APIError ? e.fields : [];
+      ui.message = { text: fields.length ? clip(fields.map(f => f.message).join("; ")) : errorText(e), error: true };
     }
     paint();
+    // The confirmation is gone (or its button was disabled while it worked): the focus goes to
+    // what happened.
+    focusNow("#promotion-message");
     refresh();
   }
+  // Promote and Roll back patch the Serving: a person RBAC does not let do it sees them
+  // disabled, and why (the server asked, SubjectAccessReview).
+  const may = s.can && s.can.promote;
+  const denied = may && !may.allowed ? may.reason || "You may not promote here." : "";
+  const env = p.environment ? ` to ${p.environment}` : "";
 
-  return h("section", { "data-key": "preparations", "aria-label": "Preparations" },
-    tab("Preparations"),
+  return h("section", { "data-key": "preparations", "aria-labelledby": "preparations-title" },
+    h("h2", { class: "tabs", id: "preparations-title", tabindex: "-1" }, h("span", {}, "Preparations")),
     h("p", { class: "note" }, manual ?
       "Promotion is Manual: promote a Ready Preparation to deploy it." :
       "Promotion is Automatic: the newest Ready Preparation is deployed as soon as it is made."),
-    manual && p.rollbackTo ? h("p", {},
-      h("button", { type: "button", id: "rollback", class: "secondary", onclick: () => ask("rollback", /** @type {string} */ (p.rollbackTo)) },
-        `Roll back to ${p.rollbackTo}`)) : "",
-    ui.confirm ? confirmation(ui.confirm, confirm, () => { ui.confirm = null; paint(); }) : "",
-    ui.message ? h("p", { class: ui.message.error ? "error" : "note", role: "status", "data-key": "message", id: "promotion-message" }, ui.message.text) : "",
+    manual && denied ? h("p", { class: "note denied", id: "promote-denied", "data-key": "denied" }, "Promote and Roll back are disabled: ", denied) : "",
+    manual && p.rollbackTo ? h("p", { "data-key": "rollback" },
+      h("button", {
+        type: "button", id: "rollback", class: "secondary", disabled: !!denied, "aria-describedby": denied ? "promote-denied" : undefined,
+        onclick: () => ask("rollback", /** @type {string} */ (p.rollbackTo)),
+      }, `Roll back to ${p.rollbackTo}`)) : "",
+    ui.confirm ? confirmation(ui.confirm, confirm, cancel) : "",
+    ui.message ? h("p", { class: ui.message.error ? "error" : "note", role: "status", tabindex: "-1", "data-key": "message", id: "promotion-message" }, ui.message.text) : "",
     p.preparations.length === 0 ? h("p", { class: "note" }, "The Order has no Preparation yet.") :
       table([
         { label: "Preparation", cell: x => x.name },
@@ -731,17 +843,47 @@ function promotionSection(s, ui) {
         { label: "Ready", cell: x => [badge(x.ready.status), " ", x.ready.reason || ""], title: x => x.ready.message || "" },
         { label: "Deployed", cell: deployedWhere },
         {
+          // Each button's name says its row: "Preview web-3", "Promote web-3 to edge".
           label: "Actions", class: "actions", cell: x => [
-            h("button", { type: "button", class: "secondary", "data-action": "preview", onclick: () => openPanel("preview", x.name) }, "Preview"),
-            deployed && !x.promoted ? h("button", { type: "button", class: "secondary", "data-action": "diff", onclick: () => openPanel("diff", x.name) }, "Diff with deployed") : "",
-            !x.promoted && manual && x.ready.status === "True" ?
-              h("button", { type: "button", "data-action": "promote", onclick: () => ask("promote", x.name) }, "Promote") : "",
+            h("button", { type: "button", class: "secondary", "data-action": "preview", "aria-label": `Preview ${x.name}`, onclick: () => openPanel("preview", x.name) }, "Preview"),
+            deployed && !x.promoted ? h("button", {
+              type: "button", class: "secondary", "data-action": "diff", "aria-label": `Diff ${x.name} with deployed ${deployed}`, onclick: () => openPanel("diff", x.name),
+            }, "Diff with deployed") : "",
+            !x.promoted && manual && x.ready.status === "True" ? promoteButton(x, env, denied, () => ask("promote", x.name)) : "",
           ],
         },
       ], p.preparations, x => x.name, { id: "preparations" }),
     omitted(p.preparationsOmitted, "Preparations"),
-    ui.panel ? panelView(ui.panel, () => { ui.panel = null; paint(); }) : "");
+    ui.panel ? panelView(ui.panel, closePanel) : "");
 }
+
+/**
+ * promoteButton is a row's Promote, disabled with the reason beside it when the server already
+ * knows it would be refused: the person may not (denied, said once above the table), or the
+ * stages of the Order's Environment do not let this Preparation through yet (x.blocked, as the
+ * pipeline decided it).
+ * @param {PreparationSummary} x
+ * @param {string} env
+ * @param {string} denied
+ * @param {() => void} onclick
+ */
+function promoteButton(x, env, denied, onclick) {
+  const why = `promote-why-${x.name}`;
+  return [
+    h("button", {
+      type: "button", "data-action": "promote", "aria-label": `Promote ${x.name}${env}`, disabled: !!(denied || x.blocked),
+      "aria-describedby": denied ? "promote-denied" : x.blocked ? why : undefined, onclick,
+    }, "Promote"),
+    !denied && x.blocked ? h("p", { class: "note blocked", id: why }, "Not yet: ", x.blocked) : "",
+  ];
+}
+
+/**
+ * rowButton is the selector of a Preparation's row's button.
+ * @param {string} name
+ * @param {string} action
+ */
+function rowButton(name, action) { return `#preparations tr[data-key="${CSS.escape(name)}"] button[data-action=${action}]`; }
 
 /**
  * confirmation asks before a promotion or a rollback, showing what changes.
@@ -751,12 +893,17 @@ function promotionSection(s, ui) {
  */
 function confirmation(c, yes, no) {
   const verb = c.kind === "promote" ? `Promote ${c.name}` : `Roll back to ${c.name}`;
-  return h("div", { class: "confirm", role: "group", "aria-labelledby": "confirm-title", "data-key": `confirm-${c.kind}-${c.name}`, id: "confirm" },
-    h("h3", { id: "confirm-title" }, `${verb}?`),
-    !c.against ? h("p", { class: "note" }, "Nothing is deployed yet: every object is new.") :
-      c.error ? h("p", { class: "error" }, "The diff could not be read: ", c.error) :
-        c.diff ? diffView(c.diff) : h("p", { class: "note" }, `Comparing with ${c.against}…`),
-    h("div", { class: "buttons" },
+  // Keyed parts: the diff replaces "Comparing…" without touching the buttons (nor the focus).
+  return h("div", {
+    class: "confirm", role: "group", "aria-labelledby": "confirm-title", "data-key": `confirm-${c.kind}-${c.name}`, id: "confirm", tabindex: "-1",
+    onkeydown: (/** @type {KeyboardEvent} */ e) => { if (e.key === "Escape") { e.preventDefault(); no(); } },
+  },
+    h("h3", { id: "confirm-title", "data-key": "title" }, `${verb}?`),
+    h("div", { "data-key": "body", "aria-busy": c.against && !c.error && !c.diff ? "true" : undefined },
+      !c.against ? h("p", { class: "note" }, "Nothing is deployed yet: every object is new.") :
+        c.error ? h("p", { class: "error" }, "The diff could not be read: ", c.error) :
+          c.diff ? diffView(c.diff) : h("p", { class: "note" }, `Comparing with ${c.against}…`)),
+    h("div", { class: "buttons", "data-key": "buttons" },
       h("button", { type: "button", id: "confirm-yes", disabled: !!c.busy, onclick: yes }, c.busy ? "Working…" : verb),
       h("button", { type: "button", id: "confirm-cancel", class: "secondary", onclick: no }, "Cancel")));
 }
@@ -768,12 +915,16 @@ function confirmation(c, yes, no) {
  */
 function panelView(p, close) {
   const title = p.kind === "preview" ? `Preview of ${p.name}` : `Diff of ${p.name} with deployed ${p.against}`;
-  return h("section", { class: "panel", id: "panel", "aria-labelledby": "panel-title", "data-key": `panel-${p.kind}-${p.name}` },
-    h("div", { class: "panel-head" }, h("h3", { id: "panel-title" }, title),
-      h("button", { type: "button", class: "secondary", onclick: close }, "Close")),
-    p.error ? h("p", { class: "error" }, p.error) :
-      !p.data ? h("p", { class: "note" }, "Loading…") :
-        p.kind === "preview" ? manifestsView(p.data) : diffView(p.data));
+  return h("section", {
+    class: "panel", id: "panel", "aria-labelledby": "panel-title", "data-key": `panel-${p.kind}-${p.name}`, tabindex: "-1",
+    onkeydown: (/** @type {KeyboardEvent} */ e) => { if (e.key === "Escape") { e.preventDefault(); close(); } },
+  },
+    h("div", { class: "panel-head", "data-key": "head" }, h("h3", { id: "panel-title" }, title),
+      h("button", { type: "button", class: "secondary", id: "panel-close", "aria-label": `Close the ${p.kind === "preview" ? "preview" : "diff"} of ${p.name}`, onclick: close }, "Close")),
+    h("div", { "data-key": "body", "aria-busy": !p.data && !p.error ? "true" : undefined },
+      p.error ? h("p", { class: "error" }, p.error) :
+        !p.data ? h("p", { class: "note" }, "Loading…") :
+          p.kind === "preview" ? manifestsView(p.data) : diffView(p.data)));
 }
 
 /**
@@ -789,19 +940,57 @@ function redactedView(r) {
     `${note.charAt(0).toUpperCase()}${note.slice(1)} (${redacted.join(", ")}).`);
 }
 
+/** The bidirectional control characters (embeddings, overrides, isolates) and their names. */
+/** @type {Record<string, string>} */
+const bidiNames = {
+  "\u202A": "LEFT-TO-RIGHT EMBEDDING", "\u202B": "RIGHT-TO-LEFT EMBEDDING", "\u202C": "POP DIRECTIONAL FORMATTING",
+  "\u202D": "LEFT-TO-RIGHT OVERRIDE", "\u202E": "RIGHT-TO-LEFT OVERRIDE", "\u2066": "LEFT-TO-RIGHT ISOLATE",
+  "\u2067": "RIGHT-TO-LEFT ISOLATE", "\u2068": "FIRST STRONG ISOLATE", "\u2069": "POP DIRECTIONAL ISOLATE",
+};
+const bidiSplit = /([\u202A-\u202E\u2066-\u2069])/;
+
+/**
+ * bidi shows text with each bidirectional control character marked (⟨U+202E⟩) instead of
+ * obeyed, as code hosts do: such a character can make a value read otherwise than it is.
+ * @param {string | undefined} text
+ * @returns {Child}
+ */
+function bidi(text) {
+  if (!text || !bidiSplit.test(text)) return text || "";
+  return text.split(bidiSplit).map((part, i) => {
+    if (i % 2 === 0) return part;
+    const code = part.charCodeAt(0).toString(16).toUpperCase();
+    return h("span", { class: "bidi", title: `U+${code} ${bidiNames[part]}` }, `⟨U+${code}⟩`);
+  });
+}
+
+/**
+ * bidiWarning says, above a preview or a diff, that it holds bidirectional control
+ * characters, and how they are shown.
+ * @param {(string | undefined)[]} texts
+ */
+function bidiWarning(texts) {
+  const n = texts.reduce((sum, t) => sum + (t ? t.split(bidiSplit).length - 1 : 0) / 2, 0);
+  if (!n) return "";
+  return h("p", { class: "bidi-warning", role: "note", "data-key": "bidi" },
+    `⚠ ${n === 1 ? "One bidirectional Unicode control character" : `${n} bidirectional Unicode control characters`}: `,
+    "text may read otherwise than it is. Each is marked ", h("span", { class: "bidi" }, "⟨U+…⟩"), " where it stands; review those values.");
+}
+
 /** @param {Manifests} m */
 function manifestsView(m) {
   const images = m.images || [], objects = m.objects || [];
   return [
     h("p", { class: "note" }, "Digest ", short(m.digest), `: ${objects.length + (m.objectsOmitted || 0)} objects.`),
+    bidiWarning([...objects.flatMap(o => [o.yaml, o.name, o.namespace]), ...images.flatMap(i => [i.original, i.pinned])]),
     redactedView(m),
     images.length ? table([
-      { label: "Image", cell: i => h("code", {}, i.original) },
-      { label: "Pinned", cell: i => h("code", {}, i.pinned) },
+      { label: "Image", cell: i => h("code", {}, bidi(i.original)) },
+      { label: "Pinned", cell: i => h("code", {}, bidi(i.pinned)) },
     ], images, i => i.original) : "",
     objects.map(o => h("details", { class: "object", "data-key": objectKey(o) },
-      h("summary", {}, `${o.kind} ${o.namespace ? o.namespace + "/" : ""}${o.name}`),
-      h("pre", {}, o.yaml))),
+      h("summary", {}, bidi(`${o.kind} ${o.namespace ? o.namespace + "/" : ""}${o.name}`)),
+      h("pre", {}, bidi(o.yaml)))),
     omitted(m.objectsOmitted, "objects"),
   ];
 }
@@ -815,22 +1004,23 @@ function diffView(d) {
   if (!fields.length && !images.length && !objects.length) return [h("p", { class: "note" }, `${d.to} renders the same as ${d.from}.`), redactedView(d)];
   return h("div", { class: "diff" },
     h("p", { class: "note" }, `From ${d.from} to ${d.to}:`),
+    bidiWarning([...fields.flatMap(f => [f.from, f.to]), ...images.flatMap(i => [i.image, i.from, i.to]), ...objects.flatMap(o => [o.diff, o.name, o.namespace])]),
     redactedView(d),
     fields.length ? table([
       { label: "Field", cell: f => f.field },
-      { label: "From", cell: f => h("code", {}, f.from) },
-      { label: "To", cell: f => h("code", {}, f.to) },
+      { label: "From", cell: f => h("code", {}, bidi(f.from)) },
+      { label: "To", cell: f => h("code", {}, bidi(f.to)) },
     ], fields, f => f.field) : "",
     images.length ? table([
-      { label: "Image", cell: i => h("code", {}, i.image) },
+      { label: "Image", cell: i => h("code", {}, bidi(i.image)) },
       { label: "Change", cell: i => i.change },
-      { label: "From", cell: i => h("code", {}, i.from) },
-      { label: "To", cell: i => h("code", {}, i.to) },
+      { label: "From", cell: i => h("code", {}, bidi(i.from)) },
+      { label: "To", cell: i => h("code", {}, bidi(i.to)) },
     ], images, i => i.image) : "",
     objects.map(o => h("details", { class: "object", open: true, "data-key": objectKey(o) },
-      h("summary", {}, h("span", { class: `change ${o.change}` }, o.change), ` ${o.kind} ${o.namespace ? o.namespace + "/" : ""}${o.name}`),
+      h("summary", {}, h("span", { class: `change ${o.change}` }, o.change), " ", bidi(`${o.kind} ${o.namespace ? o.namespace + "/" : ""}${o.name}`)),
       o.diff ? h("pre", { class: "diff-text" }, o.diff.split("\n").map(line =>
-        h("span", { class: line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "" }, line + "\n"))) : "")),
+        h("span", { class: line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "" }, bidi(line), "\n"))) : "")),
     omitted(d.objectsOmitted, "objects"));
 }
 
@@ -840,7 +1030,7 @@ const clustersPage = {
   load: () => api("/clusters"),
   /** @param {List<ClusterSummary>} list */
   view: list => [
-    h("h1", {}, "Clusters"),
+    h("h1", { tabindex: "-1" }, "Clusters"),
     table([
       { label: "Name", cell: c => h("a", { href: `#/clusters/${enc(c.name)}` }, c.name) },
       { label: "Server", cell: c => h("code", {}, c.server) },
@@ -858,7 +1048,7 @@ const clusterPage = {
   load: ([name]) => api(`/clusters/${enc(name)}`),
   /** @param {ClusterDetail} c */
   view: c => [
-    h("h1", {}, `Cluster ${c.name}`),
+    h("h1", { tabindex: "-1" }, `Cluster ${c.name}`),
     h("p", {}, h("code", {}, c.server), c.version ? ` · ${c.version}` : "", " · Ready: ", badge(c.ready.status), " ", c.ready.reason || ""),
     c.ready.message ? h("p", { class: "note" }, c.ready.message) : "",
     tab("Deployments"),
@@ -905,23 +1095,40 @@ function clip(text) {
 }
 
 /**
- * focusLater focuses what selector names once the page is painted.
- * @param {string} selector
+ * focusNow focuses the first element that one of selectors names (the page is painted
+ * synchronously); one that is not focusable by itself gets tabindex -1.
+ * @param {...string} selectors
  */
-function focusLater(selector) {
-  requestAnimationFrame(() => {
-    const el = /** @type {HTMLElement | null} */ (document.querySelector(selector));
-    if (el) el.focus();
-  });
+function focusNow(...selectors) {
+  for (const sel of selectors) {
+    const el = /** @type {HTMLElement | null} */ (document.querySelector(sel));
+    if (!el || (el instanceof HTMLButtonElement && el.disabled)) continue;
+    if (el.tabIndex < 0 && !el.hasAttribute("tabindex")) el.setAttribute("tabindex", "-1");
+    el.focus();
+    return;
+  }
 }
+
+/** maxOrderName is the longest name an Order may have: the rule of the Order's CRD (api/v1alpha1,
+ * MaxOrderNameLength), which the server checks too. */
+const maxOrderName = 53;
 
 /** @type {Page} */
 const orderPage = {
   title: () => "New Order · Kokumi",
   mount: async () => {
     const params = new URLSearchParams(location.hash.split("?")[1] || "");
-    const ns = /** @type {HTMLInputElement} */ (h("input", { id: "f-namespace", name: "namespace", required: true, value: params.get("namespace") || "platform" }));
-    const name = /** @type {HTMLInputElement} */ (h("input", { id: "f-name", name: "name", required: true, placeholder: "podinfo-edge" }));
+    // The namespace: the one the link names, else the first where the person may create an
+    // Order (the server asks RBAC), else empty for them to type.
+    const ns = /** @type {HTMLInputElement} */ (h("input", { id: "f-namespace", name: "namespace", required: true, list: "f-namespaces", autocomplete: "off", value: params.get("namespace") || "" }));
+    const namespaces = h("datalist", { id: "f-namespaces" });
+    const name = /** @type {HTMLInputElement} */ (h("input", {
+      id: "f-name", name: "name", required: true, placeholder: "podinfo-edge", "aria-describedby": "f-name-hint",
+      oninput: () => checkName(),
+    }));
+    const nameHint = h("p", { class: "note", id: "f-name-hint" }, `lowercase letters, digits and '-', at most ${maxOrderName} characters`);
+    const submit = /** @type {HTMLButtonElement} */ (h("button", { type: "submit" }, "Create Order"));
+    const denied = h("p", { class: "note denied", id: "order-denied", hidden: true });
     const product = /** @type {HTMLSelectElement} */ (h("select", { id: "f-product", name: "product" }));
     const environment = /** @type {HTMLSelectElement} */ (h("select", { id: "f-environment", name: "environment" }));
     const requires = h("span", { class: "note", id: "f-environment-requires" });
@@ -941,13 +1148,24 @@ const orderPage = {
     const controls = { namespace: ns, name, product, environment, targetNamespace: target, promotion };
 
     function clearErrors() {
-      for (const c of Object.values(controls)) {
-        c.removeAttribute("aria-invalid");
-        c.removeAttribute("aria-describedby");
-        const err = byId(`${c.id}-error`);
-        err.hidden = true;
-        err.textContent = "";
-      }
+      for (const c of Object.values(controls)) clearError(c);
+    }
+    /** @param {HTMLInputElement | HTMLSelectElement} c */
+    function clearError(c) {
+      c.removeAttribute("aria-invalid");
+      if (c === name) c.setAttribute("aria-describedby", "f-name-hint");
+      else c.removeAttribute("aria-describedby");
+      const err = byId(`${c.id}-error`);
+      err.hidden = true;
+      err.textContent = "";
+    }
+    // checkName says, as it is typed, that a name is longer than an Order's may be (the
+    // Order's own rule, which the server checks too); it reports whether the name may go.
+    function checkName() {
+      clearError(name);
+      if (name.value.length <= maxOrderName) return true;
+      showErrors([{ field: "name", message: `${name.value.length.toLocaleString("en")} characters: an Order's name is at most ${maxOrderName}` }]);
+      return false;
     }
     /**
      * showErrors puts each field's error beside it; those of no field go in the message.
@@ -971,6 +1189,12 @@ const orderPage = {
     }
     async function fill() {
       message.textContent = "";
+      if (!ns.value) {
+        environment.replaceChildren();
+        product.replaceChildren();
+        message.textContent = "Type the namespace of the Order.";
+        return;
+      }
       try {
         const [envs, products] = await Promise.all([
           api(`/namespaces/${enc(ns.value)}/environments`),
@@ -983,9 +1207,25 @@ const orderPage = {
         showRequires();
         product.replaceChildren(.../** @type {ProductSummary[]} */ (products.items).map(p => h("option", { value: p.name }, p.name)));
         if (environments.length === 0) message.textContent = "This namespace has no Environment: an admin creates one.";
+        // The server asked RBAC whether the person may create an Order here: if not, the
+        // button is disabled, and says why.
+        /** @type {Can | undefined} */
+        const can = envs.can && envs.can.createOrder;
+        const no = can && !can.allowed;
+        submit.disabled = !!no;
+        denied.hidden = !no;
+        denied.textContent = no ? `You may not create Orders in ${ns.value}: ${can.reason || ""}` : "";
+        if (no) submit.setAttribute("aria-describedby", "order-denied");
+        else submit.removeAttribute("aria-describedby");
       } catch (e) { message.className = "error"; message.textContent = errorText(e); }
     }
     ns.addEventListener("change", fill);
+    // The namespaces where the person may create an Order: offered as they type, and the first
+    // is the default when the link names none.
+    const offered = api("/order-namespaces").then((/** @type {List<string>} */ l) => {
+      namespaces.replaceChildren(...l.items.map(n => h("option", { value: n })));
+      if (!ns.value && l.items.length) ns.value = l.items[0];
+    }).catch(() => undefined);
     const form = h("form", {
       id: "order-form", novalidate: true,
       onsubmit: async (/** @type {Event} */ ev) => {
@@ -1001,18 +1241,20 @@ const orderPage = {
           message.className = "error";
           const fields = e instanceof APIError ? e.fields : [];
           const rest = showErrors(fields);
+          // The fields are above this message, which ends the form.
           message.textContent = fields.length > rest.length ?
-            `The Order was not created: fix the ${fields.length - rest.length === 1 ? "field" : "fields"} marked below.${rest.map(f => ` ${f.field}: ${f.message}`).join("")}` :
+            `The Order was not created: fix the ${fields.length - rest.length === 1 ? "field" : "fields"} marked above.${rest.map(f => ` ${f.field}: ${clip(f.message)}`).join("")}` :
             errorText(e);
           const first = fields.map(f => controls[f.field]).find(Boolean);
           if (first) first.focus();
         }
       },
     },
-    field("Namespace", ns), field("Name", name), field("Product", product),
+    field("Namespace", ns, namespaces), field("Name", name, nameHint), field("Product", product),
     field("Environment", environment, requires), field("Target namespace", target),
-    field("Promotion", promotion), h("button", { type: "submit" }, "Create Order"), message);
-    view.replaceChildren(h("h1", {}, "New Order"), form);
+    field("Promotion", promotion), submit, denied, message);
+    view.replaceChildren(h("h1", { tabindex: "-1" }, "New Order"), form);
+    await offered;
     await fill();
   },
 };
@@ -1023,7 +1265,7 @@ const publicKeyPage = {
   load: () => api("/public-keys"),
   /** @param {PublicKeys} k */
   view: k => [
-    h("h1", {}, "Public key"),
+    h("h1", { tabindex: "-1" }, "Public key"),
     h("p", { class: "note" }, "Kokumi signs a deployment record each time a Serving deploys a Preparation, and attaches it to the Preparation's artifact. Anyone verifies them with stock cosign and this key."),
     k.current ? [h("p", {}, "Current key ", k.currentID ? h("code", {}, k.currentID) : ""), h("pre", {}, k.current)] :
       h("p", { class: "note" }, "No key yet: Kokumi creates it when the controller first starts."),
@@ -1052,7 +1294,7 @@ const loginPage = {
     whoami.textContent = "";
     const token = h("input", { id: "token", type: "password", autocomplete: "current-password", required: true });
     const message = h("p", { class: "error", role: "alert" });
-    view.replaceChildren(h("h1", {}, "Log in"), h("form", {
+    view.replaceChildren(h("h1", { tabindex: "-1" }, "Log in"), h("form", {
       onsubmit: async (/** @type {Event} */ ev) => {
         ev.preventDefault();
         try {
@@ -1087,11 +1329,17 @@ const routes = [
 
 /**
  * What the view shows: the page, its arguments, its own state and the data last fetched.
- * @type {{key: string, page: Page | null, args: string[], ui: any, data: any, error: string, seq: number}}
+ * @type {{key: string, page: Page | null, args: string[], ui: any, data: any, error: string, seq: number, focusHeading: boolean}}
  */
-const current = { key: "", page: null, args: [], ui: {}, data: null, error: "", seq: 0 };
+const current = { key: "", page: null, args: [], ui: {}, data: null, error: "", seq: 0, focusHeading: false };
 
-async function route() {
+/**
+ * route shows the page the hash names. On a route change (moved, not loaded: moved is true) the
+ * focus goes to the new page's heading once it is painted, as a screen reader expects of a new
+ * page; a first load leaves it at the top, where the skip link is.
+ * @param {boolean} [moved]
+ */
+async function route(moved) {
   const hash = location.hash || "#/";
   const found = routes.map(([re, page]) => /** @type {const} */ ([hash.match(re), page])).find(([m]) => m);
   if (!found) {
@@ -1112,6 +1360,7 @@ async function route() {
     current.ui = page.init ? page.init() : {};
     current.data = null;
     current.error = "";
+    current.focusHeading = moved === true;
   }
   document.title = page.title(null, args);
   if (!page.public) {
@@ -1122,6 +1371,7 @@ async function route() {
   if (page.mount) {
     current.seq++;
     try { await page.mount(args); } catch (e) { if (location.hash !== "#/login") view.replaceChildren(h("p", { class: "error" }, errorText(e))); }
+    focusHeading();
     return;
   }
   if (fresh) view.replaceChildren(h("p", { class: "note" }, "Loading…"));
@@ -1158,15 +1408,35 @@ function paint() {
     nodes = current.data ? [err, nodes] : err;
   }
   paintInto(view, nodes);
+  if (current.data || current.error) focusHeading();
+}
+
+// focusHeading moves the focus to the page's heading once after a route change, unless the
+// person has put it somewhere in the page meanwhile.
+function focusHeading() {
+  if (!current.focusHeading) return;
+  current.focusHeading = false;
+  const active = document.activeElement;
+  if (active && active !== document.body && view.contains(active)) return;
+  const h1 = /** @type {HTMLElement | null} */ (view.querySelector("h1"));
+  if (h1) h1.focus();
 }
 
 logoutButton.addEventListener("click", async () => {
   stopEvents();
+  signedIn = false;
   await fetch("/api/v1/logout", { method: "POST", headers: { "Content-Type": "application/json" } }).catch(() => undefined);
   clearBanner();
   location.hash = "#/login";
 });
-window.addEventListener("hashchange", route);
+window.addEventListener("hashchange", () => route(true));
+// The skip link moves the focus to the page itself: its href cannot be a fragment, which
+// routes here.
+byId("skip").addEventListener("click", e => {
+  e.preventDefault();
+  const h1 = /** @type {HTMLElement | null} */ (view.querySelector("h1"));
+  (h1 || view).focus();
+});
 route();
 
 // Time moves on a quiet fleet too: the page is painted again from what it holds ("… ago", a
