@@ -104,14 +104,8 @@ func RunDev(ctx context.Context, o DevOptions) (err error) {
 	if err := fleet.WriteKubeconfig(kubeconfig); err != nil {
 		return err
 	}
-	for i, m := range fleet.Members() {
-		labels := map[string]string{EnvironmentLabel: DemoEnvironment}
-		if i == 0 {
-			labels[StagingLabel] = DemoStagingEnvironment
-		}
-		if err := fleet.RegisterCluster(ctx, m, labels); err != nil {
-			return err
-		}
+	if err := fleet.RegisterDemoClusters(ctx); err != nil {
+		return err
 	}
 	// A two-stage pipeline: staging (the first member) runs a release first; edge takes it once
 	// it ran there healthily for DemoSoak.
