@@ -43,17 +43,24 @@ func StartControlPlane(a Assets) (*ControlPlane, error) {
 // Server is the API server's URL, without the trailing slash envtest leaves on it.
 func (c *ControlPlane) Server() string { return strings.TrimSuffix(c.Config.Host, "/") }
 
-// StartControllers runs kube-controller-manager against the control plane with the hub's
-// controllers (HubControllers), as a cluster admin, logging into dir. Stop stops it first.
-func (c *ControlPlane) StartControllers(a Assets, dir string) error {
+// StartControllers runs kube-controller-manager against the control plane with the given
+// controllers (by default the hub's, HubControllers), as a cluster admin, logging into dir.
+// Stop stops it first. It runs once per control plane.
+func (c *ControlPlane) StartControllers(a Assets, dir string, controllers ...string) error {
+	if c.controllers != nil {
+		return fmt.Errorf("kube-controller-manager already runs against %s", c.Server())
+	}
 	if err := a.CheckControllerManager(); err != nil {
 		return err
+	}
+	if len(controllers) == 0 {
+		controllers = HubControllers
 	}
 	kubeconfig := filepath.Join(dir, "controller-manager.kubeconfig")
 	if err := c.WriteKubeconfig(kubeconfig); err != nil {
 		return err
 	}
-	p, err := startProcess(dir, controllerManager("test", a.ControllerManager(), kubeconfig, HubControllers))
+	p, err := startProcess(dir, controllerManager("test", a.ControllerManager(), kubeconfig, controllers))
 	if err != nil {
 		return err
 	}
