@@ -24,9 +24,10 @@ ARGOCD_CRD_DIR := $(BIN)/argocd-crds-$(ARGOCD_VERSION)
 ARGOCD_DIR := $(BIN)/argocd-$(ARGOCD_VERSION)
 KWOK_DIR   := $(BIN)/kwok-$(KWOK_VERSION)
 COSIGN_DIR := $(BIN)/cosign-$(COSIGN_VERSION)
-# FLEET_DIR is where `kokumi dev` and the e2e tests find kube-controller-manager, KWOK and Argo CD.
+# FLEET_DIR is where `kokumi dev` and the e2e tests find kube-scheduler, KWOK and Argo CD.
 FLEET_DIR  := $(BIN)/fleet
-# ENVTEST_DIR is where the test harness finds kube-apiserver, etcd, kubectl and Argo CD's CRDs.
+# ENVTEST_DIR is where the test harness finds kube-apiserver, etcd, kubectl, kube-controller-manager
+# (which every cluster of the local fleet runs too) and Argo CD's CRDs.
 ENVTEST_DIR := $(BIN)/envtest
 
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)/controller-gen
@@ -155,13 +156,17 @@ fuzz: ## Run each fuzz target for FUZZTIME past its seed corpus (testdata/fuzz).
 	hack/fuzz.sh ./internal/images FuzzFindAndRewrite $(FUZZTIME)
 	hack/fuzz.sh ./internal/render FuzzHelmValues $(FUZZTIME)
 
-.PHONY: test-assets
-test-assets: $(ENVTEST_DIR)/.stamp-$(KUBE_VERSION)-$(ETCD_VERSION)-$(ARGOCD_VERSION)-$(COSIGN_VERSION) ## Build kube-apiserver, kubectl, etcd, cosign; fetch Argo CD's CRDs.
+# The stamp ends in the directory's layout version: bump it when the directory gains a file.
+ENVTEST_STAMP := $(ENVTEST_DIR)/.stamp-$(KUBE_VERSION)-$(ETCD_VERSION)-$(ARGOCD_VERSION)-$(COSIGN_VERSION)-2
 
-$(ENVTEST_DIR)/.stamp-$(KUBE_VERSION)-$(ETCD_VERSION)-$(ARGOCD_VERSION)-$(COSIGN_VERSION): $(KUBE_DIR)/kube-apiserver $(KUBE_DIR)/kubectl $(ETCD_DIR)/etcd $(ARGOCD_CRD_DIR)/application-crd.yaml $(COSIGN_DIR)/cosign
+.PHONY: test-assets
+test-assets: $(ENVTEST_STAMP) ## Build kube-apiserver, kubectl, kube-controller-manager, etcd, cosign; fetch Argo CD's CRDs.
+
+$(ENVTEST_STAMP): $(KUBE_DIR)/kube-apiserver $(KUBE_DIR)/kubectl $(KUBE_DIR)/kube-controller-manager $(ETCD_DIR)/etcd $(ARGOCD_CRD_DIR)/application-crd.yaml $(COSIGN_DIR)/cosign
 	rm -rf $(ENVTEST_DIR) && mkdir -p $(ENVTEST_DIR)/crds
 	ln -s ../k8s-$(KUBE_VERSION)/kube-apiserver $(ENVTEST_DIR)/kube-apiserver
 	ln -s ../k8s-$(KUBE_VERSION)/kubectl $(ENVTEST_DIR)/kubectl
+	ln -s ../k8s-$(KUBE_VERSION)/kube-controller-manager $(ENVTEST_DIR)/kube-controller-manager
 	ln -s ../etcd-$(ETCD_VERSION)/etcd $(ENVTEST_DIR)/etcd
 	ln -s ../cosign-$(COSIGN_VERSION)/cosign $(ENVTEST_DIR)/cosign
 	cp $(ARGOCD_CRD_DIR)/application-crd.yaml $(ARGOCD_CRD_DIR)/appproject-crd.yaml $(ENVTEST_DIR)/crds/
@@ -173,12 +178,11 @@ e2e: build test-assets fleet-assets ## Run the end-to-end tests on a local fleet
 	go test -tags e2e ./test/e2e -count=1 -v -timeout 30m
 
 .PHONY: fleet-assets
-fleet-assets: $(FLEET_DIR)/.stamp-$(KUBE_VERSION)-$(ARGOCD_VERSION)-$(KWOK_VERSION) ## Build kube-controller-manager, kube-scheduler, KWOK and Argo CD for the local fleet; check redis-server.
+fleet-assets: $(FLEET_DIR)/.stamp-$(KUBE_VERSION)-$(ARGOCD_VERSION)-$(KWOK_VERSION) ## Build kube-scheduler, KWOK and Argo CD for the local fleet; check redis-server.
 
-$(FLEET_DIR)/.stamp-$(KUBE_VERSION)-$(ARGOCD_VERSION)-$(KWOK_VERSION): $(KUBE_DIR)/kube-controller-manager $(KUBE_DIR)/kube-scheduler $(KWOK_DIR)/kwok $(ARGOCD_DIR)/argocd
+$(FLEET_DIR)/.stamp-$(KUBE_VERSION)-$(ARGOCD_VERSION)-$(KWOK_VERSION): $(KUBE_DIR)/kube-scheduler $(KWOK_DIR)/kwok $(ARGOCD_DIR)/argocd
 	@command -v redis-server >/dev/null || { echo "redis-server is missing: apt-get install -y redis-server"; exit 1; }
 	rm -rf $(FLEET_DIR) && mkdir -p $(FLEET_DIR)
-	ln -s ../k8s-$(KUBE_VERSION)/kube-controller-manager $(FLEET_DIR)/kube-controller-manager
 	ln -s ../k8s-$(KUBE_VERSION)/kube-scheduler $(FLEET_DIR)/kube-scheduler
 	ln -s ../kwok-$(KWOK_VERSION)/kwok $(FLEET_DIR)/kwok
 	ln -s ../kwok-$(KWOK_VERSION)/stages.yaml $(FLEET_DIR)/kwok-stages.yaml
@@ -194,7 +198,8 @@ $(KUBE_DIR)/kube-apiserver $(KUBE_DIR)/kubectl &:
 	mkdir -p $(KUBE_DIR)
 	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $(KUBE_DIR)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
 
-# The local fleet's members run kube-controller-manager and kube-scheduler (KWOK's nodes run nothing).
+# The local fleet's clusters run kube-controller-manager (the hub some of its controllers, the tests
+# that need them too); its members run kube-scheduler (KWOK's nodes run nothing).
 $(KUBE_DIR)/kube-controller-manager $(KUBE_DIR)/kube-scheduler &:
 	@echo "building kube-controller-manager and kube-scheduler $(KUBE_VERSION) (a few minutes the first time)"
 	mkdir -p $(KUBE_DIR)

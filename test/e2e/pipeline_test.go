@@ -44,15 +44,7 @@ func TestAReleaseFlowsFromStagingToEdgeWithASignedRecord(t *testing.T) {
 		edgeOr    = "podinfo-edge"
 	)
 	ctx := context.Background()
-	for i, m := range fleet.Members() {
-		labels := map[string]string{sandbox.EnvironmentLabel: sandbox.DemoEnvironment}
-		if i == 0 {
-			labels[sandbox.StagingLabel] = sandbox.DemoStagingEnvironment
-		}
-		if err := fleet.RegisterCluster(ctx, m, labels); err != nil {
-			t.Fatal(err)
-		}
-	}
+	must(t, fleet.RegisterDemoClusters(ctx))
 	for _, e := range []sandbox.EnvironmentSetup{
 		{Name: "staging", Selector: map[string]string{sandbox.StagingLabel: sandbox.DemoStagingEnvironment}},
 		{Name: "edge", Requires: []deliveryv1alpha1.StageRequirement{{Environment: "staging", Soak: &metav1.Duration{Duration: soak}}}},

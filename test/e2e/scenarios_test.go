@@ -498,23 +498,33 @@ func expectWorkload(t *testing.T, cluster, namespace string) {
 	})
 }
 
-// applications lists the names of Kokumi's Applications of a Serving of the tenant namespace.
+// applications lists the names of Kokumi's Applications of a Serving of the tenant namespace
+// that are not being deleted.
 func applications(t *testing.T, name string) []string {
 	t.Helper()
-	list := &unstructured.UnstructuredList{}
-	list.SetAPIVersion("argoproj.io/v1alpha1")
-	list.SetKind("ApplicationList")
-	if err := hub.List(context.Background(), list, client.InNamespace(fleet.ArgoCDNamespace),
-		client.MatchingLabels{argocd.LabelServing: name, argocd.LabelServingNamespace: tenant}); err != nil {
+	all, err := servingApplications(context.Background(), tenant, name)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, app := range list.Items {
+	for _, app := range all {
 		if app.GetDeletionTimestamp() == nil {
 			out = append(out, app.GetName())
 		}
 	}
 	return out
+}
+
+// servingApplications lists Kokumi's Applications of the Serving ns/name, those being deleted too.
+func servingApplications(ctx context.Context, ns, name string) ([]unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("argoproj.io/v1alpha1")
+	list.SetKind("ApplicationList")
+	if err := hub.List(ctx, list, client.InNamespace(fleet.ArgoCDNamespace),
+		client.MatchingLabels{argocd.LabelServing: name, argocd.LabelServingNamespace: ns}); err != nil {
+		return nil, fmt.Errorf("list the Applications of Serving %s/%s: %w", ns, name, err)
+	}
+	return list.Items, nil
 }
 
 func setUnschedulable(t *testing.T, cluster string, unschedulable bool) {

@@ -6,50 +6,43 @@ import (
 	"path/filepath"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 )
 
 // AggregateTenantRoles applies Kokumi's tenant and view roles (config/rbac/kokumi_tenant_role.yaml)
-// and fills the standard admin, edit and view roles from them, as a cluster's controller
-// manager does (the test control plane runs none): whoever holds edit in a namespace may then
-// deliver there.
+// and runs kube-controller-manager's ClusterRole aggregation controller (the one a cluster
+// runs, and the only one: these tests own their objects' lifecycle), then waits until it has
+// filled the standard admin, edit and view roles from them: whoever holds edit in a namespace
+// may then deliver there. It starts the controller once per control plane.
 func (e *Env) AggregateTenantRoles(ctx context.Context) error {
 	if _, err := e.Kubectl(ctx, "apply", "-f", filepath.Join(e.Assets.Root, "config", "rbac", "kokumi_tenant_role.yaml")); err != nil {
 		return fmt.Errorf("apply the tenant roles: %w", err)
 	}
-	var roles rbacv1.ClusterRoleList
-	if err := e.Client.List(ctx, &roles); err != nil {
-		return fmt.Errorf("list ClusterRoles: %w", err)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if !e.aggregating {
+		if err := e.StartControllers(e.Assets, e.tmp, "clusterrole-aggregation-controller"); err != nil {
+			return err
+		}
+		e.aggregating = true
 	}
-	for _, standard := range []string{"admin", "edit", "view"} {
-		var role rbacv1.ClusterRole
-		if err := e.Client.Get(ctx, client.ObjectKey{Name: standard}, &role); err != nil {
-			return fmt.Errorf("get ClusterRole %s: %w", standard, err)
-		}
-		if role.AggregationRule == nil {
-			continue
-		}
-		var rules []rbacv1.PolicyRule
-		for _, sel := range role.AggregationRule.ClusterRoleSelectors {
-			selector, err := metav1.LabelSelectorAsSelector(&sel)
+	for _, role := range []string{"admin", "edit", "view"} {
+		for {
+			ok, err := sandbox.Aggregated(ctx, e.Client, role)
 			if err != nil {
-				return fmt.Errorf("aggregation rule of %s: %w", standard, err)
+				return err
 			}
-			for _, r := range roles.Items {
-				if r.Name != standard && selector.Matches(labels.Set(r.Labels)) {
-					rules = append(rules, r.Rules...)
-				}
+			if ok {
+				break
 			}
-		}
-		role.Rules = rules
-		if err := e.Client.Update(ctx, &role); err != nil {
-			return fmt.Errorf("aggregate ClusterRole %s: %w", standard, err)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("ClusterRole %s not aggregated: %w", role, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
 	}
 	return nil

@@ -39,6 +39,8 @@ type Env struct {
 	Kubeconfig string
 
 	tmp string
+	// aggregating says whether the ClusterRole aggregation controller runs.
+	aggregating bool
 }
 
 // Start starts a control plane with every CRD installed.

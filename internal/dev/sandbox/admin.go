@@ -83,6 +83,21 @@ func (f *Fleet) RegisterCluster(ctx context.Context, c *Cluster, labels map[stri
 	return nil
 }
 
+// RegisterDemoClusters registers every member as the demo does: each labelled
+// EnvironmentLabel=DemoEnvironment, the first also StagingLabel=DemoStagingEnvironment.
+func (f *Fleet) RegisterDemoClusters(ctx context.Context) error {
+	for i, m := range f.Members() {
+		labels := map[string]string{EnvironmentLabel: DemoEnvironment}
+		if i == 0 {
+			labels[StagingLabel] = DemoStagingEnvironment
+		}
+		if err := f.RegisterCluster(ctx, m, labels); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // EnvironmentSetup is an Environment of a tenant namespace and the AppProject it deploys with.
 type EnvironmentSetup struct {
 	// Namespace is the tenant namespace the Environment and the Orders live in.

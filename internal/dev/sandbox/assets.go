@@ -18,14 +18,15 @@ const ModulePath = "github.com/kokumi-dev/kokumi"
 type Assets struct {
 	// Root is the repository root.
 	Root string
-	// BinDir holds kube-apiserver, etcd and kubectl.
+	// BinDir holds kube-apiserver, etcd, kubectl and kube-controller-manager.
 	BinDir string
 	// ArgoCDCRDDir holds Argo CD's Application and AppProject CRDs.
 	ArgoCDCRDDir string
 	// KokumiCRDDir holds Kokumi's generated CRDs.
 	KokumiCRDDir string
-	// FleetDir holds what the local fleet runs beside the API servers: kube-controller-manager,
-	// kube-scheduler, kwok and its stages, and Argo CD's multicall binary (`make fleet-assets`).
+	// FleetDir holds what the local fleet runs beside the API servers and
+	// kube-controller-manager: kube-scheduler, kwok and its stages, and Argo CD's multicall
+	// binary (`make fleet-assets`).
 	FleetDir string
 }
 
@@ -102,7 +103,10 @@ func (a Assets) Check() error {
 
 // CheckFleet reports the first missing asset of the local fleet, and how to build it.
 func (a Assets) CheckFleet() error {
-	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml", "argocd"} {
+	if err := a.CheckControllerManager(); err != nil {
+		return err
+	}
+	for _, name := range []string{"kube-scheduler", "kwok", "kwok-stages.yaml", "argocd"} {
 		p := filepath.Join(a.FleetDir, name)
 		if _, err := os.Stat(p); err != nil {
 			return fmt.Errorf("fleet asset %s is missing: run `make fleet-assets` (it builds them once into bin/): %w", p, err)
@@ -110,6 +114,15 @@ func (a Assets) CheckFleet() error {
 	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return fmt.Errorf("redis-server is missing (Argo CD needs it): apt-get install -y redis-server: %w", err)
+	}
+	return nil
+}
+
+// CheckControllerManager reports a missing kube-controller-manager, which every cluster of the
+// fleet runs and the tests that need a cluster's controllers start, and how to build it.
+func (a Assets) CheckControllerManager() error {
+	if _, err := os.Stat(a.ControllerManager()); err != nil {
+		return fmt.Errorf("control-plane asset %s is missing: run `make test-assets` (it builds it once into bin/): %w", a.ControllerManager(), err)
 	}
 	return nil
 }
@@ -134,6 +147,9 @@ func (a Assets) Versions() map[string]string {
 
 // Kubectl is the path of the built kubectl.
 func (a Assets) Kubectl() string { return filepath.Join(a.BinDir, "kubectl") }
+
+// ControllerManager is the path of the built kube-controller-manager.
+func (a Assets) ControllerManager() string { return filepath.Join(a.BinDir, "kube-controller-manager") }
 
 // Cosign is the path of stock cosign, which `make test-assets` builds beside kubectl.
 func (a Assets) Cosign() string { return filepath.Join(a.BinDir, "cosign") }

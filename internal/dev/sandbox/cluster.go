@@ -182,22 +182,12 @@ func (c *Cluster) start(ctx context.Context, f *Fleet) error {
 // startMemberComponents starts kube-controller-manager, kube-scheduler and KWOK on a member.
 func (c *Cluster) startMemberComponents(f *Fleet, saKey string) error {
 	t := f.opts.Assets
-	specs := []processSpec{{
-		name: c.Name + "-kube-controller-manager",
-		path: filepath.Join(t.FleetDir, "kube-controller-manager"),
-		args: []string{
-			"--kubeconfig=" + c.Kubeconfig,
-			"--authentication-skip-lookup=true",
-			"--secure-port=0",
-			"--leader-elect=false",
-			"--cluster-name=" + c.Name,
-			"--service-account-private-key-file=" + saKey,
-			"--root-ca-file=" + c.ca.caFile(),
-			"--use-service-account-credentials=false",
-			// Quick to notice a rollout that cannot progress, and to clean up.
-			"--concurrent-deployment-syncs=5",
-		},
-	}, {
+	specs := []processSpec{controllerManager(c.Name, t.ControllerManager(), c.Kubeconfig, []string{"*"},
+		"--service-account-private-key-file="+saKey,
+		"--root-ca-file="+c.ca.caFile(),
+		// Quick to notice a rollout that cannot progress, and to clean up.
+		"--concurrent-deployment-syncs=5",
+	), {
 		name: c.Name + "-kube-scheduler",
 		path: filepath.Join(t.FleetDir, "kube-scheduler"),
 		args: []string{
@@ -230,6 +220,20 @@ func (c *Cluster) startMemberComponents(f *Fleet, saKey string) error {
 		}
 		c.procs = append(c.procs, p)
 	}
+	return nil
+}
+
+// startHubControllers starts kube-controller-manager on the hub with HubControllers. Start it
+// once the CRDs are installed: the garbage collector learns the kinds there are at its start,
+// and only every 30 s after.
+func (c *Cluster) startHubControllers(f *Fleet) error {
+	p, err := startProcess(f.logDir, controllerManager(c.Name, f.opts.Assets.ControllerManager(), c.Kubeconfig, HubControllers))
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.procs = append(c.procs, p)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -12,7 +13,8 @@ import (
 
 // ControlPlane is a real kube-apiserver and etcd with Kokumi's and Argo CD's CRDs installed.
 type ControlPlane struct {
-	env *envtest.Environment
+	env         *envtest.Environment
+	controllers *process
 	// Config reaches the API server as a cluster admin.
 	Config *rest.Config
 }
@@ -41,8 +43,38 @@ func StartControlPlane(a Assets) (*ControlPlane, error) {
 // Server is the API server's URL, without the trailing slash envtest leaves on it.
 func (c *ControlPlane) Server() string { return strings.TrimSuffix(c.Config.Host, "/") }
 
-// Stop stops the API server and etcd and removes their data.
+// StartControllers runs kube-controller-manager against the control plane with the given
+// controllers (by default the hub's, HubControllers), as a cluster admin, logging into dir.
+// Stop stops it first. It runs once per control plane.
+func (c *ControlPlane) StartControllers(a Assets, dir string, controllers ...string) error {
+	if c.controllers != nil {
+		return fmt.Errorf("kube-controller-manager already runs against %s", c.Server())
+	}
+	if err := a.CheckControllerManager(); err != nil {
+		return err
+	}
+	if len(controllers) == 0 {
+		controllers = HubControllers
+	}
+	kubeconfig := filepath.Join(dir, "controller-manager.kubeconfig")
+	if err := c.WriteKubeconfig(kubeconfig); err != nil {
+		return err
+	}
+	p, err := startProcess(dir, controllerManager("test", a.ControllerManager(), kubeconfig, controllers))
+	if err != nil {
+		return err
+	}
+	c.controllers = p
+	return nil
+}
+
+// Stop stops the controllers, the API server and etcd, and removes their data.
 func (c *ControlPlane) Stop() error {
+	if c.controllers != nil {
+		if err := c.controllers.stop(10 * time.Second); err != nil {
+			return err
+		}
+	}
 	if err := c.env.Stop(); err != nil {
 		return fmt.Errorf("stop control plane: %w", err)
 	}

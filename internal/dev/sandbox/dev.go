@@ -104,14 +104,8 @@ func RunDev(ctx context.Context, o DevOptions) (err error) {
 	if err := fleet.WriteKubeconfig(kubeconfig); err != nil {
 		return err
 	}
-	for i, m := range fleet.Members() {
-		labels := map[string]string{EnvironmentLabel: DemoEnvironment}
-		if i == 0 {
-			labels[StagingLabel] = DemoStagingEnvironment
-		}
-		if err := fleet.RegisterCluster(ctx, m, labels); err != nil {
-			return err
-		}
+	if err := fleet.RegisterDemoClusters(ctx); err != nil {
+		return err
 	}
 	// A two-stage pipeline: staging (the first member) runs a release first; edge takes it once
 	// it ran there healthily for DemoSoak.
@@ -238,7 +232,7 @@ func printFleet(o DevOptions, f *Fleet, demo *Demo, kubeconfig string, ui uiInfo
 	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "\nKokumi runs on a local fleet (up in %s; state in %s).\n\n", took.Round(100*time.Millisecond), o.StateDir)
 	fmt.Fprintf(w, "CLUSTER\tAPI SERVER\tRUNS\n")
-	fmt.Fprintf(w, "hub\t%s\tKokumi's controller and server (%s), argocd-application-controller, argocd-repo-server (%s), redis (%s), the bundled registry (%s)\n", f.Hub.Server, ui.addr, f.RepoServer, f.Redis, f.Registry)
+	fmt.Fprintf(w, "hub\t%s\tKokumi's controller and server (%s), argocd-application-controller, argocd-repo-server (%s), redis (%s), the bundled registry (%s), kube-controller-manager (garbage collector, namespace, ClusterRole aggregation)\n", f.Hub.Server, ui.addr, f.RepoServer, f.Redis, f.Registry)
 	for _, m := range f.Members() {
 		fmt.Fprintf(w, "%s\t%s\tkube-controller-manager, kube-scheduler, KWOK (node %s)\n", m.Name, m.Server, NodeName)
 	}

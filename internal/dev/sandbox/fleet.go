@@ -133,6 +133,16 @@ func (f *Fleet) start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("install the CRDs on the hub: %w", err)
 	}
+	if err := hub.startHubControllers(f); err != nil {
+		return err
+	}
+	adminClient, err := f.AdminClient()
+	if err != nil {
+		return err
+	}
+	if err := InstallPeopleRBAC(ctx, adminClient, f.opts.Assets.Root); err != nil {
+		return err
+	}
 	if err := f.seedRegistryCredentials(ctx); err != nil {
 		return err
 	}
