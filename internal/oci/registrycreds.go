@@ -59,15 +59,38 @@ const NamespacePullerPrefix = "pull-"
 // pusher's password as a key.
 const namespacePullerContext = "kokumi namespace puller v1\x00"
 
+// NamespacePusherPrefix begins the user name of every namespace pusher:
+// NamespacePusherPrefix + <namespace>. The stored identities may not use it.
+const NamespacePusherPrefix = "push-"
+
+// namespacePusherContext separates the namespace pushers' passwords from the pullers' and any
+// other use of the pusher's password as a key.
+const namespacePusherContext = "kokumi namespace pusher v1\x00"
+
 // NamespacePuller is the identity that pulls only namespace's Preparations
 // (kokumi/<namespace>/…) and vendored images (vendor/<namespace>/…): the one Argo CD and the
 // namespace's Pods get. Its password is HMAC-SHA256 of the namespace keyed with the pusher's
 // password, so that the registry checks it and the controller hands it out without storing
 // one per namespace, and a new pusher password (a rotation) changes every one of them.
 func (c RegistryCredentials) NamespacePuller(namespace string) Credential {
+	return c.derived(NamespacePullerPrefix, namespacePullerContext, namespace)
+}
+
+// NamespacePusher is the identity the controller renders an Order of namespace as: it pushes
+// only namespace's Preparations (kokumi/<namespace>/…) and vendored images
+// (vendor/<namespace>/…), and reads those and the repositories of no namespace (charts an
+// admin pushed), so that what keeps one tenant's render from writing or reading another's
+// lives in the registry too, not only in Kokumi's client. Derived as NamespacePuller is.
+func (c RegistryCredentials) NamespacePusher(namespace string) Credential {
+	return c.derived(NamespacePusherPrefix, namespacePusherContext, namespace)
+}
+
+// derived is the identity prefix+namespace whose password is HMAC-SHA256 of context and the
+// namespace, keyed with the pusher's password.
+func (c RegistryCredentials) derived(prefix, context, namespace string) Credential {
 	mac := hmac.New(sha256.New, []byte(c.Pusher.Password))
-	mac.Write([]byte(namespacePullerContext + namespace))
-	return Credential{Username: NamespacePullerPrefix + namespace, Password: base64.RawURLEncoding.EncodeToString(mac.Sum(nil))}
+	mac.Write([]byte(context + namespace))
+	return Credential{Username: prefix + namespace, Password: base64.RawURLEncoding.EncodeToString(mac.Sum(nil))}
 }
 
 // dnsLabel is a Kubernetes namespace's name (RFC 1123 label).
@@ -77,6 +100,13 @@ var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 // username names no namespace puller.
 func NamespaceOfPuller(username string) (namespace string, ok bool) {
 	namespace, ok = strings.CutPrefix(username, NamespacePullerPrefix)
+	return namespace, ok && dnsLabel.MatchString(namespace)
+}
+
+// NamespaceOfPusher returns the namespace of a namespace pusher's user name; ok is false when
+// username names no namespace pusher.
+func NamespaceOfPusher(username string) (namespace string, ok bool) {
+	namespace, ok = strings.CutPrefix(username, NamespacePusherPrefix)
 	return namespace, ok && dnsLabel.MatchString(namespace)
 }
 
@@ -115,7 +145,8 @@ func (c RegistryCredentials) Data() map[string][]byte {
 }
 
 // ParseRegistryCredentials reads the data of RegistryCredentialsSecret. Every key must be set,
-// the two user names must differ, and neither may begin with NamespacePullerPrefix.
+// the two user names must differ, and neither may begin with NamespacePullerPrefix or
+// NamespacePusherPrefix.
 func ParseRegistryCredentials(data map[string][]byte) (RegistryCredentials, error) {
 	var missing []string
 	value := func(key string) string {
@@ -136,8 +167,10 @@ func ParseRegistryCredentials(data map[string][]byte) (RegistryCredentials, erro
 		return RegistryCredentials{}, fmt.Errorf("the pusher and the puller are both %q: they must differ", c.Pusher.Username)
 	}
 	for _, name := range []string{c.Pusher.Username, c.Puller.Username} {
-		if strings.HasPrefix(name, NamespacePullerPrefix) {
-			return RegistryCredentials{}, fmt.Errorf("the user name %q begins with %q, which names the namespace pullers", name, NamespacePullerPrefix)
+		for _, prefix := range []string{NamespacePullerPrefix, NamespacePusherPrefix} {
+			if strings.HasPrefix(name, prefix) {
+				return RegistryCredentials{}, fmt.Errorf("the user name %q begins with %q, which names the namespace pullers and pushers", name, prefix)
+			}
 		}
 	}
 	return c, nil

@@ -755,7 +755,7 @@ func (r *Reconciler) input(order *deliveryv1alpha1.Order, product *deliveryv1alp
 // the pusher in the bundled registry, where it reaches only namespace's own Preparations and
 // vendored images (vendored under vendor/<namespace>/).
 func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespace string) (*build.Builder, *failure) {
-	creds, err := r.withPusher(ctx, creds)
+	creds, err := r.withPusher(ctx, creds, namespace)
 	if err != nil {
 		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
 	}

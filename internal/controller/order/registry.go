@@ -13,9 +13,10 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 )
 
-// withPusher returns creds with the bundled registry's pusher added, in place of any
-// credential the Product's Secret gives for that host.
-func (r *Reconciler) withPusher(ctx context.Context, creds oci.Credentials) (oci.Credentials, error) {
+// withPusher returns creds with the bundled registry's pusher of namespace added
+// (oci.RegistryCredentials.NamespacePusher: it writes namespace's repositories alone), in place
+// of any credential the Product's Secret gives for that host.
+func (r *Reconciler) withPusher(ctx context.Context, creds oci.Credentials, namespace string) (oci.Credentials, error) {
 	var reader client.Reader = r.Client
 	if r.APIReader != nil {
 		reader = r.APIReader
@@ -28,7 +29,7 @@ func (r *Reconciler) withPusher(ctx context.Context, creds oci.Credentials) (oci
 	for host, c := range creds {
 		out[host] = c
 	}
-	out[r.Config.BundledRegistry] = registry.Pusher
+	out[r.Config.BundledRegistry] = registry.NamespacePusher(namespace)
 	return out, nil
 }
 

@@ -44,6 +44,10 @@ const (
 	// roleNamespacePuller reads the repositories of its namespace alone: Argo CD, and the
 	// namespace's Pods that pull vendored images.
 	roleNamespacePuller
+	// roleNamespacePusher writes the repositories of its namespace alone, and reads those and
+	// the repositories of no namespace (charts an admin pushed): Kokumi's controller rendering
+	// an Order of the namespace.
+	roleNamespacePusher
 )
 
 // isInventoryPath says whether path lists repositories (the catalog) or a repository's
@@ -64,6 +68,8 @@ func (u user) String() string {
 		return "the pusher"
 	case roleNamespacePuller:
 		return "the puller of namespace " + u.namespace
+	case roleNamespacePusher:
+		return "the pusher of namespace " + u.namespace
 	}
 	return "the puller"
 }
@@ -92,18 +98,27 @@ func (u user) may(method, route, name string) string {
 	owner, owned := oci.OwnerOfRepository(name)
 	switch method {
 	case http.MethodGet, http.MethodHead:
-		if u.role != roleNamespacePuller || (owned && owner == u.namespace) {
-			return ""
+		switch {
+		case u.role == roleNamespacePuller && !(owned && owner == u.namespace):
+			return u.String() + " reads only " + oci.ArtifactDir + "/" + u.namespace + "/… and " + oci.VendorDir + "/" + u.namespace + "/…, not " + name
+		case u.role == roleNamespacePusher && owned && owner != u.namespace:
+			return u.String() + " reads only its namespace's repositories and those of no namespace, not " + name + " of namespace " + owner
 		}
-		return u.String() + " reads only " + oci.ArtifactDir + "/" + u.namespace + "/… and " + oci.VendorDir + "/" + u.namespace + "/…, not " + name
+		return ""
 	case http.MethodPost, http.MethodPut, http.MethodPatch:
-		if u.role == rolePusher {
+		switch u.role {
+		case rolePusher:
 			return ""
+		case roleNamespacePusher:
+			if owned && owner == u.namespace {
+				return ""
+			}
+			return u.String() + " writes only " + oci.ArtifactDir + "/" + u.namespace + "/… and " + oci.VendorDir + "/" + u.namespace + "/…, not " + name
 		}
 		return u.String() + " may not " + method + ": it only pulls"
 	case http.MethodDelete:
 		if u.role != rolePusher {
-			return u.String() + " may not DELETE: it only pulls"
+			return u.String() + " may not DELETE: only Kokumi's collector, signed in as the pusher, deletes manifests"
 		}
 		if !owned {
 			return "the pusher deletes only in " + oci.ArtifactDir + "/<namespace>/… and " + oci.VendorDir + "/<namespace>/…, not in " + name
@@ -176,7 +191,7 @@ func (a *authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u, ok := a.authenticate(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Basic realm="`+RegistryRealm+`"`)
-		registryError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required: sign in as Kokumi's pusher, its puller or a namespace's puller")
+		registryError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required: sign in as Kokumi's pusher, its puller, or a namespace's puller or pusher")
 		return
 	}
 	if isInventoryPath(r.URL.Path) && r.URL.Path != oci.CatalogPath {
@@ -203,6 +218,13 @@ func (a *authorizer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		registryError(w, http.StatusForbidden, "DENIED", why)
 		return
 	}
+	if from := r.URL.Query().Get("from"); from != "" && r.Method == http.MethodPost {
+		// A blob mounted from another repository is read there: the same rule as a pull.
+		if why := u.may(http.MethodGet, apiv2.RouteNameBlob, from); why != "" {
+			registryError(w, http.StatusForbidden, "DENIED", "mounting a blob from "+from+": "+why)
+			return
+		}
+	}
 	if u.role == rolePusher {
 		r = r.WithContext(context.WithValue(r.Context(), pusherKey{}, true))
 	}
@@ -226,13 +248,24 @@ func (a *authorizer) authenticate(r *http.Request) (user, bool) {
 // a stored identity by comparing with every one in constant time.
 func (s signIns) match(name, password string) (user, bool) {
 	p := sha256.Sum256([]byte(password))
-	if namespace, ok := oci.NamespaceOfPuller(name); ok {
-		if s.creds.Pusher.Password == "" {
-			return user{}, false // no key read yet: no namespace puller signs in
+	for _, d := range []struct {
+		of   func(string) (string, bool)
+		cred func(string) oci.Credential
+		role role
+	}{
+		{oci.NamespaceOfPuller, s.creds.NamespacePuller, roleNamespacePuller},
+		{oci.NamespaceOfPusher, s.creds.NamespacePusher, roleNamespacePusher},
+	} {
+		namespace, ok := d.of(name)
+		if !ok {
+			continue
 		}
-		want := sha256.Sum256([]byte(s.creds.NamespacePuller(namespace).Password))
+		if s.creds.Pusher.Password == "" {
+			return user{}, false // no key read yet: no namespace identity signs in
+		}
+		want := sha256.Sum256([]byte(d.cred(namespace).Password))
 		if subtle.ConstantTimeCompare(p[:], want[:]) == 1 {
-			return user{role: roleNamespacePuller, namespace: namespace}, true
+			return user{role: d.role, namespace: namespace}, true
 		}
 		return user{}, false
 	}

@@ -382,3 +382,82 @@ func TestBundledRegistryLetsANamespacesPullerReadOnlyItsOwnNamespace(t *testing.
 		}
 	}
 }
+
+// The controller renders an Order of a namespace as that namespace's pusher: it writes only
+// that namespace's Preparations and vendored images, reads those and the charts of no
+// namespace, and neither reads, writes, mounts from nor deletes another namespace's, so that a
+// render's isolation lives in the registry too, not only in Kokumi's client.
+func TestANamespacesPusherWritesAndReadsOnlyItsOwnNamespace(t *testing.T) {
+	ctx := context.Background()
+	creds, err := oci.GenerateRegistryCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := ocitest.StartWithCredentials(t, creds)
+	pusher := &oci.Client{Credentials: oci.Credentials{reg.Addr: creds.Pusher}}
+	repoB := ocitest.Repo(reg, "kokumi/team-b/app")
+	digestB, err := pusher.PushArtifact(ctx, repoB, []byte("kind: Secret # of team-b\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart := ocitest.Repo(reg, "charts/shared")
+	chartDigest, err := pusher.PushArtifact(ctx, chart, []byte("a chart an admin pushed"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := creds.NamespacePusher("team-a")
+	if a.Username != "push-team-a" || a.Password == creds.NamespacePuller("team-a").Password || len(a.Password) < 40 {
+		t.Fatalf("team-a's pusher %q: want push-<namespace> with its own long password", a.Username)
+	}
+	asA := &oci.Client{Credentials: oci.Credentials{reg.Addr: a}}
+
+	// Its own namespace: it pushes a Preparation and a vendored image, and reads them back;
+	// it reads a chart of no namespace.
+	repoA := ocitest.Repo(reg, "kokumi/team-a/app")
+	digestA, err := asA.PushArtifact(ctx, repoA, []byte("kind: ConfigMap # of team-a\n"), nil)
+	if err != nil {
+		t.Fatalf("team-a's pusher could not push its Preparation: %v", err)
+	}
+	if _, err := asA.Pull(ctx, repoA, digestA); err != nil {
+		t.Errorf("team-a's pusher could not read its Preparation: %v", err)
+	}
+	if _, err := asA.PushArtifact(ctx, ocitest.Repo(reg, "vendor/team-a/ghcr.io/app"), []byte("an image"), nil); err != nil {
+		t.Errorf("team-a's pusher could not vendor into its namespace: %v", err)
+	}
+	if _, err := asA.Pull(ctx, chart, chartDigest); err != nil {
+		t.Errorf("team-a's pusher could not read a chart of no namespace: %v", err)
+	}
+
+	// Another namespace's: no read, no write, no delete; nor a chart of no namespace written.
+	if _, err := asA.Pull(ctx, repoB, digestB); ocitest.Status(err) != http.StatusForbidden {
+		t.Errorf("team-a's pusher pulled team-b's Preparation: %v, want 403", err)
+	}
+	for what, repo := range map[string]string{"team-b's Preparations": repoB, "team-b's vendored images": ocitest.Repo(reg, "vendor/team-b/ghcr.io/app"), "a shared chart": chart} {
+		if _, err := asA.PushArtifact(ctx, repo, []byte("evil"), nil); ocitest.Status(err) != http.StatusForbidden {
+			t.Errorf("team-a's pusher pushed to %s: %v, want 403", what, err)
+		}
+	}
+	manifestB := "http://" + reg.Addr + "/v2/kokumi/team-b/app/manifests/" + digestB
+	if resp := raw(t, http.MethodDelete, manifestB, a); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("DELETE of team-b's Preparation as team-a's pusher: %d, want 403", resp.StatusCode)
+	}
+	if resp := raw(t, http.MethodDelete, "http://"+reg.Addr+"/v2/kokumi/team-a/app/manifests/"+digestA, a); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("DELETE of its own Preparation as team-a's pusher: %d, want 403 (only the collector deletes)", resp.StatusCode)
+	}
+	// Mounting team-b's blobs into its own repository would read them by digest.
+	blob := "sha256:" + strings.TrimPrefix(digestB, "sha256:")
+	mount := "http://" + reg.Addr + "/v2/kokumi/team-a/app/blobs/uploads/?mount=" + blob + "&from=kokumi/team-b/app"
+	if resp := raw(t, http.MethodPost, mount, a); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("mounting from team-b's repository as team-a's pusher: %d, want 403", resp.StatusCode)
+	}
+	for _, path := range []string{"/v2/_catalog", "/v2/kokumi/team-b/app/tags/list"} {
+		if resp := raw(t, http.MethodGet, "http://"+reg.Addr+path, a); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("GET %s as team-a's pusher: %d, want 403", path, resp.StatusCode)
+		}
+	}
+	// A forged one signs in nowhere.
+	forged := oci.Credential{Username: "push-team-b", Password: a.Password}
+	if _, err := (&oci.Client{Credentials: oci.Credentials{reg.Addr: forged}}).PushArtifact(ctx, repoB, []byte("evil"), nil); ocitest.Status(err) != http.StatusUnauthorized {
+		t.Errorf("team-b's pusher name with team-a's password pushed: %v, want 401", err)
+	}
+}
