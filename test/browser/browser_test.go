@@ -47,3 +47,5 @@ func TestStagePassedWithOtherValuesSaysSo(t *testing.T) { scenario(t, "stage-oth
 func TestMisdirectedRequestHasSecurityHeaders(t *testing.T) { scenario(t, "misdirected") }
 
 func TestPromoteAndRollBack(t *testing.T) { scenario(t, "promote-rollback") }
+
+func TestSecretsHiddenFromWhoMayNotReadThem(t *testing.T) { scenario(t, "secrets-hidden") }

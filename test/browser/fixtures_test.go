@@ -2,6 +2,7 @@ package browser
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"sync"
@@ -192,6 +193,18 @@ spec:
   ports:
   - port: 9898
 `, p.replicas, strings.Repeat(fmt.Sprint(i+4), 64))
+		if p.name != "web-1" {
+			// A password the chart generated, another in each release (scenario secrets-hidden).
+			manifests += `---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: web-db
+  namespace: web
+data:
+  password: ` + base64.StdEncoding.EncodeToString([]byte("s3cr3t-"+p.name)) + `
+`
+		}
 		if p.name == "web-3" {
 			manifests += `---
 apiVersion: v1

@@ -554,6 +554,37 @@ Object.assign(scenarios, {
     check(!(await page.$(".banner.bad")), "nothing red");
   },
 
+  // A viewer who may not get Secrets sees that the Secrets' values are hidden, and none of
+  // them, in the preview and in the diff; who may get them sees them and no note.
+  async "secrets-hidden"(page) {
+    const passwords = ["czNjcjN0LXdlYi0z", "czNjcjN0LXdlYi0y"]; // base64 of s3cr3t-web-3, s3cr3t-web-2
+    await login(page, viewerToken);
+    await page.goto(servingURL);
+    await page.waitForSelector(`${web3} button[data-action=preview]`);
+    await page.click(`${web3} button[data-action=preview]`);
+    await page.waitForSelector("#panel details.object", { timeout: 15000 });
+    for (const what of ["preview", "diff"]) {
+      if (what === "diff") {
+        await page.click(`${web3} button[data-action=diff]`);
+        await page.waitForSelector("#panel .diff", { timeout: 15000 });
+      }
+      const note = await page.textContent("#panel .redacted");
+      check(/hidden/i.test(note || "") && (note || "").includes("web-db"), `${what}: the viewer is told which Secret's values are hidden (${note})`);
+      const text = await page.$eval("#panel", el => el.textContent || "");
+      check(!passwords.some(p => text.includes(p)), `${what}: no password reaches the viewer`);
+    }
+    await shot(page, "secrets-hidden");
+    await page.context().clearCookies();
+    await login(page);
+    await page.goto(servingURL);
+    await page.waitForSelector(`${web3} button[data-action=preview]`);
+    await page.click(`${web3} button[data-action=preview]`);
+    await page.waitForSelector("#panel details.object", { timeout: 15000 });
+    check(!(await page.$("#panel .redacted")), "who may get Secrets is told nothing is hidden");
+    const text = await page.$eval("#panel", el => el.textContent || "");
+    check(text.includes(passwords[0]), "and sees the value");
+  },
+
   // Bidirectional control characters are flagged in the preview and in the diff.
   async bidi(page) {
     await login(page);
