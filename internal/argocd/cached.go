@@ -237,7 +237,7 @@ func (a *Application) DeepCopy() *Application {
 		return nil
 	}
 	out := &Application{TypeMeta: a.TypeMeta, Spec: a.Spec.DeepCopy(), Status: a.Status.deepCopy()}
-	a.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	a.DeepCopyInto(&out.ObjectMeta)
 	return out
 }
 
@@ -250,7 +250,7 @@ func (l *ApplicationList) DeepCopy() *ApplicationList {
 		return nil
 	}
 	out := &ApplicationList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	if l.Items != nil {
 		out.Items = make([]Application, len(l.Items))
 		for i := range l.Items {

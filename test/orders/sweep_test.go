@@ -175,16 +175,16 @@ func TestTheSweeperDeletesWhatNothingNames(t *testing.T) {
 	f := newSweepFixture(t)
 	ns := newNamespace(t)
 	deletedNS := "sweep-gone" // never created: a namespace deleted with everything in it
-	kokumi := func(namespace, order string) string { return preparation.OwnArtifactPath(namespace, order) }
+	kokumi := preparation.OwnArtifactPath
 	nginx := "vendor/" + ns + "/docker.io/library/nginx"
 	multi := "vendor/" + ns + "/docker.io/library/multi"
 
 	gone := f.push(t, kokumi(ns, "gone"), "gone")
 	goneRecords := f.records(t, kokumi(ns, "gone"), gone)
 	live := f.push(t, kokumi(ns, "live"), "live")
-	liveRecords := f.records(t, kokumi(ns, "live"), live)
+	f.records(t, kokumi(ns, "live"), live)
 	replaced := f.records(t, kokumi(ns, "live"), live) // pushed over by the next: no tag names it
-	liveRecords = f.records(t, kokumi(ns, "live"), live)
+	liveRecords := f.records(t, kokumi(ns, "live"), live)
 	running := f.push(t, kokumi(ns, "running"), "running")
 	pinned := f.push(t, nginx, "nginx 1")
 	unpinned := f.push(t, nginx, "nginx 0")

@@ -37,7 +37,7 @@ func (f *fixture) gone(name string) error {
 	app := &unstructured.Unstructured{}
 	app.SetGroupVersionKind(argocd.ApplicationGVK)
 	if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: cfg.ArgoCDNamespace, Name: name}, app); !apierrors.IsNotFound(err) {
-		return fmt.Errorf("Application %s is still there (%v)", name, err)
+		return fmt.Errorf("Application %s is still there (%w)", name, err)
 	}
 	return nil
 }
@@ -164,7 +164,7 @@ func TestATenantCannotStripTheServingsFinalizer(t *testing.T) {
 			return fmt.Errorf("%d Applications", n)
 		}
 		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(s), &v1.Serving{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the Serving is still there (%v)", err)
+			return fmt.Errorf("the Serving is still there (%w)", err)
 		}
 		return nil
 	})

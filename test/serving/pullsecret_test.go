@@ -98,7 +98,7 @@ func TestEachServingsArtifactsAreReadThroughASecretOfItsOwnProject(t *testing.T)
 	must(t, env.Client.Delete(f.ctx, s))
 	f.eventually("the Secret gone with the Serving", func() error {
 		if _, err := f.pullSecret(); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
+			return fmt.Errorf("still there (%w)", err)
 		}
 		return nil
 	})
@@ -122,7 +122,7 @@ func TestARepositorySecretWhoseServingIsGoneIsDeleted(t *testing.T) {
 	f.eventually("the Secret of a Serving that is gone deleted", func() error {
 		err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(left), &corev1.Secret{})
 		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
+			return fmt.Errorf("still there (%w)", err)
 		}
 		return nil
 	})

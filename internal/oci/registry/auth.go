@@ -99,7 +99,7 @@ func (u user) may(method, route, name string) string {
 	switch method {
 	case http.MethodGet, http.MethodHead:
 		switch {
-		case u.role == roleNamespacePuller && !(owned && owner == u.namespace):
+		case u.role == roleNamespacePuller && (!owned || owner != u.namespace):
 			return u.String() + " reads only " + oci.ArtifactDir + "/" + u.namespace + "/… and " + oci.VendorDir + "/" + u.namespace + "/…, not " + name
 		case u.role == roleNamespacePusher && owned && owner != u.namespace:
 			return u.String() + " reads only its namespace's repositories and those of no namespace, not " + name + " of namespace " + owner

@@ -29,7 +29,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/render"
 )
 
-// ChildFlag, as the only argument, makes Kokumi's binary a render child (Main). It is a flag, so
+// ChildFlag is the only argument that makes Kokumi's binary a render child (MainIfChild). It is a flag, so
 // that a binary that does not know it (a test binary without MainIfChild in its TestMain) fails at once
 // rather than doing anything else.
 const ChildFlag = "-kokumi-render-child"
@@ -169,7 +169,7 @@ func (p Process) childFailed(err error, stderr string) error {
 			return &oci.LimitError{Limit: render.LimitMemory, Max: p.Memory}
 		}
 	}
-	return fmt.Errorf("the render's process failed (%v): %s", err, firstLine(stderr))
+	return fmt.Errorf("the render's process failed (%w): %s", err, firstLine(stderr))
 }
 
 // childEnv is the child's environment: none of the controller's, but for what the Go runtime
@@ -224,7 +224,6 @@ func child(stdin io.Reader, stdout io.Writer) int {
 		as := uint64(req.Memory) + mapped() + addressHeadroom
 		_ = syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: as, Max: as})
 	}
-	in = nil
 	var res response
 	out, err := render.Render(context.Background(), req.Layers, req.Options)
 	if err == nil {
