@@ -2,6 +2,7 @@ package orders
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,18 @@ func renderGood(t *testing.T, src *source) time.Duration {
 	return time.Since(start)
 }
 
+// medianGood is the median time of three good Orders rendered one after the other.
+func medianGood(t *testing.T, src *source) time.Duration {
+	t.Helper()
+	times := []time.Duration{renderGood(t, src), renderGood(t, src), renderGood(t, src)}
+	slices.Sort(times)
+	return times[1]
+}
+
+// noise is what a render's time varies by on a busy 2-core machine, attack or not (the API
+// server, the registries and the test share it): a good render takes 100-300 ms.
+const noise = 500 * time.Millisecond
+
 // A tenant's templates that loop in loops, with output or without, a value passed through tpl
 // that makes gigabytes, and a chart that allocates in a range: each render runs in a process
 // of its own, held to --render-max-memory and --render-timeout, and each Order ends in a named
@@ -55,7 +68,7 @@ func renderGood(t *testing.T, src *source) time.Duration {
 // namespace holds at most half the render slots).
 func TestNoTenantsRenderStallsOrCrashesTheController(t *testing.T) {
 	src := newSource(t)
-	calm := renderGood(t, src)
+	calm := medianGood(t, src)
 
 	attacker := newNamespace(t)
 	const nested = "{{ range until 4000000 }}{{ range until 4000000 }}xxxxxxxx{{ end }}{{ end }}"
@@ -76,14 +89,14 @@ func TestNoTenantsRenderStallsOrCrashesTheController(t *testing.T) {
 			_ = env.Client.Delete(context.Background(), &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: attacker}})
 		}
 	})
-	underAttack := renderGood(t, src)
-	t.Logf("a good Order of another namespace: Rendered after %s with no attack, %s under attack", calm.Round(time.Millisecond), underAttack.Round(time.Millisecond))
-	if underAttack > 2*calm {
-		t.Errorf("under attack the good Order took %s, over twice the %s it takes with no attack", underAttack, calm)
+	underAttack := medianGood(t, src)
+	t.Logf("a good Order of another namespace (median of 3): Rendered after %s with no attack, %s under attack", calm.Round(time.Millisecond), underAttack.Round(time.Millisecond))
+	if underAttack > 2*calm+noise {
+		t.Errorf("under attack the good Order took %s, over twice the %s it takes with no attack (and %s of noise)", underAttack, calm, noise)
 	}
 
 	memory := []string{"render budget of memory bytes", "more than the limit of 256Mi memory bytes", "--" + config.FlagMemory}
-	timeout := []string{"did not end within 5s", "--" + config.FlagRenderTimeout}
+	timeout := []string{"did not end within 15s", "--" + config.FlagRenderTimeout}
 	for name, says := range map[string][]string{"nested": memory, "spin": timeout, "tpl": memory, "alloc": nil} {
 		o := waitFailed(t, attacker, name)
 		c := readyMessage(o)

@@ -40,6 +40,9 @@ const ChildFlag = "-kokumi-render-child"
 // runtime's own growth.
 const addressHeadroom = 256 << 20
 
+// childNice is the child's scheduling priority (nice): below the controller's.
+const childNice = 10
+
 // TimeoutError is a render stopped at its timeout.
 type TimeoutError struct {
 	// After is the timeout.
@@ -202,6 +205,9 @@ func child(stdin io.Reader, stdout io.Writer) int {
 	// The kernel's OOM killer takes the child before the controller, should a node or a
 	// cgroup run out first.
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0)
+	// And the controller's own work (roll-outs, probes, records) comes before any render's on
+	// a busy CPU.
+	_ = syscall.Setpriority(syscall.PRIO_PROCESS, 0, childNice)
 	if s, err := strconv.Atoi(os.Getenv("KOKUMI_RENDER_CPU_SECONDS")); err == nil && s > 0 {
 		lim := uint64(s)
 		_ = syscall.Setrlimit(syscall.RLIMIT_CPU, &syscall.Rlimit{Cur: lim, Max: lim + 1})
