@@ -1,13 +1,17 @@
 package argocd
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // SyncSecret makes have, a Secret Kokumi keeps for Argo CD, match want in labels and
@@ -106,4 +110,46 @@ func ServingOf(o metav1.Object) (key types.NamespacedName, ok bool) {
 	l := o.GetLabels()
 	key = types.NamespacedName{Namespace: l[LabelServingNamespace], Name: l[LabelServing]}
 	return key, l[LabelManagedBy] == ManagedByKokumi && key.Name != "" && key.Namespace != ""
+}
+
+// Written says what KeepSecret did.
+type Written int
+
+// What KeepSecret did.
+const (
+	// Unchanged: the Secret was as wanted; nothing was written.
+	Unchanged Written = iota
+	// Created: the Secret was made.
+	Created
+	// Updated: the Secret was brought in line (SyncSecret).
+	Updated
+)
+
+// KeepSecret creates want, or updates the Secret of its name to it (SyncSecret), writing only
+// when something differs: it reads through cached first, and through live when the create finds
+// one the cache has not seen yet (or one without the labels the cache selects by). what names
+// the Secret in errors ("Argo CD cluster Secret").
+func KeepSecret(ctx context.Context, w client.Writer, cached, live client.Reader, want *corev1.Secret, what string) (Written, error) {
+	key := client.ObjectKeyFromObject(want)
+	var have corev1.Secret
+	err := cached.Get(ctx, key, &have)
+	if apierrors.IsNotFound(err) {
+		if err = w.Create(ctx, want); err == nil {
+			return Created, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return Unchanged, fmt.Errorf("create %s %s: %w", what, key, err)
+		}
+		err = live.Get(ctx, key, &have)
+	}
+	if err != nil {
+		return Unchanged, fmt.Errorf("read %s %s: %w", what, key, err)
+	}
+	if !SyncSecret(&have, want) {
+		return Unchanged, nil
+	}
+	if err := w.Update(ctx, &have); err != nil {
+		return Unchanged, fmt.Errorf("update %s %s: %w", what, key, err)
+	}
+	return Updated, nil
 }

@@ -191,6 +191,24 @@ func (o *options) member(context string) (*member, error) {
 	return &member{context: context, config: cfg, client: cs, ca: ca}, nil
 }
 
+// target is what every cluster command starts from: the Cluster's name, the hub's client and
+// the member.
+func (o *options) target(context string, f clusterFlags) (string, client.Client, *member, error) {
+	name, err := clusterName(f, context)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	hub, _, err := o.client()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	m, err := o.member(context)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return name, hub, m, nil
+}
+
 // clusterName is --name, else the context's name when it is a valid Cluster name.
 func clusterName(f clusterFlags, context string) (string, error) {
 	name := f.name
@@ -223,15 +241,11 @@ func parseLabels(labels []string) (map[string]string, error) {
 }
 
 func (o *options) clusterAdd(ctx context.Context, context string, f clusterFlags) error {
-	name, err := clusterName(f, context)
-	if err != nil {
-		return err
-	}
 	labels, err := parseLabels(f.labels)
 	if err != nil {
 		return err
 	}
-	hub, _, err := o.client()
+	name, hub, m, err := o.target(context, f)
 	if err != nil {
 		return err
 	}
@@ -239,10 +253,6 @@ func (o *options) clusterAdd(ctx context.Context, context string, f clusterFlags
 		return fmt.Errorf("a Cluster %s exists already: give another --name, or renew its token with kubectl kokumi cluster rotate %s", name, context)
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("read Cluster %s on the hub: %w", name, err)
-	}
-	m, err := o.member(context)
-	if err != nil {
-		return err
 	}
 	if err := m.identity(ctx, f.clusterAdmin); err != nil {
 		return err
@@ -268,11 +278,7 @@ func (o *options) clusterAdd(ctx context.Context, context string, f clusterFlags
 }
 
 func (o *options) clusterRotate(ctx context.Context, context string, f clusterFlags) error {
-	name, err := clusterName(f, context)
-	if err != nil {
-		return err
-	}
-	hub, _, err := o.client()
+	name, hub, m, err := o.target(context, f)
 	if err != nil {
 		return err
 	}
@@ -284,10 +290,6 @@ func (o *options) clusterRotate(ctx context.Context, context string, f clusterFl
 	key := client.ObjectKey{Namespace: o.kokumiNamespace, Name: c.Spec.CredentialsRef.Name}
 	if err := hub.Get(ctx, key, &secret); err != nil {
 		return fmt.Errorf("read the Cluster's credentials Secret %s on the hub: %w", key, err)
-	}
-	m, err := o.member(context)
-	if err != nil {
-		return err
 	}
 	anchor, token, err := m.token(ctx, f.tokenDuration)
 	if err != nil {
@@ -325,15 +327,7 @@ func (o *options) clusterRotate(ctx context.Context, context string, f clusterFl
 }
 
 func (o *options) clusterRemove(ctx context.Context, context string, f clusterFlags) error {
-	name, err := clusterName(f, context)
-	if err != nil {
-		return err
-	}
-	hub, _, err := o.client()
-	if err != nil {
-		return err
-	}
-	m, err := o.member(context)
+	name, hub, m, err := o.target(context, f)
 	if err != nil {
 		return err
 	}
@@ -489,45 +483,52 @@ func (o *options) waitReady(ctx context.Context, hub client.Client, name string,
 	if wait <= 0 {
 		return nil
 	}
-	deadline := time.Now().Add(wait)
 	why := "Kokumi has not probed it yet"
-	for {
+	return poll(ctx, wait, func() (bool, error) {
 		var c v1.Cluster
 		if err := hub.Get(ctx, client.ObjectKey{Name: name}, &c); err != nil {
-			return fmt.Errorf("read Cluster %s on the hub: %w", name, err)
+			return false, fmt.Errorf("read Cluster %s on the hub: %w", name, err)
 		}
 		if r := meta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady); r != nil {
 			if r.Status == metav1.ConditionTrue {
 				fmt.Fprintf(o.streams.Out, "Cluster %s is Ready (Kubernetes %s).\n", name, c.Status.Version)
-				return nil
+				return true, nil
 			}
 			why = r.Reason + ": " + r.Message
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w after %s: %s (see kubectl get cluster %s -o yaml)", errNotReady, wait, why, name)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
+		return false, nil
+	}, func() error {
+		return fmt.Errorf("%w after %s: %s (see kubectl get cluster %s -o yaml)", errNotReady, wait, why, name)
+	})
 }
 
 // waitGone waits up to wait for the Cluster name to be gone (Kokumi's finalizer lets it go once
 // its Applications for the cluster are).
 func (o *options) waitGone(ctx context.Context, hub client.Client, name string, wait time.Duration) error {
-	deadline := time.Now().Add(wait)
-	for {
+	return poll(ctx, wait, func() (bool, error) {
 		err := hub.Get(ctx, client.ObjectKey{Name: name}, &v1.Cluster{})
 		if apierrors.IsNotFound(err) {
-			return nil
+			return true, nil
 		}
 		if err != nil {
-			return fmt.Errorf("read Cluster %s on the hub: %w", name, err)
+			return false, fmt.Errorf("read Cluster %s on the hub: %w", name, err)
+		}
+		return false, nil
+	}, func() error {
+		return fmt.Errorf("cluster %s is still there after %s: Kokumi deletes its Argo CD Applications for the cluster first (see kubectl get cluster %s -o yaml); the member is left as it is", name, wait, name)
+	})
+}
+
+// poll runs done every second until it is true or fails, or wait passes (then late's error).
+func poll(ctx context.Context, wait time.Duration, done func() (bool, error), late func() error) error {
+	deadline := time.Now().Add(wait)
+	for {
+		ok, err := done()
+		if ok || err != nil {
+			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("Cluster %s is still there after %s: Kokumi deletes its Argo CD Applications for the cluster first (see kubectl get cluster %s -o yaml); the member is left as it is", name, wait, name)
+			return late()
 		}
 		select {
 		case <-ctx.Done():

@@ -306,32 +306,14 @@ func (r *Reconciler) credentials(ctx context.Context, c *v1.Cluster) (creds clus
 // when something changed.
 func (r *Reconciler) syncArgoCDSecret(ctx context.Context, c *v1.Cluster, creds cluster.Credentials) error {
 	want := cluster.ArgoCDSecret(r.Config.ArgoCDNamespace, c.Name, c.Spec.Server, creds)
-	key := client.ObjectKeyFromObject(want)
-	var have corev1.Secret
-	err := r.Secrets.Get(ctx, key, &have)
-	if apierrors.IsNotFound(err) {
-		err = r.Client.Create(ctx, want)
-		if err == nil {
-			ctrl.LoggerFrom(ctx).Info("created the Argo CD cluster Secret", "secret", key.String())
-			return nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create Argo CD cluster Secret %s: %w", key, err)
-		}
-		// It exists without Kokumi's labels, or the cache has not seen it yet.
-		err = r.APIReader.Get(ctx, key, &have)
+	written, err := argocd.KeepSecret(ctx, r.Client, r.Secrets, r.APIReader, want, "Argo CD cluster Secret")
+	switch written {
+	case argocd.Created:
+		ctrl.LoggerFrom(ctx).Info("created the Argo CD cluster Secret", "secret", client.ObjectKeyFromObject(want).String())
+	case argocd.Updated:
+		ctrl.LoggerFrom(ctx).Info("updated the Argo CD cluster Secret", "secret", client.ObjectKeyFromObject(want).String())
 	}
-	if err != nil {
-		return fmt.Errorf("get Argo CD cluster Secret %s: %w", key, err)
-	}
-	if !argocd.SyncSecret(&have, want) {
-		return nil
-	}
-	if err := r.Client.Update(ctx, &have); err != nil {
-		return fmt.Errorf("update Argo CD cluster Secret %s: %w", key, err)
-	}
-	ctrl.LoggerFrom(ctx).Info("updated the Argo CD cluster Secret", "secret", key.String())
-	return nil
+	return err
 }
 
 // deleteArgoCDSecret deletes the Cluster's Argo CD cluster Secret, if there is one.

@@ -94,29 +94,9 @@ func (p *PullSecrets) Keep(ctx context.Context, serving metav1.Object, repoURL, 
 		ArgoCDNamespace: p.Config.ArgoCDNamespace, Serving: serving, RepoURL: repoURL, Project: project,
 		Username: puller.Username, Password: puller.Password, PlainHTTP: true,
 	}.Secret()
-	key := client.ObjectKeyFromObject(want)
-	var have corev1.Secret
-	err = p.Cache.Get(ctx, key, &have)
-	if apierrors.IsNotFound(err) {
-		if err = p.Client.Create(ctx, want); err == nil {
-			return nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create Argo CD's repository Secret %s for Serving %s/%s: %w", key, serving.GetNamespace(), serving.GetName(), err)
-		}
-		// The cache has not seen it yet, or it lost Kokumi's labels.
-		err = p.APIReader.Get(ctx, key, &have)
-	}
-	if err != nil {
-		return fmt.Errorf("read Argo CD's repository Secret %s: %w", key, err)
-	}
-	if !argocd.SyncSecret(&have, want) {
-		return nil
-	}
-	if err := p.Client.Update(ctx, &have); err != nil {
-		return fmt.Errorf("update Argo CD's repository Secret %s for Serving %s/%s: %w", key, serving.GetNamespace(), serving.GetName(), err)
-	}
-	return nil
+	_, err = argocd.KeepSecret(ctx, p.Client, p.Cache, p.APIReader, want,
+		fmt.Sprintf("Argo CD's repository Secret of Serving %s/%s", serving.GetNamespace(), serving.GetName()))
+	return err
 }
 
 // Remove deletes the repository Secret of the Serving key when the Serving that wrote it is gone:
