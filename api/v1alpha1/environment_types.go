@@ -90,6 +90,7 @@ type RolloutWave struct {
 	// at once: a count (at least 1) or a percent of the wave's clusters (1% to 100%, rounded
 	// up). Absent: the whole wave at once.
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="maxUnavailable is a count of at least 1, or a percent from 1% to 100%"
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`

@@ -159,8 +159,8 @@ func Decide(in Input) Plan {
 	plan := Plan{Waiting: map[string]string{}}
 	if st.State == v1.RolloutProgressing && len(failed) > int(in.Policy.FailureBudget) {
 		st.State = v1.RolloutHalted
-		st.Message = fmt.Sprintf("the roll-out of Preparation %s halted in wave %s: %d clusters failed, past the failure budget of %d: %s",
-			in.Preparation, st.Wave, len(failed), in.Policy.FailureBudget, text.Names(failed))
+		st.Message = fmt.Sprintf("the roll-out of Preparation %s halted in wave %s: it failed on %s, past the failure budget of %d; no further cluster is changed",
+			in.Preparation, st.Wave, text.Names(failed), in.Policy.FailureBudget)
 		if in.Policy.OnFailure == v1.RolloutRollback && in.RollbackTo != nil {
 			if to, why := in.RollbackTo(); to != "" {
 				st.State, st.RollbackTo = v1.RolloutRolledBack, to
@@ -174,6 +174,15 @@ func Decide(in Input) Plan {
 	}
 
 	if st.State == v1.RolloutProgressing {
+		// A wave some of whose clusters run the release was reached, whatever the status says:
+		// a status write lost after the Applications' is no step back.
+		for w := len(names) - 1; w > current; w-- {
+			if touched(byWave[w]) {
+				current, st.WaveHealthySince = w, nil
+				st.Wave = names[w]
+				break
+			}
+		}
 		for {
 			healthy, members := waveHealthy(byWave[current])
 			if !healthy {
@@ -263,6 +272,16 @@ func Decide(in Input) Plan {
 	}
 	plan.Status = st
 	return plan
+}
+
+// touched says whether a cluster of the wave runs the release, healthy or not.
+func touched(ms []*Member) bool {
+	for _, m := range ms {
+		if m.Standing == Healthy || m.Standing == Updating || m.Standing == Failed {
+			return true
+		}
+	}
+	return false
 }
 
 // waveHealthy says whether every cluster of a wave that is not held runs the release healthily,
