@@ -298,6 +298,7 @@ func (r *Reconciler) hold(ctx context.Context, s *v1.Serving, v gate.Verdict) (c
 		}
 		s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = v1.ClusterCounts{}, nil, 0
 		s.Status.Running, s.Status.RunningOmitted = nil, 0
+		s.Status.Rollout = nil
 		r.unlisted.Forget(client.ObjectKeyFromObject(s))
 	}
 	r.outcome(s, metav1.ConditionFalse, v.Reason, v.Message)
