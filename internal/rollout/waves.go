@@ -197,7 +197,8 @@ func Decide(in Input) Plan {
 			if s := in.Policy.Waves[current].Soak; s != nil && members > 0 {
 				soak = s.Duration
 			}
-			if st.WaveHealthySince == nil {
+			if st.WaveHealthySince == nil || st.WaveHealthySince.After(in.Now) {
+				// A time ahead of the clock (another replica's, skewed) is not believed.
 				st.WaveHealthySince = &metav1.Time{Time: in.Now.Truncate(time.Second)}
 			}
 			if left := st.WaveHealthySince.Add(soak).Sub(in.Now); left > 0 {

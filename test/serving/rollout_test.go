@@ -121,6 +121,18 @@ func (f *fixture) waiting(cluster, msg string) {
 	})
 }
 
+// soaking waits until the current wave of the roll-out of prep is healthy and soaks.
+func (f *fixture) soaking(prep string) {
+	f.t.Helper()
+	f.eventually("the wave soaks", func() error {
+		s := f.serving()
+		if r := s.Status.Rollout; r == nil || r.Preparation != prep || r.WaveHealthySince == nil {
+			return fmt.Errorf("status.rollout %+v", r)
+		}
+		return nil
+	})
+}
+
 // afterSoak reconciles the Serving with a clock hours ahead, as if the current wave's soak had
 // passed, until check passes.
 func (f *fixture) afterSoak(what string, check func() error) {
@@ -162,13 +174,8 @@ func TestRolloutWavesRollInOrderAfterTheSoak(t *testing.T) {
 	f.targets(one.Spec.Artifact.Digest, "wv-canary")
 	f.waiting("wv-a", "wave rest waits for wave canary to be healthy and soak 1h0m0s")
 	f.healthy(one.Spec.Artifact.Digest, "wv-canary")
-	s := f.rolloutIs(v1.RolloutProgressing, "canary")
-	f.eventually("the canary wave soaks", func() error {
-		if s = f.serving(); s.Status.Rollout.WaveHealthySince == nil {
-			return fmt.Errorf("status.rollout %+v", s.Status.Rollout)
-		}
-		return nil
-	})
+	f.rolloutIs(v1.RolloutProgressing, "canary")
+	f.soaking(one.Name)
 	f.stillTargets("", "wv-a", "wv-b")
 	f.afterSoak("the rest wave starts after the soak", func() error {
 		if f.targetRevision("wv-a") != one.Spec.Artifact.Digest || f.targetRevision("wv-b") != one.Spec.Artifact.Digest {
@@ -183,18 +190,13 @@ func TestRolloutWavesRollInOrderAfterTheSoak(t *testing.T) {
 	f.promote(two.Name)
 	f.targets(two.Spec.Artifact.Digest, "wv-canary")
 	f.waiting("wv-b", "wave rest waits for wave canary")
-	s = f.ready(v1.ReasonProgressing, "Deploying Preparation podinfo-edge-2")
+	s := f.ready(v1.ReasonProgressing, "Deploying Preparation podinfo-edge-2")
 	if got := s.Status.Rollout.Waves; len(got) != 3 || got[1] != (v1.WaveCount{Name: "rest", Selected: 2, Waiting: 2}) || got[0].Name != "canary" || got[0].Selected != 1 {
 		t.Errorf("status.rollout.waves %+v", got)
 	}
 	f.stillTargets(one.Spec.Artifact.Digest, "wv-a", "wv-b")
 	f.healthy(two.Spec.Artifact.Digest, "wv-canary")
-	f.eventually("the canary wave soaks", func() error {
-		if s = f.serving(); s.Status.Rollout == nil || s.Status.Rollout.Preparation != two.Name || s.Status.Rollout.WaveHealthySince == nil {
-			return fmt.Errorf("status.rollout %+v", s.Status.Rollout)
-		}
-		return nil
-	})
+	f.soaking(two.Name)
 	f.stillTargets(one.Spec.Artifact.Digest, "wv-a", "wv-b")
 	f.afterSoak("the rest wave starts after the soak", func() error {
 		if f.targetRevision("wv-a") != two.Spec.Artifact.Digest {
@@ -362,6 +364,7 @@ func TestRolloutAClusterThatJoinsGetsTheReleaseOfItsWave(t *testing.T) {
 	f.order("edge", one.Name)
 	f.targets(one.Spec.Artifact.Digest, "jn-canary")
 	f.healthy(one.Spec.Artifact.Digest, "jn-canary")
+	f.soaking(one.Name)
 	f.afterSoak("the rest wave starts", func() error {
 		if f.targetRevision("jn-a") != one.Spec.Artifact.Digest {
 			return fmt.Errorf("rest not updated")
@@ -374,6 +377,7 @@ func TestRolloutAClusterThatJoinsGetsTheReleaseOfItsWave(t *testing.T) {
 	f.targets(two.Spec.Artifact.Digest, "jn-canary")
 	f.healthy(two.Spec.Artifact.Digest, "jn-canary")
 	f.rolloutIs(v1.RolloutProgressing, "canary")
+	f.soaking(two.Name)
 
 	// While the canary soaks, one cluster joins each wave: the canary's runs the new release,
 	// the rest's the one its wave runs.
