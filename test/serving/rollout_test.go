@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/stages"
 )
 
 // ringCluster registers a Ready Cluster of the fixture's tier, labelled ring=ring when ring is
@@ -46,6 +47,25 @@ func (f *fixture) setRollout(p *v1.RolloutPolicy) {
 		e.Spec.Rollout = p
 		return env.Client.Update(f.ctx, &e)
 	}))
+}
+
+// laterStage checks that a stage requiring the Environment edge is not passed by prep: an
+// Environment prod of the namespace requires edge, and the pipeline holds prep back naming
+// why edge's Order does not count.
+func (f *fixture) laterStage(prep *v1.Preparation, why string) {
+	f.t.Helper()
+	prod := &v1.Environment{ObjectMeta: metav1.ObjectMeta{Name: "prod", Namespace: f.ns}, Spec: v1.EnvironmentSpec{
+		ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": "none"}}, Project: f.project,
+		Requires: []v1.StageRequirement{{Environment: "edge"}},
+	}}
+	if err := env.Client.Create(f.ctx, prod); err != nil && !apierrors.IsAlreadyExists(err) {
+		f.t.Fatal(err)
+	}
+	v, err := stages.NewPipeline(env.Client, env.Client, cfg).Check(f.ctx, f.ns, "prod", prep)
+	must(f.t, err)
+	if v.Allowed || !strings.Contains(v.Message, why) {
+		f.t.Errorf("the stage after edge: allowed %v, %q; want held with %q", v.Allowed, v.Message, why)
+	}
 }
 
 // canaryThenRest is a policy of two waves: the clusters of ring canary, with soak, then the
@@ -309,6 +329,7 @@ func TestRolloutAFailureInTheCanaryHaltsBeforeTheSecondWave(t *testing.T) {
 	if len(p.Status.DeploymentRecords) != 0 {
 		t.Errorf("the halted release has records %+v", p.Status.DeploymentRecords)
 	}
+	f.laterStage(&p, "edge has not deployed this release yet (Order podinfo-edge: RolloutHalted)")
 }
 
 func TestRolloutRollsBackToTheLastRecordedGoodPreparation(t *testing.T) {
@@ -352,6 +373,7 @@ func TestRolloutRollsBackToTheLastRecordedGoodPreparation(t *testing.T) {
 	if _, ok := s.Status.DeployedAt(two.Spec.Artifact.Digest); ok {
 		t.Error("a rolled-back Serving counts as Deployed")
 	}
+	f.laterStage(three, "edge has not deployed this release yet (Order podinfo-edge: RolledBack)")
 }
 
 func TestRolloutAClusterThatJoinsGetsTheReleaseOfItsWave(t *testing.T) {
