@@ -313,3 +313,22 @@ func soakPart(p *v1.RolloutPolicy, current int) string {
 func RolledBackWaiting(preparation string) string {
 	return "the roll-out of Preparation " + preparation + " was rolled back: this cluster, which it did not change, is left as it is"
 }
+
+// Note is what the Serving's Ready message adds while the roll-out progresses: the current wave,
+// and since when it soaks.
+func (p *Plan) Note() string {
+	if p.Status.State != v1.RolloutProgressing {
+		return ""
+	}
+	at := 0
+	for i, w := range p.Status.Waves {
+		if w.Name == p.Status.Wave {
+			at = i
+		}
+	}
+	note := fmt.Sprintf("; roll-out at wave %s (%d of %d)", p.Status.Wave, at+1, len(p.Status.Waves))
+	if p.Status.WaveHealthySince != nil {
+		note += ", healthy and soaking since " + p.Status.WaveHealthySince.UTC().Format(time.RFC3339)
+	}
+	return note
+}

@@ -217,6 +217,7 @@ func TestRolloutWavesRollInOrderAfterTheSoak(t *testing.T) {
 	f.stillTargets(one.Spec.Artifact.Digest, "wv-a", "wv-b")
 	f.healthy(two.Spec.Artifact.Digest, "wv-canary")
 	f.soaking(two.Name)
+	f.ready(v1.ReasonProgressing, "; roll-out at wave canary (1 of 3), healthy and soaking since")
 	f.stillTargets(one.Spec.Artifact.Digest, "wv-a", "wv-b")
 	f.afterSoak("the rest wave starts after the soak", func() error {
 		if f.targetRevision("wv-a") != two.Spec.Artifact.Digest {

@@ -555,9 +555,12 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	recheck := fleet.ApplyDeadline(decisions, previous, now, r.Config.ProgressDeadline)
 	sum := fleet.Fold(req.Preparation, environment, decisions, previous, now)
 	if plan != nil {
-		if plan.Ready != nil {
+		switch {
+		case plan.Ready != nil:
 			// Halted or rolled back: never Deployed, so no record and no stage passed.
 			sum.Ready = *plan.Ready
+		case sum.Ready.Reason != v1.ReasonDeployed:
+			sum.Ready.Message += plan.Note()
 		}
 		if plan.RecheckAfter > 0 && (recheck == 0 || plan.RecheckAfter < recheck) {
 			recheck = plan.RecheckAfter // the soak of the current wave ends
