@@ -43,6 +43,13 @@ const (
 	ReasonNoPreparation = "NoPreparation"
 	// ReasonPreparationNotFound: the Serving names a Preparation that does not exist.
 	ReasonPreparationNotFound = "PreparationNotFound"
+	// ReasonRolloutHalted: more clusters failed than the Environment's rollout.failureBudget
+	// allows; no further cluster is changed until another Preparation is promoted.
+	ReasonRolloutHalted = "RolloutHalted"
+	// ReasonRolledBack: the roll-out failed past its budget and, as the Environment's
+	// rollout.onFailure asks, every cluster it changed went back to the last Preparation with a
+	// deployment record in the Environment.
+	ReasonRolledBack = "RolledBack"
 )
 
 // Gate reasons, shared by the Serving and the Environment: when one holds, nothing is deployed.
@@ -100,6 +107,10 @@ const (
 	// ReasonApplicationWriteFailed: Kokumi could not create or update the cluster's Application;
 	// it retries with backoff, and the other clusters go on.
 	ReasonApplicationWriteFailed = "ApplicationWriteFailed"
+	// ReasonWaiting: the cluster's wave of the Environment's roll-out has not started, or its
+	// wave has as many clusters updating as maxUnavailable allows, or the roll-out halted: its
+	// Application is left as it is, running what it ran.
+	ReasonWaiting = "Waiting"
 )
 
 // Cluster Ready reasons.

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // LocalEnvironmentName names the cluster Kokumi runs in, in every namespace without an
@@ -44,6 +45,83 @@ type StageRequirement struct {
 	Match StageMatch `json:"match,omitempty"`
 }
 
+// UnselectedWave names the last, implicit wave of a roll-out: the clusters no wave selects.
+const UnselectedWave = "unselected"
+
+// MaxWaves is the most waves a roll-out lists (the implicit last one comes on top).
+const MaxWaves = 16
+
+// RolloutFailureAction is what a roll-out does once more clusters failed than its budget allows.
+// +kubebuilder:validation:Enum=Halt;Rollback
+type RolloutFailureAction string
+
+const (
+	// RolloutHalt stops the roll-out: no further cluster is changed; those it changed stay.
+	RolloutHalt RolloutFailureAction = "Halt"
+	// RolloutRollback stops the roll-out and deploys, to every cluster it changed, the last
+	// Preparation of the Order with a deployment record in the Environment.
+	RolloutRollback RolloutFailureAction = "Rollback"
+)
+
+// RolloutWave is one step of a roll-out: the clusters it selects update together.
+type RolloutWave struct {
+	// Name of the wave, unique in the roll-out.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// ClusterSelector picks, among the Environment's Clusters, those of this wave; a Cluster
+	// belongs to the first wave that selects it. Absent selects every Cluster no earlier wave
+	// selected.
+	// +optional
+	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
+
+	// Soak is how long the wave must run healthily, once every cluster of it that is not held
+	// runs the new release synced and healthy, before the next wave starts, such as 10m.
+	// Absent or 0: the next wave starts as soon as this one is healthy.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Soak *metav1.Duration `json:"soak,omitempty"`
+
+	// MaxUnavailable is how many clusters of the wave may run a release that is not healthy yet
+	// at once: a count (at least 1) or a percent of the wave's clusters (1% to 100%, rounded
+	// up). Absent: the whole wave at once.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="maxUnavailable is a count of at least 1, or a percent from 1% to 100%"
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+}
+
+// RolloutPolicy rolls a release out to an Environment's clusters in waves.
+type RolloutPolicy struct {
+	// Waves, in the order they roll out. The Clusters no wave selects form a last wave,
+	// "unselected", that rolls out after them, all at once.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(w, self.exists_one(x, x.name == w.name))",message="wave names must be unique"
+	// +kubebuilder:validation:XValidation:rule="self.all(w, w.name != 'unselected')",message="the wave name unselected is reserved for the Clusters no wave selects"
+	// +required
+	Waves []RolloutWave `json:"waves"`
+
+	// FailureBudget is how many clusters may fail (Degraded, an Argo CD error, or past the
+	// progress deadline) before the roll-out stops. 0, the default, stops at the first.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	FailureBudget int32 `json:"failureBudget,omitempty"`
+
+	// OnFailure is what a roll-out past its failure budget does: Halt (the default) changes no
+	// further cluster; Rollback also deploys, to every cluster it changed, the last Preparation
+	// of the Order with a deployment record in this Environment.
+	// +kubebuilder:default=Halt
+	// +optional
+	OnFailure RolloutFailureAction `json:"onFailure,omitempty"`
+}
+
 // EnvironmentSpec is a group of clusters an admin set up.
 type EnvironmentSpec struct {
 	// ClusterSelector picks Clusters by label. An empty selector picks every Cluster.
@@ -65,6 +143,11 @@ type EnvironmentSpec struct {
 	// +kubebuilder:validation:MaxItems=8
 	// +optional
 	Requires []StageRequirement `json:"requires,omitempty"`
+
+	// Rollout rolls each release out in waves, with a failure budget. Absent: every release
+	// deploys to every cluster at once.
+	// +optional
+	Rollout *RolloutPolicy `json:"rollout,omitempty"`
 }
 
 // EnvironmentStatus is the observed state of an Environment.

@@ -99,6 +99,88 @@ type RevisionCount struct {
 	Clusters int32 `json:"clusters"`
 }
 
+// RolloutState is where a roll-out in waves stands.
+type RolloutState string
+
+const (
+	// RolloutProgressing: waves are rolling out or soaking.
+	RolloutProgressing RolloutState = "Progressing"
+	// RolloutComplete: every wave was reached.
+	RolloutComplete RolloutState = "Complete"
+	// RolloutHalted: the failure budget was spent; no further cluster is changed.
+	RolloutHalted RolloutState = "Halted"
+	// RolloutRolledBack: the failure budget was spent, and the clusters changed went back to
+	// rollbackTo.
+	RolloutRolledBack RolloutState = "RolledBack"
+)
+
+// WaveCount counts the clusters of one wave by where they stand in the roll-out.
+type WaveCount struct {
+	// Name of the wave.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Name string `json:"name"`
+	// Selected is how many Clusters the wave holds.
+	// +optional
+	Selected int32 `json:"selected"`
+	// Healthy is how many run the release synced and healthy.
+	// +optional
+	Healthy int32 `json:"healthy"`
+	// Progressing is how many run it, or are being updated to it, and are not healthy yet.
+	// +optional
+	Progressing int32 `json:"progressing"`
+	// Failed is how many failed with it.
+	// +optional
+	Failed int32 `json:"failed"`
+	// Waiting is how many are not updated yet, and run what they ran.
+	// +optional
+	Waiting int32 `json:"waiting"`
+}
+
+// RolloutStatus is where the roll-out of a Serving's Preparation in waves stands.
+type RolloutStatus struct {
+	// Preparation is the Preparation rolled out.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Preparation string `json:"preparation"`
+
+	// From is the Preparation the clusters of waves not reached yet keep running, and a cluster
+	// that joins such a wave gets; empty when none ran before.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	From string `json:"from,omitempty"`
+
+	// State is Progressing, Complete, Halted or RolledBack.
+	// +kubebuilder:validation:MaxLength=32
+	// +required
+	State RolloutState `json:"state"`
+
+	// Wave is the current wave: the last one reached.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Wave string `json:"wave,omitempty"`
+
+	// WaveHealthySince is when the current wave became healthy: its soak counts from there.
+	// +optional
+	WaveHealthySince *metav1.Time `json:"waveHealthySince,omitempty"`
+
+	// RollbackTo is the Preparation the changed clusters went back to (state RolledBack).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	RollbackTo string `json:"rollbackTo,omitempty"`
+
+	// Message says why the roll-out halted or rolled back.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// Waves counts the clusters of each wave, in roll-out order, the implicit last one included.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=17
+	// +optional
+	Waves []WaveCount `json:"waves,omitempty"`
+}
+
 // ServingStatus is the observed state of a Serving.
 type ServingStatus struct {
 	// ObservedGeneration is the generation last reconciled without error.
@@ -150,6 +232,10 @@ type ServingStatus struct {
 	// the collector deletes none of the Order's Preparations.
 	// +optional
 	RunningOmitted int32 `json:"runningOmitted,omitempty"`
+
+	// Rollout is where the roll-out in waves stands, when the Environment has a rollout policy.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 
 	// Conditions of the Serving.
 	// +listType=map

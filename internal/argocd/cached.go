@@ -273,3 +273,18 @@ func (st Status) deepCopy() Status {
 }
 
 var _ runtime.Object = &Application{}
+
+// TargetRevision returns the spec.source.targetRevision of the Application: the revision it
+// deploys, synced or not; empty when it has none.
+func (a *Application) TargetRevision() string {
+	if a.Spec.Source == "" {
+		return ""
+	}
+	var src struct {
+		TargetRevision string `json:"targetRevision"`
+	}
+	if err := json.Unmarshal([]byte(a.Spec.Source), &src); err != nil {
+		return ""
+	}
+	return src.TargetRevision
+}

@@ -79,6 +79,10 @@ type Request struct {
 	Wanted map[string]argocd.ApplicationSpec
 	// Retry is the syncPolicy.retry of every Application.
 	Retry argocd.SyncRetry
+	// Waiting holds, by cluster, why a roll-out in waves leaves its Application as it is
+	// (internal/rollout): such a cluster is Progressing with reason Waiting, and nothing is
+	// written for it. Nil: none.
+	Waiting map[string]string
 }
 
 // Spec is the Application the request plans for cluster c.
@@ -147,6 +151,8 @@ func Decide(req Request) []Decision {
 		case !req.Project.PermitsDestination(c.Server, c.Name, req.TargetNamespace):
 			d.hold(v1.ReasonRejected, argocd.DestinationRefusal(c.Server, req.TargetNamespace, req.Project.Name))
 			d.Remove = true
+		case req.Waiting[c.Name] != "":
+			d.State, d.Reason, d.Message = Progressing, v1.ReasonWaiting, req.Waiting[c.Name]
 		default:
 			d.Write = !exists || !app.UpToDate
 			d.deployed(app, exists, req.Revision)
@@ -298,8 +304,8 @@ func ApplyDeadline(decisions []Decision, previous []v1.Target, now metav1.Time, 
 	var next time.Duration
 	for i := range decisions {
 		d := &decisions[i]
-		if d.State != Progressing {
-			continue
+		if d.State != Progressing || d.Reason == v1.ReasonWaiting {
+			continue // a cluster a roll-out leaves waiting is not updating
 		}
 		elapsed := time.Duration(0)
 		if p, ok := since[d.Cluster]; ok && len(p.Conditions) > 0 {

@@ -36,6 +36,12 @@ func OrderPreparations(all []v1.Preparation, order string) []v1.Preparation {
 // Order's clusters). A Preparation that was promoted but never reached Deployed has no record,
 // and is skipped. It returns a *Refusal when there is none, or when current is empty or gone.
 func RollbackTarget(preps []v1.Preparation, current string) (*v1.Preparation, error) {
+	return RollbackTargetIn(preps, current, "")
+}
+
+// RollbackTargetIn is RollbackTarget counting only the deployment records of Environment
+// environment (all when empty): what a roll-out in waves of that Environment goes back to.
+func RollbackTargetIn(preps []v1.Preparation, current, environment string) (*v1.Preparation, error) {
 	if current == "" {
 		return nil, &Refusal{Message: "the Serving deploys no Preparation yet"}
 	}
@@ -49,9 +55,14 @@ func RollbackTarget(preps []v1.Preparation, current string) (*v1.Preparation, er
 		return nil, &Refusal{Message: fmt.Sprintf("its Preparation %s no longer exists, so what ran before it is unknown", current)}
 	}
 	for i := at + 1; i < len(preps); i++ {
-		if len(preps[i].Status.DeploymentRecords) > 0 {
-			return &preps[i], nil
+		for _, rec := range preps[i].Status.DeploymentRecords {
+			if environment == "" || rec.Environment == environment {
+				return &preps[i], nil
+			}
 		}
+	}
+	if environment != "" {
+		return nil, &Refusal{Message: fmt.Sprintf("no Preparation older than %s has a deployment record in Environment %s (none ran healthily there before it)", current, environment)}
 	}
 	return nil, &Refusal{Message: fmt.Sprintf("no Preparation older than %s has a deployment record (none ran healthily before it)", current)}
 }

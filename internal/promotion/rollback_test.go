@@ -53,3 +53,28 @@ func TestRollbackTargetIsTheNewestOlderPreparationThatRan(t *testing.T) {
 		}
 	}
 }
+
+func TestARollbackInAnEnvironmentCountsOnlyItsRecords(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	prep := func(name string, age time.Duration, environment string) v1.Preparation {
+		p := v1.Preparation{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(at.Add(-age))}}
+		p.Spec.OrderRef.Name = "web"
+		if environment != "" {
+			p.Status.DeploymentRecords = []v1.DeploymentRecord{{Environment: environment, Clusters: 1}}
+		}
+		return p
+	}
+	preps := OrderPreparations([]v1.Preparation{
+		prep("web-3", 0, ""), prep("web-2", time.Hour, "staging"), prep("web-1", 2*time.Hour, "edge"),
+	}, "web")
+	if got, err := RollbackTargetIn(preps, "web-3", "edge"); err != nil || got.Name != "web-1" {
+		t.Errorf("in edge: %v, %v; want web-1", got, err)
+	}
+	if got, err := RollbackTarget(preps, "web-3"); err != nil || got.Name != "web-2" {
+		t.Errorf("anywhere: %v, %v; want web-2", got, err)
+	}
+	var refusal *Refusal
+	if _, err := RollbackTargetIn(preps, "web-3", "prod"); !errors.As(err, &refusal) || refusal.Message != "no Preparation older than web-3 has a deployment record in Environment prod (none ran healthily there before it)" {
+		t.Errorf("in prod: %v", err)
+	}
+}

@@ -298,6 +298,7 @@ func (r *Reconciler) hold(ctx context.Context, s *v1.Serving, v gate.Verdict) (c
 		}
 		s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = v1.ClusterCounts{}, nil, 0
 		s.Status.Running, s.Status.RunningOmitted = nil, 0
+		s.Status.Rollout = nil
 		r.unlisted.Forget(client.ObjectKeyFromObject(s))
 	}
 	r.outcome(s, metav1.ConditionFalse, v.Reason, v.Message)
@@ -309,6 +310,10 @@ type target struct {
 	environment string
 	project     string
 	clusters    []fleet.Cluster
+	// rollout is the Environment's spec.rollout; nil deploys to every cluster at once.
+	rollout *v1.RolloutPolicy
+	// waves holds each cluster's wave of rollout (rollout.WaveOf).
+	waves map[string]int
 }
 
 // deployment is a Deployed roll-out, for its deployment record.
@@ -359,7 +364,7 @@ func (r *Reconciler) deploy(ctx context.Context, s *v1.Serving, deployed **deplo
 		ServingNamespace: s.Namespace, ServingName: s.Name, ServingUID: s.UID, ArgoCDNamespace: r.Config.ArgoCDNamespace,
 		Preparation: prep.Name, RepoURL: repoURL, Revision: revision, TargetNamespace: prep.Spec.TargetNamespace,
 		ImagesInBundledRegistry: prep.Spec.ImagesInBundledRegistry, Project: project, Clusters: tgt.clusters, Retry: r.Config.SyncRetry,
-	}, tgt.environment)
+	}, tgt)
 }
 
 // reading is what one reconcile of a Serving reads before it decides anything: the gate's facts
@@ -458,7 +463,10 @@ func (r *Reconciler) readTarget(ctx context.Context, in *reading) error {
 	if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: selector}, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list Clusters of Environment %q: %w", name, err)
 	}
-	t := target{environment: name, project: env.Spec.Project}
+	t := target{environment: name, project: env.Spec.Project, rollout: env.Spec.Rollout}
+	if t.rollout != nil {
+		t.waves = make(map[string]int, len(list.Items))
+	}
 	for i := range list.Items {
 		c := &list.Items[i]
 		if !c.DeletionTimestamp.IsZero() {
@@ -476,6 +484,9 @@ func (r *Reconciler) readTarget(ctx context.Context, in *reading) error {
 			fc.NotReadyMessage = "not probed yet"
 		}
 		t.clusters = append(t.clusters, fc)
+		if t.rollout != nil {
+			t.waves[c.Name] = rollout.WaveOf(t.rollout, c.Labels)
+		}
 	}
 	in.target, f.Clusters = t, len(t.clusters)
 	return nil
@@ -492,15 +503,14 @@ func readProject(u *unstructured.Unstructured) (argocd.Project, error) {
 }
 
 // rollOut writes the Applications the fleet plan asks for, removes those of clusters that
-// left, and folds what Argo CD reports into the status.
-func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Preparation, deployed **deployment, req fleet.Request, environment string) (ctrl.Result, error) {
+// left, and folds what Argo CD reports into the status. With the Environment's rollout policy,
+// the plan of its waves (internal/rollout) says which clusters are left as they are.
+func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Preparation, deployed **deployment, req fleet.Request, tgt target) (ctrl.Result, error) {
+	environment := tgt.environment
 	ours, err := r.applications(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	req.Applications = make(map[string]fleet.Observed, len(req.Clusters))
-	// The wanted spec of each cluster is computed once: compared here, planned by Decide.
-	req.Wanted = make(map[string]argocd.ApplicationSpec, len(req.Clusters))
 	key := client.ObjectKeyFromObject(s)
 	byName := make(map[string]*argocd.Application, len(ours))
 	for i := range ours {
@@ -508,26 +518,32 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	}
 	applied := r.applied.Round(key, len(req.Clusters))
 	defer applied.Done()
-	for _, c := range req.Clusters {
-		name := fleet.ApplicationName(s.Namespace, s.Name, c.Name)
-		app := byName[name]
-		if app == nil {
-			// Not in the cache, which holds only Kokumi's Applications of this shard. No lookup per
-			// Application here: the write creates it, and a create that finds one of that name
-			// (not Kokumi's, or labelled for another shard) reads it then (writeApplication).
-			if app = r.writes.Foreign(key, name, time.Now()); app == nil {
-				continue
-			}
+	r.observe(s, &req, byName, applied)
+
+	now := metav1.NewTime(r.Now().Truncate(time.Second))
+	// What the status lists, and the clusters past its cap this process remembers: the
+	// deadline and each cluster's time reach every cluster.
+	previous := r.unlisted.With(key, s.Status.Targets)
+	var plan *rollout.Plan
+	if tgt.rollout != nil {
+		if plan, err = r.planWaves(ctx, s, prep, &req, tgt, byName, previous, now); err != nil {
+			return ctrl.Result{}, err
 		}
-		spec := req.Spec(c)
-		req.Wanted[c.Name] = spec
-		req.Applications[name] = fleet.Observed{Ours: argocd.BelongsTo(app, s),
-			UpToDate: applied.UpToDate(spec, app) && shard.ApplicationIn(app, r.Config.Shard), Status: app.Status}
+		if plan.Status.State == v1.RolloutRolledBack {
+			if req, err = r.rollbackRequest(ctx, s, req, plan.Status.RollbackTo, byName); err != nil {
+				return ctrl.Result{}, err
+			}
+			r.observe(s, &req, byName, applied)
+		}
 	}
 
 	// Decide, write (each write's result apart), fold: the plan is not edited by the writes.
 	planned := fleet.Decide(req)
 	entry := s.Status.DeepCopy()
+	s.Status.Rollout = nil
+	if plan != nil {
+		s.Status.Rollout = &plan.Status
+	}
 	slice := r.startSlice(s, planned, byName)
 	results, writeErr := r.apply(ctx, s, planned, byName, slice)
 	decisions := fleet.AfterWrites(planned, results, r.Config.ArgoCDNamespace)
@@ -536,12 +552,20 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 		optIn = optIn || d.Reason == v1.ReasonOptInRequired
 	}
 
-	now := metav1.NewTime(r.Now().Truncate(time.Second))
-	// What the status lists, and the clusters past its cap this process remembers: the
-	// deadline and each cluster's time reach every cluster.
-	previous := r.unlisted.With(key, s.Status.Targets)
 	recheck := fleet.ApplyDeadline(decisions, previous, now, r.Config.ProgressDeadline)
 	sum := fleet.Fold(req.Preparation, environment, decisions, previous, now)
+	if plan != nil {
+		switch {
+		case plan.Ready != nil:
+			// Halted or rolled back: never Deployed, so no record and no stage passed.
+			sum.Ready = *plan.Ready
+		case sum.Ready.Reason != v1.ReasonDeployed:
+			sum.Ready.Message += plan.Note()
+		}
+		if plan.RecheckAfter > 0 && (recheck == 0 || plan.RecheckAfter < recheck) {
+			recheck = plan.RecheckAfter // the soak of the current wave ends
+		}
+	}
 	r.unlisted.Remember(key, sum.Unlisted)
 	s.Status.Revision = req.Revision
 	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = sum.Clusters, sum.Targets, sum.Omitted

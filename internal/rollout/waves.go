@@ -1,0 +1,334 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/text"
+)
+
+// This file holds the rule of a roll-out in waves (an Environment's spec.rollout): which wave
+// a cluster belongs to, which waves are reached, which clusters may be updated now, when the
+// roll-out halts or rolls back, and what the Serving says of it. The reconciler reads the
+// Applications and writes what the plan says; the decisions and their messages live here.
+
+// Standing is where one cluster stands in a roll-out, as its Application shows it.
+type Standing int
+
+// Standings.
+const (
+	// Untouched: the cluster's Application does not target the release rolled out (or there is
+	// none): it runs what it ran.
+	Untouched Standing = iota
+	// Held: Kokumi does not deploy to the cluster (ClusterNotReady and the other held
+	// reasons): it neither counts as a failure nor blocks its wave.
+	Held
+	// Healthy: the Application targets the release and Argo CD reports it synced and healthy.
+	Healthy
+	// Updating: the Application targets the release, which is not healthy yet.
+	Updating
+	// Failed: the Application targets the release, which failed (Degraded, an Argo CD error,
+	// past the progress deadline).
+	Failed
+)
+
+// Member is one cluster of the roll-out.
+type Member struct {
+	// Name of the Cluster.
+	Name string
+	// Wave is the index of its wave (WaveOf).
+	Wave int
+	// Standing is where it stands; Reason says why it failed.
+	Standing Standing
+	Reason   string
+	// HasApplication is true when the Serving has an Application for it.
+	HasApplication bool
+}
+
+// WaveOf returns the index of the wave a cluster of these labels belongs to: the first wave
+// whose selector matches, else len(policy.Waves), the implicit last wave. A selector that does
+// not parse matches nothing (the API server's validation keeps such selectors out).
+func WaveOf(policy *v1.RolloutPolicy, clusterLabels map[string]string) int {
+	for i, w := range policy.Waves {
+		if w.ClusterSelector == nil {
+			return i
+		}
+		sel, err := metav1.LabelSelectorAsSelector(w.ClusterSelector)
+		if err == nil && sel.Matches(labels.Set(clusterLabels)) {
+			return i
+		}
+	}
+	return len(policy.Waves)
+}
+
+// Input is what a roll-out's plan is decided from.
+type Input struct {
+	// Policy is the Environment's spec.rollout.
+	Policy *v1.RolloutPolicy
+	// Preparation is the Preparation rolled out; From the one the clusters not reached run,
+	// used when Previous does not roll out Preparation.
+	Preparation, From string
+	// Previous is the roll-out the last status says; nil when there is none.
+	Previous *v1.RolloutStatus
+	// Members are the Environment's clusters.
+	Members []Member
+	// Now is the reconciler's clock.
+	Now time.Time
+	// RollbackTo finds the Preparation a roll-out past its budget goes back to: its name, or
+	// empty with why there is none. Called only when onFailure is Rollback.
+	RollbackTo func() (name, why string)
+}
+
+// Plan is what the roll-out does now.
+type Plan struct {
+	// Status is the Serving's status.rollout.
+	Status v1.RolloutStatus
+	// Waiting are the clusters whose Applications stay as they are, with why (the message of
+	// their Waiting target).
+	Waiting map[string]string
+	// Joiners are the clusters without an Application in a wave not reached yet: they get
+	// Status.From.
+	Joiners []string
+	// Ready, when set, is the Serving's Ready condition instead of what the clusters fold
+	// into: the roll-out halted or rolled back.
+	Ready *metav1.Condition
+	// RecheckAfter is when a soak ends; 0 when none is running.
+	RecheckAfter time.Duration
+}
+
+// waveNames returns the names of the waves, the implicit last one included.
+func waveNames(p *v1.RolloutPolicy) []string {
+	out := make([]string, 0, len(p.Waves)+1)
+	for _, w := range p.Waves {
+		out = append(out, w.Name)
+	}
+	return append(out, v1.UnselectedWave)
+}
+
+// MaxUnavailable returns how many of selected clusters of a wave may be not healthy at once:
+// a percent is rounded up, and at least one is always allowed; absent allows all.
+func MaxUnavailable(w *intstr.IntOrString, selected int) int {
+	if w == nil {
+		return max(selected, 1)
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(w, selected, true)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// Decide plans the roll-out.
+func Decide(in Input) Plan {
+	names := waveNames(in.Policy)
+	byWave := make([][]*Member, len(names))
+	for i := range in.Members {
+		m := &in.Members[i]
+		w := min(max(m.Wave, 0), len(names)-1)
+		byWave[w] = append(byWave[w], m)
+	}
+	for _, ms := range byWave {
+		sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	}
+
+	st := v1.RolloutStatus{Preparation: in.Preparation, From: in.From, State: v1.RolloutProgressing, Wave: names[0]}
+	if p := in.Previous; p != nil && p.Preparation == in.Preparation {
+		st = *p.DeepCopy()
+		st.Waves = nil
+	}
+	current := 0
+	for i, n := range names {
+		if n == st.Wave {
+			current = i
+		}
+	}
+
+	var failed []string
+	for _, m := range in.Members {
+		if m.Standing == Failed {
+			failed = append(failed, m.Name+" ("+m.Reason+")")
+		}
+	}
+	sort.Strings(failed)
+	plan := Plan{Waiting: map[string]string{}}
+	if st.State == v1.RolloutProgressing && len(failed) > int(in.Policy.FailureBudget) {
+		st.State = v1.RolloutHalted
+		st.Message = fmt.Sprintf("the roll-out of Preparation %s halted in wave %s: it failed on %s, past the failure budget of %d; no further cluster is changed",
+			in.Preparation, st.Wave, text.Names(failed), in.Policy.FailureBudget)
+		if in.Policy.OnFailure == v1.RolloutRollback && in.RollbackTo != nil {
+			if to, why := in.RollbackTo(); to != "" {
+				st.State, st.RollbackTo = v1.RolloutRolledBack, to
+				st.Message = fmt.Sprintf("the roll-out of Preparation %s failed in wave %s on %s, past the failure budget of %d: every cluster it changed goes back to Preparation %s, the last with a deployment record in the Environment",
+					in.Preparation, st.Wave, text.Names(failed), in.Policy.FailureBudget, to)
+			} else {
+				st.Message += "; it cannot roll back: " + why
+			}
+		}
+		st.Message = text.Truncate(st.Message, 1024)
+	}
+
+	if st.State == v1.RolloutProgressing {
+		// A wave some of whose clusters run the release was reached, whatever the status says:
+		// a status write lost after the Applications' is no step back.
+		for w := len(names) - 1; w > current; w-- {
+			if touched(byWave[w]) {
+				current, st.WaveHealthySince = w, nil
+				st.Wave = names[w]
+				break
+			}
+		}
+		for {
+			healthy, members := waveHealthy(byWave[current])
+			if !healthy {
+				st.WaveHealthySince = nil
+				break
+			}
+			if current == len(names)-1 {
+				st.State = v1.RolloutComplete
+				break
+			}
+			soak := time.Duration(0)
+			if s := in.Policy.Waves[current].Soak; s != nil && members > 0 {
+				soak = s.Duration
+			}
+			if st.WaveHealthySince == nil || st.WaveHealthySince.After(in.Now) {
+				// A time ahead of the clock (another replica's, skewed) is not believed.
+				st.WaveHealthySince = &metav1.Time{Time: in.Now.Truncate(time.Second)}
+			}
+			if left := st.WaveHealthySince.Add(soak).Sub(in.Now); left > 0 {
+				plan.RecheckAfter = left
+				break
+			}
+			current++
+			st.Wave, st.WaveHealthySince = names[current], nil
+		}
+	}
+
+	reached := func(w int) bool { return w <= current || st.State == v1.RolloutComplete }
+	for w, ms := range byWave {
+		count := v1.WaveCount{Name: names[w], Selected: int32(len(ms))}
+		allowed := 0
+		if reached(w) && st.State != v1.RolloutHalted && st.State != v1.RolloutRolledBack {
+			unavailable, active := 0, 0
+			for _, m := range ms {
+				if m.Standing != Held {
+					active++
+				}
+				if m.Standing == Updating || m.Standing == Failed {
+					unavailable++
+				}
+			}
+			var limit *intstr.IntOrString
+			if w < len(in.Policy.Waves) {
+				limit = in.Policy.Waves[w].MaxUnavailable
+			}
+			allowed = MaxUnavailable(limit, active) - unavailable
+		}
+		for _, m := range ms {
+			switch m.Standing {
+			case Held:
+			case Healthy:
+				count.Healthy++
+			case Updating:
+				count.Progressing++
+			case Failed:
+				count.Failed++
+			case Untouched:
+				switch {
+				case st.State == v1.RolloutHalted:
+					plan.Waiting[m.Name] = "the roll-out of Preparation " + in.Preparation + " halted: this cluster is not changed"
+					count.Waiting++
+				case st.State == v1.RolloutRolledBack:
+					// The reconciler deploys the rollback to the clusters the roll-out changed.
+					count.Waiting++
+				case reached(w) && allowed > 0:
+					allowed--
+					count.Progressing++
+				case reached(w):
+					plan.Waiting[m.Name] = fmt.Sprintf("wave %s has as many clusters updating as its maxUnavailable allows", names[w])
+					count.Waiting++
+				case !m.HasApplication && st.From != "":
+					plan.Joiners = append(plan.Joiners, m.Name)
+					count.Waiting++
+				default:
+					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits for wave %s to be healthy%s", names[w], names[current], soakPart(in.Policy, current))
+					count.Waiting++
+				}
+			}
+		}
+		st.Waves = append(st.Waves, count)
+	}
+
+	switch st.State {
+	case v1.RolloutHalted:
+		plan.Ready = &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonRolloutHalted, Message: st.Message}
+	case v1.RolloutRolledBack:
+		plan.Ready = &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonRolledBack, Message: st.Message}
+	}
+	plan.Status = st
+	return plan
+}
+
+// touched says whether a cluster of the wave runs the release, healthy or not.
+func touched(ms []*Member) bool {
+	for _, m := range ms {
+		if m.Standing == Healthy || m.Standing == Updating || m.Standing == Failed {
+			return true
+		}
+	}
+	return false
+}
+
+// waveHealthy says whether every cluster of a wave that is not held runs the release healthily,
+// and how many are not held.
+func waveHealthy(ms []*Member) (healthy bool, members int) {
+	for _, m := range ms {
+		switch m.Standing {
+		case Held:
+			continue
+		case Healthy:
+		default:
+			return false, 0
+		}
+		members++
+	}
+	return true, members
+}
+
+func soakPart(p *v1.RolloutPolicy, current int) string {
+	if current < len(p.Waves) && p.Waves[current].Soak != nil && p.Waves[current].Soak.Duration > 0 {
+		return " and soak " + p.Waves[current].Soak.Duration.String()
+	}
+	return ""
+}
+
+// RolledBackWaiting is the message of a cluster a rolled-back roll-out leaves as it is: one it
+// never changed.
+func RolledBackWaiting(preparation string) string {
+	return "the roll-out of Preparation " + preparation + " was rolled back: this cluster, which it did not change, is left as it is"
+}
+
+// Note is what the Serving's Ready message adds while the roll-out progresses: the current wave,
+// and since when it soaks.
+func (p *Plan) Note() string {
+	if p.Status.State != v1.RolloutProgressing {
+		return ""
+	}
+	at := 0
+	for i, w := range p.Status.Waves {
+		if w.Name == p.Status.Wave {
+			at = i
+		}
+	}
+	note := fmt.Sprintf("; roll-out at wave %s (%d of %d)", p.Status.Wave, at+1, len(p.Status.Waves))
+	if p.Status.WaveHealthySince != nil {
+		note += ", healthy and soaking since " + p.Status.WaveHealthySince.UTC().Format(time.RFC3339)
+	}
+	return note
+}
