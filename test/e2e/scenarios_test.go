@@ -49,6 +49,7 @@ func TestScenarios(t *testing.T) {
 		{"the example deploys to the three clusters of the Environment", deployToThree},
 		{"a stopped member is held as ClusterNotReady and the Serving stays Deployed", memberStopped},
 		{"a member whose Deployment cannot become ready fails the deployment", memberDegraded},
+		{"a release that degrades on the canary never reaches the other members and is rolled back", canaryRollsBack},
 		{"a destination the AppProject forbids is Rejected with Argo CD's message", forbiddenDestination},
 		{"a fourth member joins and gets its Application; then it leaves", joinAndLeave},
 		{"a target namespace change moves the workload", targetNamespaceChange},
@@ -185,6 +186,92 @@ func memberDegraded(t *testing.T) {
 	setUnschedulable(t, "edge-2", false)
 	waitServing(t, serving, "edge-2 rolls out once Pods can run again", func(s *deliveryv1alpha1.Serving) error {
 		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3)
+	})
+}
+
+// canaryRollsBack rolls releases out in two waves, edge-1 first: a release whose Pods cannot
+// run on edge-1 fails there, never reaches edge-2 and edge-3 (their Applications keep the
+// release that ran), and edge-1 goes back to the last release with a signed record in the
+// Environment. The next release, healthy, rolls through both waves; then the policy is removed.
+func canaryRollsBack(t *testing.T) {
+	kubectl(t, "label", "cluster", "edge-1", "ring=canary", "--overwrite")
+	kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=merge", "-p",
+		`{"spec":{"rollout":{"waves":[{"name":"canary","clusterSelector":{"matchLabels":{"ring":"canary"}}},{"name":"rest"}],"failureBudget":0,"onFailure":"Rollback"}}}`)
+	t.Cleanup(func() {
+		setUnschedulable(t, "edge-1", false)
+		kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=json", "-p", `[{"op":"remove","path":"/spec/rollout"}]`)
+		kubectl(t, "label", "cluster", "edge-1", "ring-")
+	})
+	var before deliveryv1alpha1.Serving
+	must(t, hub.Get(context.Background(), client.ObjectKey{Namespace: tenant, Name: serving}, &before))
+	good := before.Status.Revision
+	// The release that ran has its signed record in the Environment: that is where a rollback goes.
+	eventually(t, time.Minute, "the running release's deployment record", func(ctx context.Context) error {
+		var prep deliveryv1alpha1.Preparation
+		if err := hub.Get(ctx, client.ObjectKey{Namespace: tenant, Name: before.Spec.PreparationName}, &prep); err != nil {
+			return err
+		}
+		for _, r := range prep.Status.DeploymentRecords {
+			if r.Environment == sandbox.DemoEnvironment {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s lists no record of %s yet", prep.Name, sandbox.DemoEnvironment)
+	})
+
+	// A release that cannot become ready on edge-1.
+	setUnschedulable(t, "edge-1", true)
+	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
+		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary that fails"},"progressDeadlineSeconds":5}}}}}`)
+	reached := map[string]string{}
+	watchRest := func() {
+		for _, c := range []string{"edge-2", "edge-3"} {
+			for _, app := range clusterApplications(t, serving, c) {
+				if rev, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision"); rev != good {
+					reached[c] = rev
+				}
+			}
+		}
+	}
+	s := waitServing(t, serving, "the canary failed and the roll-out went back", func(s *deliveryv1alpha1.Serving) error {
+		watchRest()
+		if c := readyCondition(s); c == nil || c.Reason != deliveryv1alpha1.ReasonRolledBack {
+			return fmt.Errorf("Ready %s", readyMessage(s))
+		}
+		return nil
+	})
+	t.Logf("rolled back: %s", readyMessage(s))
+	if len(reached) != 0 {
+		t.Errorf("the failed release reached the second wave: %v", reached)
+	}
+	if !strings.Contains(readyMessage(s), "edge-1") {
+		t.Errorf("the Ready message does not name the failed canary: %s", readyMessage(s))
+	}
+	eventually(t, 2*time.Minute, "edge-1's Application targets the release that ran", func(context.Context) error {
+		watchRest()
+		for _, app := range clusterApplications(t, serving, "edge-1") {
+			if rev, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision"); rev != good {
+				return fmt.Errorf("edge-1 targets %s, want %s", rev, good)
+			}
+		}
+		return nil
+	})
+	if len(reached) != 0 {
+		t.Errorf("the failed release reached the second wave: %v", reached)
+	}
+
+	// Pods can run again, and the next release rolls through both waves.
+	setUnschedulable(t, "edge-1", false)
+	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
+		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary that passes"}}}}}}`)
+	waitServing(t, serving, "the next release Deployed through both waves", func(s *deliveryv1alpha1.Serving) error {
+		if err := expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3); err != nil {
+			return err
+		}
+		if s.Status.Revision == good {
+			return fmt.Errorf("still at the release before")
+		}
+		return nil
 	})
 }
 
