@@ -116,6 +116,9 @@ type ServingDetail struct {
 	Pipeline *Pipeline `json:"pipeline,omitempty"`
 	// Records are the deployment records of the deployed Preparation; absent when it has none.
 	Records *Records `json:"records,omitempty"`
+	// Rollout is the roll-out in waves as the controller decided it (status.rollout): its state,
+	// current wave and counts per wave; absent without a roll-out policy.
+	Rollout *v1.RolloutStatus `json:"rollout,omitempty"`
 	// Can says what the person who asks may do here: "promote" (Promote and Roll back, which
 	// patch the Serving).
 	Can map[string]Can `json:"can,omitempty"`
@@ -264,7 +267,7 @@ func ServingDetailOf(s *v1.Serving, apps []argocd.Application, argoBase string) 
 
 // ServingDetailPage is ServingDetailOf with the rows q asks for.
 func ServingDetailPage(s *v1.Serving, apps []argocd.Application, argoBase string, q RowQuery) ServingDetail {
-	d := ServingDetail{ServingSummary: SummarizeServing(s)}
+	d := ServingDetail{ServingSummary: SummarizeServing(s), Rollout: s.Status.Rollout}
 	d.Rows, d.RowsTotal, d.RowsOmitted = q.page(ServingRows(s, apps, argoBase))
 	return d
 }

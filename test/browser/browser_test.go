@@ -49,3 +49,5 @@ func TestMisdirectedRequestHasSecurityHeaders(t *testing.T) { scenario(t, "misdi
 func TestPromoteAndRollBack(t *testing.T) { scenario(t, "promote-rollback") }
 
 func TestSecretsHiddenFromWhoMayNotReadThem(t *testing.T) { scenario(t, "secrets-hidden") }
+
+func TestTheServingPageShowsTheWaves(t *testing.T) { scenario(t, "rollout") }

@@ -132,6 +132,9 @@ func fixtures(ctx context.Context) error {
 	if err := brokenAndGated(ctx); err != nil {
 		return err
 	}
+	if err := rollingOut(ctx); err != nil {
+		return err
+	}
 	if err := viewer(ctx); err != nil {
 		return err
 	}
@@ -530,4 +533,22 @@ func fleet(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// rollingOut creates the Serving waves of teamNS, rolling out in two waves as the Serving
+// reconciler writes it: the canary healthy and soaking, the rest waiting.
+func rollingOut(ctx context.Context) error {
+	c := env.Client
+	sv := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "waves"}, Spec: v1.ServingSpec{
+		OrderRef: v1.LocalObjectReference{Name: "waves"}, PreparationName: "waves-2"}}
+	if err := c.Create(ctx, sv); err != nil {
+		return err
+	}
+	since := metav1.NewTime(time.Now().Add(-3 * time.Minute).Truncate(time.Second))
+	sv.Status.Clusters = v1.ClusterCounts{Selected: 5, Healthy: 1, Progressing: 4}
+	sv.Status.Rollout = &v1.RolloutStatus{Preparation: "waves-2", From: "waves-1", State: v1.RolloutProgressing, Wave: "canary", WaveHealthySince: &since,
+		Waves: []v1.WaveCount{{Name: "canary", Selected: 1, Healthy: 1}, {Name: "rest", Selected: 4, Waiting: 4}}}
+	apimeta.SetStatusCondition(&sv.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonProgressing,
+		Message: "wave canary is healthy and soaks until 10m0s have passed"})
+	return c.Status().Update(ctx, sv)
 }

@@ -554,6 +554,20 @@ Object.assign(scenarios, {
     check(!(await page.$(".banner.bad")), "nothing red");
   },
 
+  // A Serving rolling out in waves shows what the controller decided: the state, the current
+  // wave and since when it is healthy, and each wave's counts.
+  async rollout(page) {
+    await login(page);
+    await page.goto(`${base}/#/servings/team-web/waves`);
+    await page.waitForSelector("section[data-key=rollout]");
+    const state = await page.textContent("#rollout-state");
+    check(state?.includes("Progressing") && state.includes("current wave canary") && state.includes("waves-1"), `the state, the current wave and what the waves not reached run (${state})`);
+    const rows = await page.$$eval("section[data-key=rollout] tbody tr", rs => rs.map(r => Array.from(r.querySelectorAll("td")).map(td => td.textContent)));
+    check(JSON.stringify(rows) === JSON.stringify([["canary", "1", "1", "0", "0", "0"], ["rest", "4", "0", "0", "0", "4"]]), `each wave's counts (${JSON.stringify(rows)})`);
+    check(await page.$("section[data-key=rollout] [aria-current=step]") !== null, "the current wave is marked for a screen reader");
+    await shot(page, "rollout");
+  },
+
   // A viewer who may not get Secrets sees that the Secrets' values are hidden, and none of
   // them, in the preview and in the diff; who may get them sees them and no note.
   async "secrets-hidden"(page) {

@@ -19,7 +19,9 @@
 /** @typedef {{environment: string, preparation?: string, allowed?: boolean, message?: string, stages: Stage[], error?: string}} Pipeline */
 /** @typedef {{digest: string, environment?: string, clusters: number, time?: string, keyID?: string, verified?: boolean, problem?: string}} RecordItem */
 /** @typedef {{preparation: string, artifact?: string, verify: string, items: RecordItem[], itemsOmitted?: number, error?: string}} Records */
-/** @typedef {ServingSummary & {rows: ClusterRow[], rowsTotal?: number, rowsOmitted?: number, promotion?: Promotion, pipeline?: Pipeline, records?: Records, can?: Record<string, Can>, loadedAt?: number, missing?: undefined}} ServingDetail */
+/** @typedef {{name: string, selected: number, healthy: number, progressing: number, failed: number, waiting: number}} WaveCount */
+/** @typedef {{preparation: string, from?: string, state: string, wave?: string, waveHealthySince?: string, rollbackTo?: string, message?: string, waves?: WaveCount[]}} Rollout */
+/** @typedef {ServingSummary & {rows: ClusterRow[], rowsTotal?: number, rowsOmitted?: number, promotion?: Promotion, pipeline?: Pipeline, records?: Records, rollout?: Rollout, can?: Record<string, Can>, loadedAt?: number, missing?: undefined}} ServingDetail */
 /** @typedef {{missing: true, namespace: string, name: string, order: OrderSummary}} MissingServing */
 /** @typedef {{name: string, server: string, version?: string, labels?: Record<string, string>, ready: Condition}} ClusterSummary */
 /** @typedef {{namespace: string, serving: string, application?: string, link?: string, state?: string, reason?: string, message?: string, health?: string, sync?: string, revision?: string, since?: string}} Deployment */
@@ -569,6 +571,7 @@ const servingPage = {
       h("p", { class: "note", "data-key": "order" }, "Order ", s.order, s.preparation ? `, Preparation ${s.preparation}` : "",
         s.deployedSince ? h("span", { id: "deployed-since", title: "the soak of the stages after this Environment counts from here" },
           `; deployed on every cluster since ${new Date(s.deployedSince).toLocaleString()} (${since(s.deployedSince)})`) : ""),
+      rolloutSection(s),
       clustersSection(s, ui),
       pipelineSection(s),
       promotionSection(s, ui),
@@ -646,6 +649,30 @@ function clustersSection(s, ui) {
         type: "button", class: "secondary", disabled: last >= total,
         onclick: () => { ui.offset += pageSize; refresh(); },
       }, "Next")));
+}
+
+// rolloutSection shows the roll-out in waves as the controller decided it: its state, the
+// current wave, why it halted or rolled back, and each wave's counts.
+/** @param {ServingDetail} s */
+function rolloutSection(s) {
+  const r = s.rollout;
+  if (!r) return "";
+  return h("section", { "data-key": "rollout", "aria-label": "Roll-out" },
+    tab("Roll-out"),
+    h("p", { class: "note", id: "rollout-state" }, `Preparation ${r.preparation} rolls out in waves: `, badge(r.state),
+      r.wave ? ` — current wave ${r.wave}` : "",
+      r.waveHealthySince ? `, healthy since ${new Date(r.waveHealthySince).toLocaleString()} (${since(r.waveHealthySince)})` : "",
+      r.from ? `; the waves not reached yet run ${r.from}` : "",
+      r.rollbackTo ? `; the changed clusters went back to ${r.rollbackTo}` : "", "."),
+    r.message ? h("p", { class: r.state === "Progressing" || r.state === "Complete" ? "note" : "error", id: "rollout-message" }, r.message) : "",
+    table([
+      { label: "Wave", cell: w => w.name === r.wave ? h("b", { "aria-current": "step" }, w.name) : w.name },
+      { label: "Clusters", cell: w => String(w.selected) },
+      { label: "Healthy", cell: w => String(w.healthy) },
+      { label: "Progressing", cell: w => String(w.progressing) },
+      { label: "Failed", cell: w => String(w.failed) },
+      { label: "Waiting", cell: w => String(w.waiting) },
+    ], r.waves || [], w => w.name));
 }
 
 // pipelineSection shows the stages the Order's Environment requires, for one Preparation:
