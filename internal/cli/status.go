@@ -35,6 +35,8 @@ type Status struct {
 	// ApplicationsError says why Argo CD's Applications could not be read: the table then
 	// lists only the clusters the Serving's status names.
 	ApplicationsError string `json:"applicationsError,omitempty"`
+	// Rollout is the roll-out in waves, as the controller decided it (status.rollout).
+	Rollout *v1.RolloutStatus `json:"rollout,omitempty"`
 }
 
 func newStatusCommand(o *options) *cobra.Command {
@@ -87,7 +89,7 @@ func (o *options) status(ctx context.Context, c client.Client, ns, name string) 
 	}
 	apps, appsErr := o.applications(ctx, c, sv)
 	d := view.ServingDetailOf(sv, apps, "")
-	st := &Status{ServingSummary: d.ServingSummary, Rows: d.Rows, RowsOmitted: d.RowsOmitted, TargetsOmitted: sv.Status.TargetsOmitted}
+	st := &Status{ServingSummary: d.ServingSummary, Rows: d.Rows, RowsOmitted: d.RowsOmitted, TargetsOmitted: sv.Status.TargetsOmitted, Rollout: d.Rollout}
 	if appsErr != nil {
 		st.ApplicationsError = appsErr.Error()
 	}
@@ -136,6 +138,19 @@ func printStatus(out io.Writer, st *Status, output string, now time.Time) error 
 	w.printf("Ready:        %s\n", ready)
 	cc := st.Clusters
 	w.printf("Clusters:     Selected %d, Healthy %d, Progressing %d, Degraded %d, Held %d\n", cc.Selected, cc.Healthy, cc.Progressing, cc.Degraded, cc.Held)
+	if r := st.Rollout; r != nil {
+		line := fmt.Sprintf("%s %s", r.State, r.Preparation)
+		if r.Wave != "" {
+			line += ", current wave " + r.Wave
+		}
+		if r.RollbackTo != "" {
+			line += ", went back to " + r.RollbackTo
+		}
+		w.printf("Roll-out:     %s\n", line)
+		for _, wave := range r.Waves {
+			w.printf("  wave %-12s %d clusters: %d healthy, %d progressing, %d failed, %d waiting\n", wave.Name, wave.Selected, wave.Healthy, wave.Progressing, wave.Failed, wave.Waiting)
+		}
+	}
 	if w.err != nil {
 		return w.err
 	}

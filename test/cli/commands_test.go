@@ -543,3 +543,34 @@ What changes:
 		t.Errorf("diff with a missing Preparation: exit %d %q", r.code, r.stderr)
 	}
 }
+
+// A Serving rolling out in waves: status prints the roll-out as the controller decided it.
+func TestStatusShowsTheRolloutInWaves(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "waves")
+	order(t, ns, "web", "prod", v1.PromotionManual)
+	preparation(t, ns, "web-2", prepSpec{order: "web", ready: metav1.ConditionTrue, digest: digest("2")})
+	s := serving(t, ns, "web", "web-2")
+	s.Status = v1.ServingStatus{
+		Revision: digest("2"),
+		Clusters: v1.ClusterCounts{Selected: 5, Healthy: 1, Progressing: 4},
+		Rollout: &v1.RolloutStatus{Preparation: "web-2", From: "web-1", State: v1.RolloutProgressing, Wave: "canary",
+			Waves: []v1.WaveCount{{Name: "canary", Selected: 1, Healthy: 1}, {Name: "rest", Selected: 4, Waiting: 4}}},
+	}
+	apimeta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonProgressing, Message: "wave canary soaks"})
+	must(t, env.Client.Status().Update(ctx, s))
+	r := kubectlKokumi(t, "status", "web", "-n", ns)
+	for _, want := range []string{
+		"Roll-out:     Progressing web-2, current wave canary\n",
+		"  wave canary       1 clusters: 1 healthy, 0 progressing, 0 failed, 0 waiting\n",
+		"  wave rest         4 clusters: 0 healthy, 0 progressing, 0 failed, 4 waiting\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status does not print %q:\n%s", want, r.stdout)
+		}
+	}
+	r = kubectlKokumi(t, "status", "web", "-n", ns, "-o", "json")
+	if !strings.Contains(r.stdout, `"rollout": {`) || !strings.Contains(r.stdout, `"wave": "canary"`) {
+		t.Errorf("status -o json lacks the roll-out:\n%s", r.stdout)
+	}
+}
