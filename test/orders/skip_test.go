@@ -261,3 +261,39 @@ func eventuallyWithin(t *testing.T, timeout time.Duration, what string, cond fun
 	}
 	t.Fatalf("timed out waiting for %s: %s", what, why)
 }
+
+// Orders rendering together share what each image tag points to (the controller's tag cache):
+// a dozen Orders of three namespaces, created at once from Products of the same chart, each
+// pull and render the chart, but resolve each image tag a few times in all, not once per
+// Order.
+func TestOrdersRenderingTogetherResolveEachImageTagAboutOnce(t *testing.T) {
+	src := newSource(t)
+	via, proxy := src.through(t)
+	const namespaces, perNamespace = 3, 4
+	var nss []string
+	for range namespaces {
+		ns := newNamespace(t)
+		nss = append(nss, ns)
+		via.product(t, ns, "podinfo", "", via.values("one"))
+	}
+	proxy.reset()
+	for _, ns := range nss {
+		for i := range perNamespace {
+			order(t, ns, fmt.Sprintf("web-%d", i), "podinfo", "", v1.PromotionManual)
+		}
+	}
+	for _, ns := range nss {
+		for i := range perNamespace {
+			waitReady(t, ns, fmt.Sprintf("web-%d", i), v1.ReasonRendered)
+		}
+	}
+	renders := len(proxy.requests(http.MethodGet, `^/v2/charts/podinfo/manifests/`))
+	heads := len(proxy.requests(http.MethodHead, `^/v2/stefanprodan/podinfo/manifests/6\.14\.1$`))
+	t.Logf("%d Orders: %d pulls of the chart, %d HEAD requests of the image tag", namespaces*perNamespace, renders, heads)
+	if renders < namespaces*perNamespace {
+		t.Fatalf("%d pulls of the chart for %d Orders, want one each", renders, namespaces*perNamespace)
+	}
+	if heads == 0 || heads > renders/3 {
+		t.Errorf("the image tag was resolved %d times for %d renders, want a few at most", heads, renders)
+	}
+}

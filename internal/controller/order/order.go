@@ -85,6 +85,9 @@ type Reconciler struct {
 	// Resync is how often a rendered Order looks whether its source tag or an image tag moved,
 	// which makes a new Preparation (default ten minutes). Nothing is rendered when none did.
 	Resync time.Duration
+	// TagTTL is how long an image tag's digest is kept for every Order to share (default
+	// images.DefaultTagTTL); keep it under Resync, or a resync may not ask the registry.
+	TagTTL time.Duration
 
 	retries retries
 	// renders remembers each Order's last render, for a reconcile that reads the Order before
@@ -93,6 +96,10 @@ type Reconciler struct {
 	// slots bound the renders running at once (renderSlots).
 	slots     *slots
 	slotsOnce sync.Once
+	// tags keep what each image tag pointed to for a few seconds, by credentials, shared by
+	// every Order (tagCache).
+	tags     *images.TagCache
+	tagsOnce sync.Once
 }
 
 // Setup registers the Order reconciler, whose Automatic promotions pass gate.
@@ -266,6 +273,16 @@ const busyRetry = time.Second
 func (r *Reconciler) renderSlots() *slots {
 	r.slotsOnce.Do(func() { r.slots = newSlots(r.Config.RenderWorkers) })
 	return r.slots
+}
+
+// tagCache is the image tags' cache all Orders share: when a chart version changes under a
+// thousand Orders, each tag is resolved about once in the pass, not once per Order, and the
+// skip rule's checks of the images (stillCurrent) that run together share it too. An answer
+// serves only Orders whose Product signs in to that registry with the same credential
+// (images.TagCache), and a moved tag is seen at most TagTTL late.
+func (r *Reconciler) tagCache() *images.TagCache {
+	r.tagsOnce.Do(func() { r.tags = images.NewTagCache(r.TagTTL) })
+	return r.tags
 }
 
 // failure is a failed render: the Order's Ready reason and message.
@@ -763,7 +780,7 @@ func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespa
 	own := r.ownRepositories(namespace)
 	return &build.Builder{
 		Sources: &oci.Client{Credentials: creds, PlainHTTP: plain, Allow: own},
-		Images:  &images.Resolver{Credentials: creds, PlainHTTP: plain, Namespace: namespace, Allow: own},
+		Images:  &images.Resolver{Credentials: creds, PlainHTTP: plain, Namespace: namespace, Allow: own, Tags: r.tagCache()},
 		Budgets: r.Config.RenderBudgets,
 		Allowed: r.Config.RegistryAllowed,
 		Render:  r.renderer().Render,
