@@ -353,6 +353,10 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 	defer release()
 	result = kmetrics.Success
 	built, err := b.Build(ctx, in)
+	// The slot bounds the pull, the render and the images' resolution; the push and the
+	// writes to the API server that follow wait on the network, not on this machine, and the
+	// next render need not wait for them.
+	release()
 	if err != nil {
 		return nil, buildFailure(err)
 	}
@@ -787,10 +791,15 @@ func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespa
 	}, nil
 }
 
-// renderer renders in a process of its own, held to the render budgets' memory and timeout.
+// renderer renders in a process of its own, held to the render budgets' memory and timeout,
+// with a child started ahead for each render slot so that no render waits for its start.
 func (r *Reconciler) renderer() isolate.Process {
 	b := r.Config.RenderBudgets.WithDefaults()
-	return isolate.Process{Memory: b.Memory, Timeout: b.Timeout}
+	workers := r.Config.RenderWorkers
+	if workers <= 0 {
+		workers = config.DefaultRenderWorkers
+	}
+	return isolate.Process{Memory: b.Memory, Timeout: b.Timeout, Warm: workers}
 }
 
 // bundled says whether images vendored into registry live in the bundled registry.

@@ -174,7 +174,8 @@ func RunRender(ctx context.Context, opts RenderOptions) (row *RenderRow, err err
 	if row.Bare, err = r.bare("bare", nil); err != nil {
 		return row, fmt.Errorf("bare pipeline: %w", err)
 	}
-	child := isolate.Process{Executable: opts.KokumiBinary, Timeout: time.Minute}
+	// Children started ahead, one per worker, as the controller starts them.
+	child := isolate.Process{Executable: opts.KokumiBinary, Timeout: time.Minute, Warm: opts.BareWorkers}
 	if row.BareChild, err = r.bare("bare-child", child.Render); err != nil {
 		return row, fmt.Errorf("bare pipeline, rendering in a child: %w", err)
 	}
