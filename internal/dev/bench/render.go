@@ -116,16 +116,15 @@ func (r RenderRow) Ratio() float64 { return ratio(r.Change.Total, r.Bare.Total) 
 // renderRun is the state of a run of RunRender.
 type renderRun struct {
 	*run
-	ro                RenderOptions
-	proxy             *countingProxy
-	registry          string // the proxy's host:port, where everything reaches the registry
-	values            map[string]any
-	chartURL          string
-	metricsURL        string
-	watch             *readyWatch
-	namespaces        []string
-	orders            []types.NamespacedName
-	controllerStarted bool
+	ro         RenderOptions
+	proxy      *countingProxy
+	registry   string // the proxy's host:port, where everything reaches the registry
+	values     map[string]any
+	chartURL   string
+	metricsURL string
+	watch      *readyWatch
+	namespaces []string
+	orders     []types.NamespacedName
 }
 
 // RunRender brings up a hub, the bundled registry behind a counting proxy with the podinfo-like
@@ -170,7 +169,7 @@ func RunRender(ctx context.Context, opts RenderOptions) (row *RenderRow, err err
 	if err := r.kokumiPasses(row); err != nil {
 		return row, fmt.Errorf("run kokumi controller: %w", err)
 	}
-	r.run.kokumi.stop(10 * time.Second)
+	r.kokumi.stop(10 * time.Second)
 	if row.Bare, err = r.bare("bare", nil); err != nil {
 		return row, fmt.Errorf("bare pipeline: %w", err)
 	}
@@ -301,7 +300,7 @@ func (r *renderRun) kokumiPasses(row *RenderRow) error {
 		"--argocd-namespace=" + argocdNamespace, "--namespace=" + ControllerNamespace,
 		"--bundled-registry=" + r.registry,
 	}, r.ro.ControllerArgs...)
-	if r.run.kokumi, err = startProcess("kokumi controller", filepath.Join(r.dir, "kokumi-controller.log"), r.ro.KokumiBinary, args,
+	if r.kokumi, err = startProcess("kokumi controller", filepath.Join(r.dir, "kokumi-controller.log"), r.ro.KokumiBinary, args,
 		[]string{"KUBECONFIG=" + r.hub.controllerKubeconfig}); err != nil {
 		return err
 	}
@@ -351,7 +350,7 @@ func (r *renderRun) pass(version, what string, start func() error) (Pass, error)
 	}
 	total, err := waitCount(r.ctx, began, r.opts.Timeout, "every Order with a Ready Preparation at "+version, len(r.orders), func() (int, error) {
 		return r.watch.count(), nil
-	}, r.run.kokumi.alive)
+	}, r.kokumi.alive)
 	if err != nil {
 		return Pass{}, err
 	}
