@@ -147,6 +147,10 @@ bench: build test-assets fleet-assets ## Measure Kokumi's fan-out to 100, 1,000 
 bench-memory: build test-assets ## Measure the controller's start and memory over 100 Servings × 1,000 clusters: 100,000 Applications of 20 KB put into etcd (docs/performance.md); the row goes to bin/bench-memory.md.
 	go run ./hack/bench --memory --memory-servings 100 --memory-clusters 1000 --timeout 20m --kokumi $(BIN)/kokumi --out $(BIN)/bench-memory.md
 
+.PHONY: bench-render
+bench-render: build test-assets ## Measure Kokumi's renders when 100 and 1,000 Orders over 100 namespaces move to a new chart version, against a bare pipeline doing the same work (docs/performance.md); the table goes to bin/bench-render.md.
+	go run ./hack/benchrender -n 100,1000 --kokumi $(BIN)/kokumi --out $(BIN)/bench-render.md
+
 FUZZTIME ?= 10s
 
 .PHONY: fuzz

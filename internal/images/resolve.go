@@ -58,6 +58,10 @@ type Resolver struct {
 	Transport http.RoundTripper
 	// Parallel is how many images are resolved at once (default 4).
 	Parallel int
+	// Tags, when set, keeps for a few seconds what each tag pointed to, for these Credentials
+	// only, so that the Orders rendering at the same time resolve each tag once (TagCache).
+	// Images vendored are copied all the same.
+	Tags *TagCache
 }
 
 // Resolve pins refs to their digests (vendorRegistry empty) or copies them, every platform
@@ -169,11 +173,25 @@ func (r *Resolver) pin(ctx context.Context, ref string) (string, error) {
 	if _, ok := parsed.(name.Digest); ok {
 		return ref, nil
 	}
-	desc, err := remote.Head(parsed, r.options(ctx)...)
-	if err != nil {
-		return "", fmt.Errorf("resolve tag: %w", err)
+	head := func() (string, error) {
+		desc, err := remote.Head(parsed, r.options(ctx)...)
+		if err != nil {
+			return "", fmt.Errorf("resolve tag: %w", err)
+		}
+		return desc.Digest.String(), nil
 	}
-	return pinnedRef(ref, desc.Digest.String()), nil
+	var digest string
+	if r.Tags != nil {
+		// After Allow: the cache answers only what this resolver may read, with its credentials.
+		identity := credentialIdentity(r.Credentials, parsed.Context().RegistryStr())
+		digest, err = r.Tags.resolve(identity, parsed.Name(), head)
+	} else {
+		digest, err = head()
+	}
+	if err != nil {
+		return "", err
+	}
+	return pinnedRef(ref, digest), nil
 }
 
 // pinnedRef is ref, as written, pointed at digest: its tag (or digest) replaced.

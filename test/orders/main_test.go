@@ -101,7 +101,7 @@ func (s suite) Run() int {
 		return 1
 	}
 	r := &orderctrl.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"), Config: cfg,
-		RetryAfter: 2 * time.Second, Resync: 3 * time.Second, Gate: holdGate}
+		RetryAfter: 2 * time.Second, Resync: 3 * time.Second, TagTTL: time.Second, Gate: holdGate}
 	if err := r.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -113,12 +113,14 @@ func TestAResyncWithNothingChangedRendersNothing(t *testing.T) {
 	}
 
 	// Resyncs (every 3 s here) look at the source tag and the image tags, with HEAD requests
-	// only: no pull, so no render and no push.
+	// only: no pull, so no render and no push. The image tag's digest is kept for a second
+	// (TagTTL): the first resync may find it kept from the reconcile that followed the render,
+	// so four resyncs look at the image tag three times at least.
 	chartManifest := `^/v2/charts/podinfo/manifests/6\.14\.1$`
 	proxy.reset()
-	eventually(t, "three resyncs", func() (bool, string) {
+	eventually(t, "four resyncs", func() (bool, string) {
 		n := len(proxy.requests(http.MethodHead, chartManifest))
-		return n >= 3, fmt.Sprintf("%d HEAD requests of the chart's tag", n)
+		return n >= 4, fmt.Sprintf("%d HEAD requests of the chart's tag", n)
 	})
 	// Any GET of a manifest or a blob is a pull (GET /v2/ only asks how to sign in).
 	pull := `/(manifests|blobs)/`
@@ -126,7 +128,7 @@ func TestAResyncWithNothingChangedRendersNothing(t *testing.T) {
 		t.Errorf("resyncs with nothing changed pulled %d times: %+v", len(pulls), pulls)
 	}
 	if n := len(proxy.requests(http.MethodHead, `^/v2/stefanprodan/podinfo/manifests/6\.14\.1$`)); n < 3 {
-		t.Errorf("the image tag was looked at %d times in three resyncs, want at least 3", n)
+		t.Errorf("the image tag was looked at %d times in four resyncs, want at least 3", n)
 	}
 	o = getOrder(t, ns, "quiet")
 	if n := len(preparations(t, ns, "quiet")); n != 1 || o.Status.LatestPreparation != first || !strings.HasPrefix(readyMessage(o), "Up to date") {
@@ -260,4 +262,40 @@ func eventuallyWithin(t *testing.T, timeout time.Duration, what string, cond fun
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s: %s", what, why)
+}
+
+// Orders rendering together share what each image tag points to (the controller's tag cache):
+// a dozen Orders of three namespaces, created at once from Products of the same chart, each
+// pull and render the chart, but resolve each image tag a few times in all, not once per
+// Order.
+func TestOrdersRenderingTogetherResolveEachImageTagAboutOnce(t *testing.T) {
+	src := newSource(t)
+	via, proxy := src.through(t)
+	const namespaces, perNamespace = 3, 4
+	var nss []string
+	for range namespaces {
+		ns := newNamespace(t)
+		nss = append(nss, ns)
+		via.product(t, ns, "podinfo", "", via.values("one"))
+	}
+	proxy.reset()
+	for _, ns := range nss {
+		for i := range perNamespace {
+			order(t, ns, fmt.Sprintf("web-%d", i), "podinfo", "", v1.PromotionManual)
+		}
+	}
+	for _, ns := range nss {
+		for i := range perNamespace {
+			waitReady(t, ns, fmt.Sprintf("web-%d", i), v1.ReasonRendered)
+		}
+	}
+	renders := len(proxy.requests(http.MethodGet, `^/v2/charts/podinfo/manifests/`))
+	heads := len(proxy.requests(http.MethodHead, `^/v2/stefanprodan/podinfo/manifests/6\.14\.1$`))
+	t.Logf("%d Orders: %d pulls of the chart, %d HEAD requests of the image tag", namespaces*perNamespace, renders, heads)
+	if renders < namespaces*perNamespace {
+		t.Fatalf("%d pulls of the chart for %d Orders, want one each", renders, namespaces*perNamespace)
+	}
+	if heads == 0 || heads >= renders/2 {
+		t.Errorf("the image tag was resolved %d times for %d renders, want a few at most", heads, renders)
+	}
 }

@@ -85,6 +85,9 @@ type Reconciler struct {
 	// Resync is how often a rendered Order looks whether its source tag or an image tag moved,
 	// which makes a new Preparation (default ten minutes). Nothing is rendered when none did.
 	Resync time.Duration
+	// TagTTL is how long an image tag's digest is kept for every Order to share (default
+	// images.DefaultTagTTL); keep it under Resync, or a resync may not ask the registry.
+	TagTTL time.Duration
 
 	retries retries
 	// renders remembers each Order's last render, for a reconcile that reads the Order before
@@ -93,6 +96,10 @@ type Reconciler struct {
 	// slots bound the renders running at once (renderSlots).
 	slots     *slots
 	slotsOnce sync.Once
+	// tags keep what each image tag pointed to for a few seconds, by credentials, shared by
+	// every Order (tagCache).
+	tags     *images.TagCache
+	tagsOnce sync.Once
 }
 
 // Setup registers the Order reconciler, whose Automatic promotions pass gate.
@@ -268,6 +275,16 @@ func (r *Reconciler) renderSlots() *slots {
 	return r.slots
 }
 
+// tagCache is the image tags' cache all Orders share: when a chart version changes under a
+// thousand Orders, each tag is resolved about once in the pass, not once per Order, and the
+// skip rule's checks of the images (stillCurrent) that run together share it too. An answer
+// serves only Orders whose Product signs in to that registry with the same credential
+// (images.TagCache), and a moved tag is seen at most TagTTL late.
+func (r *Reconciler) tagCache() *images.TagCache {
+	r.tagsOnce.Do(func() { r.tags = images.NewTagCache(r.TagTTL) })
+	return r.tags
+}
+
 // failure is a failed render: the Order's Ready reason and message.
 type failure struct {
 	Reason  string
@@ -336,6 +353,10 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 	defer release()
 	result = kmetrics.Success
 	built, err := b.Build(ctx, in)
+	// The slot bounds the pull, the render and the images' resolution; the push and the
+	// writes to the API server that follow wait on the network, not on this machine, and the
+	// next render need not wait for them.
+	release()
 	if err != nil {
 		return nil, buildFailure(err)
 	}
@@ -763,17 +784,22 @@ func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespa
 	own := r.ownRepositories(namespace)
 	return &build.Builder{
 		Sources: &oci.Client{Credentials: creds, PlainHTTP: plain, Allow: own},
-		Images:  &images.Resolver{Credentials: creds, PlainHTTP: plain, Namespace: namespace, Allow: own},
+		Images:  &images.Resolver{Credentials: creds, PlainHTTP: plain, Namespace: namespace, Allow: own, Tags: r.tagCache()},
 		Budgets: r.Config.RenderBudgets,
 		Allowed: r.Config.RegistryAllowed,
 		Render:  r.renderer().Render,
 	}, nil
 }
 
-// renderer renders in a process of its own, held to the render budgets' memory and timeout.
+// renderer renders in a process of its own, held to the render budgets' memory and timeout,
+// with a child started ahead for each render slot so that no render waits for its start.
 func (r *Reconciler) renderer() isolate.Process {
 	b := r.Config.RenderBudgets.WithDefaults()
-	return isolate.Process{Memory: b.Memory, Timeout: b.Timeout}
+	workers := r.Config.RenderWorkers
+	if workers <= 0 {
+		workers = config.DefaultRenderWorkers
+	}
+	return isolate.Process{Memory: b.Memory, Timeout: b.Timeout, Warm: workers}
 }
 
 // bundled says whether images vendored into registry live in the bundled registry.

@@ -21,6 +21,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -64,6 +65,11 @@ type Process struct {
 	// Timeout is the most wall time a render takes; the child is killed then, and its CPU
 	// time is held to it too. Zero means no timeout.
 	Timeout time.Duration
+	// Warm is how many children are started ahead of need and wait for their request, so that
+	// a render does not wait for its child's start (some 80 ms for Kokumi's binary, most of
+	// what a small chart's render costs). Each child still renders once and exits. Zero
+	// starts each child when its render begins.
+	Warm int
 }
 
 // request is what the parent writes on the child's stdin.
@@ -102,18 +108,26 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		ctx, cancel = context.WithTimeout(ctx, p.Timeout)
 		defer cancel()
 	}
-	cmd := exec.CommandContext(ctx, exe, ChildFlag)
-	cmd.Env = childEnv(p)
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &limitedWriter{w: &stderr, n: 4096}
-	stdout, err := cmd.StdoutPipe()
+	c, err := p.take(exe)
 	if err != nil {
-		return nil, fmt.Errorf("start the render: %w", err)
+		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start the render (%s): %w", exe, err)
-	}
+	// The child is killed at the timeout, or when the caller gives up.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = c.cmd.Process.Kill()
+		case <-stop:
+		}
+	}()
+	go func() {
+		// A child that dies before reading it all fails on its own: its error is Wait's.
+		_, _ = c.stdin.Write(in)
+		_ = c.stdin.Close()
+	}()
+	cmd, stdout, stderr := c.cmd, c.stdout, &c.stderr
 	// The output is read no further than its budget allows, with room for the encoding.
 	most := int64(64 << 20)
 	if o.Limits.OutputBytes > 0 {
@@ -153,6 +167,80 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		return nil, err
 	}
 	return &render.Result{Chart: res.Chart, Objects: objs}, nil
+}
+
+// waiting is a render child started, waiting for its request on stdin.
+type waiting struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
+	stderr bytes.Buffer
+}
+
+// warm holds, for each Process, the children started ahead of need (Process.Warm).
+var warm = struct {
+	sync.Mutex
+	idle map[Process][]*waiting
+}{idle: map[Process][]*waiting{}}
+
+// take returns a child waiting for its request: one started ahead when there is one, else one
+// started now; and, with Warm, starts another for the next render.
+func (p Process) take(exe string) (*waiting, error) {
+	p.Executable = exe
+	var c *waiting
+	warm.Lock()
+	if idle := warm.idle[p]; len(idle) > 0 {
+		c, warm.idle[p] = idle[len(idle)-1], idle[:len(idle)-1]
+	}
+	warm.Unlock()
+	if p.Warm > 0 {
+		go p.refill()
+	}
+	if c != nil {
+		return c, nil
+	}
+	return p.start()
+}
+
+// refill starts a child for a later render, unless Warm of them wait already.
+func (p Process) refill() {
+	warm.Lock()
+	room := len(warm.idle[p]) < p.Warm
+	warm.Unlock()
+	if !room {
+		return
+	}
+	c, err := p.start()
+	if err != nil {
+		return // the next render starts its own, and says what fails
+	}
+	warm.Lock()
+	defer warm.Unlock()
+	if len(warm.idle[p]) >= p.Warm {
+		_ = c.stdin.Close() // it reads no request and exits
+		go func() { _ = c.cmd.Wait() }()
+		return
+	}
+	warm.idle[p] = append(warm.idle[p], c)
+}
+
+// start starts a child of p.Executable. A child waiting for its request uses no CPU time, and
+// exits when its stdin closes, as it does when the controller exits.
+func (p Process) start() (*waiting, error) {
+	c := &waiting{cmd: exec.Command(p.Executable, ChildFlag)}
+	c.cmd.Env = childEnv(p)
+	c.cmd.Stderr = &limitedWriter{w: &c.stderr, n: 4096}
+	var err error
+	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
+		return nil, fmt.Errorf("start the render: %w", err)
+	}
+	if c.stdout, err = c.cmd.StdoutPipe(); err != nil {
+		return nil, fmt.Errorf("start the render: %w", err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the render (%s): %w", p.Executable, err)
+	}
+	return c, nil
 }
 
 // childFailed names why a child exited without an answer: its memory (the runtime's "out of

@@ -99,3 +99,41 @@ func heap() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse
 }
+
+// Children started ahead (Warm) render as any: each once, what this process renders, and a
+// hostile chart is still stopped at the memory and at the timeout, counted from its request.
+func TestWarmChildrenRenderOnceEachAndKeepTheLimits(t *testing.T) {
+	layers := []oci.Layer{{MediaType: oci.MediaTypeHelmChart, Data: ocitest.PodinfoChart(t)}}
+	opts := render.Options{ReleaseName: "web", TargetNamespace: "team-a"}
+	want, err := render.Render(context.Background(), layers, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := isolate.Process{Memory: 256 << 20, Timeout: 3 * time.Second, Warm: 2}
+	for i := range 5 {
+		got, err := p.Render(context.Background(), layers, opts)
+		if err != nil {
+			t.Fatalf("render %d: %v", i, err)
+		}
+		if len(got.Objects) != len(want.Objects) {
+			t.Fatalf("render %d: %d objects, want %d", i, len(got.Objects), len(want.Objects))
+		}
+	}
+	// A child waits for its request without a clock: one started long before still has its
+	// whole timeout.
+	time.Sleep(4 * time.Second)
+	start := time.Now()
+	_, err = p.Render(context.Background(), bomb(t, "{{ range until 4000000 }}{{ range until 4000000 }}{{ end }}{{ end }}"), render.Options{ReleaseName: "b", TargetNamespace: "b"})
+	var te *isolate.TimeoutError
+	if !errors.As(err, &te) {
+		t.Fatalf("err %v, want a timeout", err)
+	}
+	if took := time.Since(start); took < 3*time.Second || took > 10*time.Second {
+		t.Errorf("killed after %s, its timeout being 3s", took)
+	}
+	_, err = p.Render(context.Background(), bomb(t, "{{ range until 4000000 }}{{ range until 4000000 }}xxxxxxxx{{ end }}{{ end }}"), render.Options{ReleaseName: "b", TargetNamespace: "b"})
+	var le *oci.LimitError
+	if !errors.As(err, &le) || le.Limit != render.LimitMemory {
+		t.Fatalf("err %v, want the memory limit", err)
+	}
+}
