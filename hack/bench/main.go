@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -23,18 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kokumi-dev/kokumi/internal/dev/bench"
-	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 )
-
-// listFlag collects repeated flags (and comma-separated values).
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-
-func (l *listFlag) Set(v string) error {
-	*l = append(*l, v)
-	return nil
-}
 
 func main() {
 	if err := run(); err != nil {
@@ -57,7 +45,7 @@ func run() error {
 		timeout  = flag.Duration("timeout", 10*time.Minute, "the longest each wait may take")
 		keep     = flag.Bool("keep", false, "keep each run's work directory (logs, audit log)")
 		kokumi   = flag.String("kokumi", "", "the kokumi binary to run (default: go build ./cmd/kokumi)")
-		extra    listFlag
+		extra    bench.ListFlag
 		maxRatio = flag.Float64("max-ratio", 0, "fail when Kokumi's Serving → N over the bare client's time exceeds this (0: never)")
 		memory   = flag.Bool("memory", false, "measure the controller's start and memory with --memory-servings × --memory-clusters Applications put into etcd, instead of the fan-out (-n is not used)")
 		servings = flag.Int("memory-servings", 100, "with --memory, how many Servings")
@@ -69,32 +57,18 @@ func run() error {
 	flag.Parse()
 	// The library's clients log through controller-runtime: errors only.
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	var sizes []int
-	for _, s := range strings.Split(*ns, ",") {
-		n, err := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(s), "_", ""))
-		if err != nil || n <= 0 {
-			return fmt.Errorf("-n: %q is not a positive number", s)
-		}
-		sizes = append(sizes, n)
+	sizes, err := bench.Sizes("n", *ns)
+	if err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	bin := *kokumi
-	if bin == "" {
-		assets, err := sandbox.FindAssets()
-		if err != nil {
-			return err
-		}
-		tmp, err := os.MkdirTemp("", "kokumi-bench-bin-")
-		if err != nil {
-			return fmt.Errorf("create a temporary directory: %w", err)
-		}
-		defer func() { _ = os.RemoveAll(tmp) }()
-		if bin, err = bench.BuildKokumi(ctx, assets.Root, tmp); err != nil {
-			return err
-		}
+	bin, cleanup, err := bench.KokumiBinary(ctx, *kokumi)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	began := time.Now()
 	if *memory {
 		row, err := bench.RunMemory(ctx, bench.MemoryOptions{Options: bench.Options{

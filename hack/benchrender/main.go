@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,18 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kokumi-dev/kokumi/internal/dev/bench"
-	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 )
-
-// listFlag collects repeated flags.
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-
-func (l *listFlag) Set(v string) error {
-	*l = append(*l, v)
-	return nil
-}
 
 func main() {
 	if err := run(); err != nil {
@@ -52,36 +40,22 @@ func run() error {
 		keep       = flag.Bool("keep", false, "keep each run's work directory (logs)")
 		kokumi     = flag.String("kokumi", "", "the kokumi binary to run (default: go build ./cmd/kokumi)")
 		maxRatio   = flag.Float64("max-ratio", 0, "fail when Kokumi's change pass takes more than this times the bare pipeline's (0: never)")
-		extra      listFlag
+		extra      bench.ListFlag
 	)
 	flag.Var(&extra, "controller-arg", "one more flag of `kokumi controller`, such as --controller-arg=--render-workers=4 (repeatable)")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	var sizes []int
-	for _, s := range strings.Split(*ns, ",") {
-		n, err := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(s), "_", ""))
-		if err != nil || n <= 0 {
-			return fmt.Errorf("-n: %q is not a positive number", s)
-		}
-		sizes = append(sizes, n)
+	sizes, err := bench.Sizes("n", *ns)
+	if err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	bin := *kokumi
-	if bin == "" {
-		assets, err := sandbox.FindAssets()
-		if err != nil {
-			return err
-		}
-		tmp, err := os.MkdirTemp("", "kokumi-bench-bin-")
-		if err != nil {
-			return fmt.Errorf("create a temporary directory: %w", err)
-		}
-		defer func() { _ = os.RemoveAll(tmp) }()
-		if bin, err = bench.BuildKokumi(ctx, assets.Root, tmp); err != nil {
-			return err
-		}
+	bin, cleanup, err := bench.KokumiBinary(ctx, *kokumi)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	began := time.Now()
 	var (
 		table  strings.Builder
