@@ -2,6 +2,10 @@ package orders
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -173,5 +177,68 @@ func TestARestartedControllerDoesNotRetryAFailedRenderBeforeItIsDue(t *testing.T
 	}
 	if readyMessage(again) != readyMessage(failed) {
 		t.Errorf("after the restart the Ready message changed:\n%s\nwas\n%s", readyMessage(again), readyMessage(failed))
+	}
+}
+
+// trickle passes each response body on a byte every interval.
+type trickle struct {
+	w        http.ResponseWriter
+	interval time.Duration
+}
+
+func (t trickle) Header() http.Header  { return t.w.Header() }
+func (t trickle) WriteHeader(code int) { t.w.WriteHeader(code) }
+func (t trickle) Write(p []byte) (int, error) {
+	for i := range p {
+		if _, err := t.w.Write(p[i : i+1]); err != nil {
+			return i, err
+		}
+		if f, ok := t.w.(http.Flusher); ok {
+			f.Flush()
+		}
+		time.Sleep(t.interval)
+	}
+	return len(p), nil
+}
+
+// A tenant's Product names a registry that trickles its chart's bytes (a byte every 20 ms: the
+// podinfo chart would take minutes): the controller stops the pull at --render-timeout, the
+// Order says so, and a good Order of another namespace renders meanwhile.
+func TestASourceRegistryThatTricklesFailsTheOrderAtTheRenderTimeout(t *testing.T) {
+	src := newSource(t)
+	target, err := url.Parse("http://" + src.reg.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/blobs/") {
+			proxy.ServeHTTP(trickle{w, 20 * time.Millisecond}, r)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	ns := newNamespace(t)
+	p := src.product(t, ns, "slow", "", src.values("slow"))
+	p.Spec.Source.URL = "oci://" + strings.TrimPrefix(slow.URL, "http://") + "/charts/podinfo"
+	if err := env.Client.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	order(t, ns, "slow", "slow", "", v1.PromotionManual)
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: ns}})
+	})
+	good := renderGood(t, src)
+	o := waitFailed(t, ns, "slow")
+	took := time.Since(start)
+	t.Logf("the good Order of another namespace rendered in %s; the trickled one failed after %s: %s", good.Round(time.Millisecond), took.Round(time.Millisecond), readyMessage(o))
+	if r := readyReason(o); r != v1.ReasonRenderTimeout || !strings.Contains(readyMessage(o), "did not end within 15s") ||
+		!strings.Contains(readyMessage(o), "--"+config.FlagRenderTimeout) {
+		t.Errorf("the trickled Order: %s %q, want RenderTimeout after 15s naming --%s", r, readyMessage(o), config.FlagRenderTimeout)
+	}
+	if took > 45*time.Second {
+		t.Errorf("the trickled Order failed after %s, its render timeout being 15s", took)
 	}
 }
