@@ -78,7 +78,7 @@ func TestNoTenantsRenderStallsOrCrashesTheController(t *testing.T) {
 	const nested = "{{ range until 4000000 }}{{ range until 4000000 }}xxxxxxxx{{ end }}{{ end }}"
 	urls := map[string]string{
 		"nested": hostileChart(t, src, attacker, "nested", nested+"\n", nil),
-		"spin":   hostileChart(t, src, attacker, "spin", "{{ range until 4000000 }}{{ range until 4000000 }}{{ end }}{{ end }}\n", nil),
+		"spin":   hostileChart(t, src, attacker, "spin", "{{ range until 4000000 }}{{ range until 400 }}{{ end }}{{ end }}\n", nil),
 		"tpl":    hostileChart(t, src, attacker, "tpl", "{{ tpl .Values.greeting . }}\n", map[string]any{"greeting": nested}),
 		"alloc":  hostileChart(t, src, attacker, "alloc", "{{ $l := list }}{{ range until 4000 }}{{ range until 4000 }}{{ $l = append $l \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\" }}{{ end }}{{ end }}\n", nil),
 	}
@@ -151,7 +151,7 @@ func TestARestartedControllerDoesNotRetryAFailedRenderBeforeItIsDue(t *testing.T
 	}
 	src := newSource(t)
 	stop := startOrdersWith(t, bundled.Addr, time.Hour)
-	spin := hostileChart(t, src, ns, "spin", "{{ range until 4000000 }}{{ range until 4000000 }}{{ end }}{{ end }}\n", nil)
+	spin := hostileChart(t, src, ns, "spin", "{{ range until 4000000 }}{{ range until 400 }}{{ end }}{{ end }}\n", nil)
 	order(t, ns, "spin", "spin", "", v1.PromotionManual)
 	t.Cleanup(func() {
 		for _, name := range []string{"spin", "good"} {

@@ -252,7 +252,9 @@ func (p Process) childFailed(err error, stderr string) error {
 	if errors.As(err, &exit) {
 		status, _ := exit.Sys().(syscall.WaitStatus)
 		cpu := exit.UserTime() + exit.SystemTime()
-		outOfMemory := strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory")
+		// The runtime's words when an allocation, or a thread's stack, finds no room in the limits.
+		outOfMemory := strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") ||
+			strings.Contains(stderr, "pthread_create failed") || strings.Contains(stderr, "failed to create new OS thread")
 		switch {
 		case p.Timeout > 0 && status.Signaled() && (status.Signal() == syscall.SIGXCPU || (status.Signal() == syscall.SIGKILL && cpu >= p.Timeout-time.Second)):
 			return &TimeoutError{After: p.Timeout}
