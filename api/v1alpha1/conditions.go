@@ -46,6 +46,8 @@ const (
 	// ReasonRolloutHalted: more clusters failed than the Environment's rollout.failureBudget
 	// allows; no further cluster is changed until another Preparation is promoted.
 	ReasonRolloutHalted = "RolloutHalted"
+	// ReasonRolloutAborted: a person aborted the roll-out (spec.rollout.abort of the Serving).
+	ReasonRolloutAborted = "RolloutAborted"
 	// ReasonRolledBack: the roll-out failed past its budget and, as the Environment's
 	// rollout.onFailure asks, every cluster it changed went back to the last Preparation with a
 	// deployment record in the Environment.

@@ -96,6 +96,58 @@ type RolloutWave struct {
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
+// RolloutWindowKind says whether a window allows roll-outs or denies them.
+// +kubebuilder:validation:Enum=Allow;Deny
+type RolloutWindowKind string
+
+const (
+	// WindowAllow: waves start only while a window of this kind is open (when there is one).
+	WindowAllow RolloutWindowKind = "Allow"
+	// WindowDeny: no wave starts while a window of this kind is open.
+	WindowDeny RolloutWindowKind = "Deny"
+)
+
+// MaxWindows is the most windows a roll-out policy lists.
+const MaxWindows = 8
+
+// RolloutWindow is a span of time that comes back on a schedule.
+type RolloutWindow struct {
+	// Kind is Allow (the default: waves start only inside the Allow windows) or Deny (no wave
+	// starts inside it, whatever the Allow windows say).
+	// +kubebuilder:default=Allow
+	// +optional
+	Kind RolloutWindowKind `json:"kind,omitempty"`
+
+	// Schedule is when the window opens: a cron expression of five fields (minute, hour, day of
+	// the month, month, day of the week), such as "0 22 * * 1-5" (22:00, Monday to Friday).
+	// +kubebuilder:validation:MinLength=9
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	Schedule string `json:"schedule"`
+
+	// Duration is how long the window stays open each time it opens, such as 8h.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +required
+	Duration metav1.Duration `json:"duration"`
+
+	// TimeZone is the IANA time zone the schedule reads in, such as Europe/Paris. Absent: UTC.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// WindowCloseAction is what a roll-out does when the windows close while a wave is under way.
+// +kubebuilder:validation:Enum=Finish;Pause
+type WindowCloseAction string
+
+const (
+	// WindowCloseFinish: the wave under way finishes; the next one waits for a window.
+	WindowCloseFinish WindowCloseAction = "Finish"
+	// WindowClosePause: no further cluster is changed until a window opens.
+	WindowClosePause WindowCloseAction = "Pause"
+)
+
 // RolloutPolicy rolls a release out to an Environment's clusters in waves.
 type RolloutPolicy struct {
 	// Waves, in the order they roll out. The Clusters no wave selects form a last wave,
@@ -120,6 +172,20 @@ type RolloutPolicy struct {
 	// +kubebuilder:default=Halt
 	// +optional
 	OnFailure RolloutFailureAction `json:"onFailure,omitempty"`
+
+	// Windows say when waves may start: only while an Allow window is open (when there is
+	// one), and never while a Deny window is. Absent: at any time.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Windows []RolloutWindow `json:"windows,omitempty"`
+
+	// OnWindowClose is what a wave under way does when the windows close: Finish (the
+	// default: its clusters are still updated, the next wave waits for a window) or Pause (no
+	// further cluster is changed until a window opens).
+	// +kubebuilder:default=Finish
+	// +optional
+	OnWindowClose WindowCloseAction `json:"onWindowClose,omitempty"`
 }
 
 // EnvironmentSpec is a group of clusters an admin set up.

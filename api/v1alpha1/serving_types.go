@@ -20,6 +20,34 @@ type ServingSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	PreparationName string `json:"preparationName,omitempty"`
+
+	// Rollout is what a person asks of the roll-out of PreparationName: pause it, or abort it.
+	// +optional
+	Rollout *RolloutControl `json:"rollout,omitempty"`
+}
+
+// RolloutControl is what a person asks of the roll-out of a Serving's Preparation. The
+// admission policy kokumi-serving-rollout refuses a change of it whose by does not name the
+// person who makes it, so that the Events that record it name who did it.
+type RolloutControl struct {
+	// Paused stops the roll-out where it stands: no further cluster is changed until it is
+	// false again. A failure past the budget still halts or rolls back.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
+	// Abort names the Preparation whose roll-out to abort: every cluster it changed goes back
+	// to the last Preparation of the Order with a deployment record in the Environment (as
+	// onFailure: Rollback does), or, when there is none, stays as it is. It acts while it
+	// names spec.preparationName; cleared, the roll-out starts again from its first wave.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Abort string `json:"abort,omitempty"`
+
+	// By is who changed paused or abort last, as the API server names them (kubectl auth
+	// whoami).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	By string `json:"by,omitempty"`
 }
 
 // ClusterCounts counts the clusters of a Serving by the state of their deployment.
@@ -112,6 +140,11 @@ const (
 	// RolloutRolledBack: the failure budget was spent, and the clusters changed went back to
 	// rollbackTo.
 	RolloutRolledBack RolloutState = "RolledBack"
+	// RolloutPaused: a person paused it (spec.rollout.paused); no further cluster is changed.
+	RolloutPaused RolloutState = "Paused"
+	// RolloutAborted: a person aborted it (spec.rollout.abort): the clusters changed went back
+	// to rollbackTo, or, without one, stay as they are.
+	RolloutAborted RolloutState = "Aborted"
 )
 
 // WaveCount counts the clusters of one wave by where they stand in the roll-out.
@@ -150,12 +183,13 @@ type RolloutStatus struct {
 	// +optional
 	From string `json:"from,omitempty"`
 
-	// State is Progressing, Complete, Halted or RolledBack.
+	// State is Progressing, Paused, Complete, Halted, RolledBack or Aborted.
 	// +kubebuilder:validation:MaxLength=32
 	// +required
 	State RolloutState `json:"state"`
 
-	// Wave is the current wave: the last one reached.
+	// Wave is the current wave: the last one reached; empty while the windows hold back the
+	// first.
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Wave string `json:"wave,omitempty"`
@@ -169,7 +203,16 @@ type RolloutStatus struct {
 	// +optional
 	RollbackTo string `json:"rollbackTo,omitempty"`
 
-	// Message says why the roll-out halted or rolled back.
+	// By is the person who paused or aborted the roll-out (spec.rollout.by).
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	By string `json:"by,omitempty"`
+
+	// NextWindow is when the next roll-out window opens, while the windows hold a wave back.
+	// +optional
+	NextWindow *metav1.Time `json:"nextWindow,omitempty"`
+
+	// Message says why the roll-out halted, rolled back, was aborted or waits.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Message string `json:"message,omitempty"`

@@ -2,7 +2,9 @@ package rollout
 
 import (
 	"fmt"
+	"math"
 	"sort"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,12 +78,15 @@ type Input struct {
 	Preparation, From string
 	// Previous is the roll-out the last status says; nil when there is none.
 	Previous *v1.RolloutStatus
+	// Control is what a person asks of the roll-out (the Serving's spec.rollout); nil asks
+	// nothing.
+	Control *v1.RolloutControl
 	// Members are the Environment's clusters.
 	Members []Member
 	// Now is the reconciler's clock.
 	Now time.Time
-	// RollbackTo finds the Preparation a roll-out past its budget goes back to: its name, or
-	// empty with why there is none. Called only when onFailure is Rollback.
+	// RollbackTo finds the Preparation a roll-out past its budget, or aborted, goes back to:
+	// its name, or empty with why there is none. Called only when one goes back.
 	RollbackTo func() (name, why string)
 }
 
@@ -96,9 +101,9 @@ type Plan struct {
 	// Status.From.
 	Joiners []string
 	// Ready, when set, is the Serving's Ready condition instead of what the clusters fold
-	// into: the roll-out halted or rolled back.
+	// into: the roll-out halted, rolled back or was aborted.
 	Ready *metav1.Condition
-	// RecheckAfter is when a soak ends; 0 when none is running.
+	// RecheckAfter is when a soak ends or a window opens; 0 when nothing is awaited.
 	RecheckAfter time.Duration
 }
 
@@ -124,6 +129,33 @@ func MaxUnavailable(w *intstr.IntOrString, selected int) int {
 	return n
 }
 
+// AllAtOnceWave names the one wave of a Serving whose Environment has no roll-out policy, while a
+// person pauses or aborts its roll-out (Effective).
+const AllAtOnceWave = "all"
+
+// Effective returns the policy a Serving's roll-out of preparation follows: the Environment's;
+// without one, while the Serving's spec.rollout pauses or aborts it, one wave of every cluster
+// that no failure halts (so that a person can pause or abort a release that rolls out all at
+// once, as the spec deploys it); else nil, every cluster at once.
+func Effective(policy *v1.RolloutPolicy, control *v1.RolloutControl, preparation string) *v1.RolloutPolicy {
+	if policy != nil || control == nil || (!control.Paused && control.Abort != preparation) {
+		return policy
+	}
+	return &v1.RolloutPolicy{Waves: []v1.RolloutWave{{Name: AllAtOnceWave}}, FailureBudget: math.MaxInt32, OnFailure: v1.RolloutHalt}
+}
+
+// Stopped says whether a roll-out in this state changes no further cluster on its own: it
+// halted, rolled back or was aborted.
+func Stopped(state v1.RolloutState) bool {
+	return state == v1.RolloutHalted || state == v1.RolloutRolledBack || state == v1.RolloutAborted
+}
+
+// GoesBack says whether the clusters a roll-out in this status changed go back to
+// status.rollbackTo.
+func GoesBack(st *v1.RolloutStatus) bool {
+	return st != nil && st.RollbackTo != "" && (st.State == v1.RolloutRolledBack || st.State == v1.RolloutAborted)
+}
+
 // Decide plans the roll-out.
 func Decide(in Input) Plan {
 	names := waveNames(in.Policy)
@@ -136,17 +168,42 @@ func Decide(in Input) Plan {
 	for _, ms := range byWave {
 		sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
 	}
+	control := v1.RolloutControl{}
+	if in.Control != nil {
+		control = *in.Control
+	}
+	aborted := control.Abort != "" && control.Abort == in.Preparation
 
-	st := v1.RolloutStatus{Preparation: in.Preparation, From: in.From, State: v1.RolloutProgressing, Wave: names[0]}
+	fresh := v1.RolloutStatus{Preparation: in.Preparation, From: in.From, State: v1.RolloutProgressing}
+	st := fresh
 	if p := in.Previous; p != nil && p.Preparation == in.Preparation {
 		st = *p.DeepCopy()
-		st.Waves = nil
+		st.Waves, st.NextWindow = nil, nil
 	}
-	current := 0
+	if st.State == v1.RolloutAborted && !aborted {
+		// The abort was cleared: the roll-out starts again from its first wave.
+		st = fresh
+		st.From = in.Previous.From
+	}
+	if st.State == v1.RolloutPaused && !control.Paused {
+		st.State, st.By, st.Message = v1.RolloutProgressing, "", ""
+	}
+
+	windows, windowErr := ParseWindows(in.Policy.Windows)
+	open := windowErr == nil && windows.Open(in.Now)
+	var nextWindow time.Time
+	if !open && windowErr == nil {
+		nextWindow, _ = windows.NextOpen(in.Now)
+	}
+
+	current := -1
 	for i, n := range names {
 		if n == st.Wave {
 			current = i
 		}
+	}
+	if st.Wave == "" && (open || touchedAny(byWave)) {
+		current, st.Wave = 0, names[0]
 	}
 
 	var failed []string
@@ -157,23 +214,64 @@ func Decide(in Input) Plan {
 	}
 	sort.Strings(failed)
 	plan := Plan{Waiting: map[string]string{}}
-	if st.State == v1.RolloutProgressing && len(failed) > int(in.Policy.FailureBudget) {
-		st.State = v1.RolloutHalted
+	goBack := func() (string, string) {
+		if in.RollbackTo == nil {
+			return "", "no Preparation to go back to is known"
+		}
+		return in.RollbackTo()
+	}
+	switch {
+	case aborted && !Stopped(st.State) || aborted && st.State == v1.RolloutHalted:
+		st.State, st.By, st.RollbackTo = v1.RolloutAborted, control.By, ""
+		if to, why := goBack(); to != "" {
+			st.RollbackTo = to
+			st.Message = fmt.Sprintf("%s aborted the roll-out of Preparation %s: every cluster it changed goes back to Preparation %s, the last with a deployment record in the Environment",
+				who(control.By), in.Preparation, to)
+		} else {
+			st.Message = fmt.Sprintf("%s aborted the roll-out of Preparation %s: no further cluster is changed; it cannot roll back: %s", who(control.By), in.Preparation, why)
+		}
+		st.Message = text.Truncate(st.Message, 1024)
+	case (st.State == v1.RolloutProgressing || st.State == v1.RolloutPaused) && len(failed) > int(in.Policy.FailureBudget):
+		at := st.Wave
+		if at == "" {
+			at = names[0]
+		}
+		st.State, st.By = v1.RolloutHalted, ""
 		st.Message = fmt.Sprintf("the roll-out of Preparation %s halted in wave %s: it failed on %s, past the failure budget of %d; no further cluster is changed",
-			in.Preparation, st.Wave, text.Names(failed), in.Policy.FailureBudget)
-		if in.Policy.OnFailure == v1.RolloutRollback && in.RollbackTo != nil {
-			if to, why := in.RollbackTo(); to != "" {
+			in.Preparation, at, text.Names(failed), in.Policy.FailureBudget)
+		if in.Policy.OnFailure == v1.RolloutRollback {
+			if to, why := goBack(); to != "" {
 				st.State, st.RollbackTo = v1.RolloutRolledBack, to
 				st.Message = fmt.Sprintf("the roll-out of Preparation %s failed in wave %s on %s, past the failure budget of %d: every cluster it changed goes back to Preparation %s, the last with a deployment record in the Environment",
-					in.Preparation, st.Wave, text.Names(failed), in.Policy.FailureBudget, to)
+					in.Preparation, at, text.Names(failed), in.Policy.FailureBudget, to)
 			} else {
 				st.Message += "; it cannot roll back: " + why
 			}
 		}
 		st.Message = text.Truncate(st.Message, 1024)
+	case st.State == v1.RolloutProgressing && control.Paused:
+		st.State = v1.RolloutPaused
+	}
+	if st.State == v1.RolloutPaused {
+		st.By = control.By
 	}
 
-	if st.State == v1.RolloutProgressing {
+	// held says why the windows hold the roll-out back, or "" when they do not.
+	held := ""
+	if !open {
+		switch {
+		case windowErr != nil:
+			held = "no wave starts: " + windowErr.Error()
+		case nextWindow.IsZero():
+			held = "no roll-out window opens within a year"
+		default:
+			held = "outside the roll-out windows: the next opens at " + nextWindow.UTC().Format(time.RFC3339)
+			st.NextWindow = &metav1.Time{Time: nextWindow}
+			plan.RecheckAfter = nextWindow.Sub(in.Now)
+		}
+	}
+
+	if st.State == v1.RolloutProgressing || st.State == v1.RolloutPaused {
 		// A wave some of whose clusters run the release was reached, whatever the status says:
 		// a status write lost after the Applications' is no step back.
 		for w := len(names) - 1; w > current; w-- {
@@ -183,14 +281,14 @@ func Decide(in Input) Plan {
 				break
 			}
 		}
-		for {
+		for current >= 0 {
 			healthy, members := waveHealthy(byWave[current])
 			if !healthy {
 				st.WaveHealthySince = nil
 				break
 			}
 			if current == len(names)-1 {
-				st.State = v1.RolloutComplete
+				st.State, st.By, st.Message = v1.RolloutComplete, "", ""
 				break
 			}
 			soak := time.Duration(0)
@@ -202,19 +300,43 @@ func Decide(in Input) Plan {
 				st.WaveHealthySince = &metav1.Time{Time: in.Now.Truncate(time.Second)}
 			}
 			if left := st.WaveHealthySince.Add(soak).Sub(in.Now); left > 0 {
-				plan.RecheckAfter = left
+				if plan.RecheckAfter == 0 || left < plan.RecheckAfter {
+					plan.RecheckAfter = left
+				}
 				break
+			}
+			if st.State == v1.RolloutPaused || !open {
+				break // the next wave starts once resumed, or once a window opens
 			}
 			current++
 			st.Wave, st.WaveHealthySince = names[current], nil
 		}
 	}
+	switch st.State {
+	case v1.RolloutPaused:
+		msg := who(st.By) + " paused the roll-out of Preparation " + in.Preparation + ": no further cluster is changed until it is resumed"
+		if held != "" {
+			msg += "; " + held
+		}
+		st.Message = text.Truncate(msg, 1024)
+	case v1.RolloutProgressing:
+		st.Message = text.Truncate(held, 1024)
+	}
+	if held == "" || Stopped(st.State) || st.State == v1.RolloutComplete {
+		st.NextWindow = nil
+		if held != "" {
+			plan.RecheckAfter = 0
+		}
+	}
 
+	// frozen: no cluster of a reached wave is changed (paused, or the windows closed on a
+	// policy that pauses then).
+	frozen := st.State == v1.RolloutPaused || (held != "" && in.Policy.OnWindowClose == v1.WindowClosePause)
 	reached := func(w int) bool { return w <= current || st.State == v1.RolloutComplete }
 	for w, ms := range byWave {
 		count := v1.WaveCount{Name: names[w], Selected: int32(len(ms))}
 		allowed := 0
-		if reached(w) && st.State != v1.RolloutHalted && st.State != v1.RolloutRolledBack {
+		if reached(w) && !Stopped(st.State) && !frozen {
 			unavailable, active := 0, 0
 			for _, m := range ms {
 				if m.Standing != Held {
@@ -240,25 +362,30 @@ func Decide(in Input) Plan {
 			case Failed:
 				count.Failed++
 			case Untouched:
+				count.Waiting++
 				switch {
-				case st.State == v1.RolloutHalted:
-					plan.Waiting[m.Name] = "the roll-out of Preparation " + in.Preparation + " halted: this cluster is not changed"
-					count.Waiting++
-				case st.State == v1.RolloutRolledBack:
+				case st.State == v1.RolloutHalted || (st.State == v1.RolloutAborted && st.RollbackTo == ""):
+					plan.Waiting[m.Name] = "the roll-out of Preparation " + in.Preparation + " " + strings.ToLower(string(st.State)) + ": this cluster is not changed"
+				case GoesBack(&st):
 					// The reconciler deploys the rollback to the clusters the roll-out changed.
-					count.Waiting++
+				case reached(w) && st.State == v1.RolloutPaused:
+					plan.Waiting[m.Name] = "the roll-out is paused: this cluster is not changed until it is resumed"
+				case reached(w) && frozen:
+					plan.Waiting[m.Name] = "the roll-out waits for a window: " + held
 				case reached(w) && allowed > 0:
 					allowed--
+					count.Waiting--
 					count.Progressing++
 				case reached(w):
 					plan.Waiting[m.Name] = fmt.Sprintf("wave %s has as many clusters updating as its maxUnavailable allows", names[w])
-					count.Waiting++
 				case !m.HasApplication && st.From != "":
 					plan.Joiners = append(plan.Joiners, m.Name)
-					count.Waiting++
+				case current < 0:
+					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits for the roll-out to start: %s", names[w], held)
+				case held != "" && w == current+1:
+					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits for a roll-out window: %s", names[w], held)
 				default:
 					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits for wave %s to be healthy%s", names[w], names[current], soakPart(in.Policy, current))
-					count.Waiting++
 				}
 			}
 		}
@@ -270,9 +397,29 @@ func Decide(in Input) Plan {
 		plan.Ready = &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonRolloutHalted, Message: st.Message}
 	case v1.RolloutRolledBack:
 		plan.Ready = &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonRolledBack, Message: st.Message}
+	case v1.RolloutAborted:
+		plan.Ready = &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonRolloutAborted, Message: st.Message}
 	}
 	plan.Status = st
 	return plan
+}
+
+// who names a person in a message: by, or "someone" when the Serving does not say.
+func who(by string) string {
+	if by == "" {
+		return "someone"
+	}
+	return by
+}
+
+// touchedAny says whether a cluster of any wave runs the release.
+func touchedAny(byWave [][]*Member) bool {
+	for _, ms := range byWave {
+		if touched(ms) {
+			return true
+		}
+	}
+	return false
 }
 
 // touched says whether a cluster of the wave runs the release, healthy or not.
@@ -314,21 +461,48 @@ func RolledBackWaiting(preparation string) string {
 	return "the roll-out of Preparation " + preparation + " was rolled back: this cluster, which it did not change, is left as it is"
 }
 
-// Note is what the Serving's Ready message adds while the roll-out progresses: the current wave,
-// and since when it soaks.
+// Note is what the Serving's Ready message adds while the roll-out progresses or is paused:
+// the current wave, since when it soaks, and what holds it back.
 func (p *Plan) Note() string {
-	if p.Status.State != v1.RolloutProgressing {
+	st := p.Status
+	if st.State != v1.RolloutProgressing && st.State != v1.RolloutPaused {
 		return ""
 	}
-	at := 0
-	for i, w := range p.Status.Waves {
-		if w.Name == p.Status.Wave {
-			at = i
+	note := "; roll-out not started"
+	if st.Wave != "" {
+		at := 0
+		for i, w := range st.Waves {
+			if w.Name == st.Wave {
+				at = i
+			}
 		}
+		note = fmt.Sprintf("; roll-out at wave %s (%d of %d)", st.Wave, at+1, len(st.Waves))
 	}
-	note := fmt.Sprintf("; roll-out at wave %s (%d of %d)", p.Status.Wave, at+1, len(p.Status.Waves))
-	if p.Status.WaveHealthySince != nil {
-		note += ", healthy and soaking since " + p.Status.WaveHealthySince.UTC().Format(time.RFC3339)
+	if st.WaveHealthySince != nil {
+		note += ", healthy and soaking since " + st.WaveHealthySince.UTC().Format(time.RFC3339)
+	}
+	if st.Message != "" {
+		note += "; " + st.Message
 	}
 	return note
+}
+
+// Event is what an Event records of a change a person made to a roll-out: its reason and
+// message, or an empty reason when there is none to record. by is the Serving's
+// spec.rollout.by.
+func Event(previous *v1.RolloutStatus, next *v1.RolloutStatus, by string) (reason, message string, warning bool) {
+	was := v1.RolloutState("")
+	if previous != nil && next != nil && previous.Preparation == next.Preparation {
+		was = previous.State
+	}
+	switch {
+	case next == nil:
+	case next.State == v1.RolloutPaused && was != v1.RolloutPaused:
+		return "RolloutPaused", next.Message, false
+	case was == v1.RolloutPaused && (next.State == v1.RolloutProgressing || next.State == v1.RolloutComplete):
+		return "RolloutResumed", who(by) + " resumed the roll-out of Preparation " + next.Preparation, false
+	case next.State == v1.RolloutAborted && was != v1.RolloutAborted:
+		return v1.ReasonRolloutAborted, next.Message, true
+	}
+	return "", "", false
 }

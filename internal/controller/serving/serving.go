@@ -525,11 +525,12 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	// deadline and each cluster's time reach every cluster.
 	previous := r.unlisted.With(key, s.Status.Targets)
 	var plan *rollout.Plan
-	if tgt.rollout != nil {
+	if tgt.rollout = rollout.Effective(tgt.rollout, s.Spec.Rollout, prep.Name); tgt.rollout != nil {
 		if plan, err = r.planWaves(ctx, s, prep, &req, tgt, byName, previous, now); err != nil {
 			return ctrl.Result{}, err
 		}
-		if plan.Status.State == v1.RolloutRolledBack {
+		r.controlEvent(s, s.Status.Rollout, &plan.Status)
+		if rollout.GoesBack(&plan.Status) {
 			if req, err = r.rollbackRequest(ctx, s, req, plan.Status.RollbackTo, byName); err != nil {
 				return ctrl.Result{}, err
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -88,7 +89,7 @@ func (r *Reconciler) planWaves(ctx context.Context, s *v1.Serving, prep *v1.Prep
 	}
 	var listErr error
 	plan := rollout.Decide(rollout.Input{
-		Policy: tgt.rollout, Preparation: prep.Name, From: from, Previous: s.Status.Rollout, Members: members, Now: now.Time,
+		Policy: tgt.rollout, Preparation: prep.Name, From: from, Previous: s.Status.Rollout, Control: s.Spec.Rollout, Members: members, Now: now.Time,
 		RollbackTo: func() (string, string) {
 			all, err := listPreps()
 			if err != nil {
@@ -190,4 +191,23 @@ func withPreparation(req fleet.Request, bundledRegistry string, prep *v1.Prepara
 	req.TargetNamespace, req.ImagesInBundledRegistry = prep.Spec.TargetNamespace, prep.Spec.ImagesInBundledRegistry
 	req.Wanted = nil
 	return req
+}
+
+// controlEvent records an Event when a person paused, resumed or aborted the roll-out, naming
+// them (spec.rollout.by, which the admission policy kokumi-serving-rollout holds to the
+// person who wrote it).
+func (r *Reconciler) controlEvent(s *v1.Serving, previous, next *v1.RolloutStatus) {
+	by := ""
+	if s.Spec.Rollout != nil {
+		by = s.Spec.Rollout.By
+	}
+	reason, message, warning := rollout.Event(previous, next, by)
+	if reason == "" {
+		return
+	}
+	kind := corev1.EventTypeNormal
+	if warning {
+		kind = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(s, nil, kind, reason, "Rollout", "%s", message)
 }

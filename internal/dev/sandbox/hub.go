@@ -35,7 +35,7 @@ var HubControllers = []string{"garbage-collector-controller", "namespace-control
 // (aggregated into view), the public keys everyone may read, and the admission policy that
 // keeps Kokumi's finalizer on Servings. The controller's own role is left out: in the fleet
 // it runs as a cluster admin.
-var PeopleRBAC = []string{"kokumi_admin_role.yaml", "kokumi_tenant_role.yaml", "public_keys.yaml", "serving_finalizer_policy.yaml"}
+var PeopleRBAC = []string{"kokumi_admin_role.yaml", "kokumi_tenant_role.yaml", "public_keys.yaml", "serving_finalizer_policy.yaml", "serving_rollout_policy.yaml"}
 
 // controllerManager says how to run kube-controller-manager as name on the cluster of
 // kubeconfig, with the given controllers ("*" for a cluster's defaults) and extra flags.
