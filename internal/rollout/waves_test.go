@@ -100,3 +100,138 @@ func TestTheSoakCountsFromWhenTheWaveBecameHealthy(t *testing.T) {
 		t.Fatalf("after the soak: plan %+v, waiting %v", plan.Status, plan.Waiting)
 	}
 }
+
+func TestAPausedRolloutChangesNoFurtherClusterAndResumes(t *testing.T) {
+	members := []Member{
+		{Name: "c1", Wave: 0, Standing: Healthy, HasApplication: true},
+		{Name: "r1", Wave: 1, Standing: Updating, HasApplication: true},
+		{Name: "r2", Wave: 1, Standing: Untouched, HasApplication: true},
+	}
+	p := policy(v1.RolloutHalt, 0)
+	p.Waves[0].Soak, p.Waves[1].MaxUnavailable = nil, nil
+	paused := Decide(Input{Policy: p, Preparation: "p-2", Now: time.Now(), Members: members,
+		Control: &v1.RolloutControl{Paused: true, By: "alice"}})
+	if st := paused.Status; st.State != v1.RolloutPaused || st.By != "alice" || st.Wave != "rest" ||
+		!strings.Contains(st.Message, "alice paused the roll-out of Preparation p-2") {
+		t.Fatalf("paused: %+v", st)
+	}
+	if !strings.Contains(paused.Waiting["r2"], "paused") {
+		t.Errorf("r2 is changed while paused: %v", paused.Waiting)
+	}
+	if reason, msg, _ := Event(&v1.RolloutStatus{Preparation: "p-2", State: v1.RolloutProgressing}, &paused.Status, "alice"); reason != "RolloutPaused" || !strings.Contains(msg, "alice") {
+		t.Errorf("event %q %q", reason, msg)
+	}
+
+	resumed := Decide(Input{Policy: p, Preparation: "p-2", Now: time.Now(), Members: members, Previous: &paused.Status,
+		Control: &v1.RolloutControl{Paused: false, By: "bob"}})
+	if st := resumed.Status; st.State != v1.RolloutProgressing || st.By != "" || st.Message != "" {
+		t.Fatalf("resumed: %+v", st)
+	}
+	if _, waits := resumed.Waiting["r2"]; waits {
+		t.Errorf("r2 still waits once resumed: %v", resumed.Waiting)
+	}
+	if reason, msg, _ := Event(&paused.Status, &resumed.Status, "bob"); reason != "RolloutResumed" || !strings.Contains(msg, "bob resumed") {
+		t.Errorf("event %q %q", reason, msg)
+	}
+
+	// A failure past the budget still halts a paused roll-out.
+	members[1].Standing, members[1].Reason = Failed, v1.ReasonDegraded
+	halted := Decide(Input{Policy: p, Preparation: "p-2", Now: time.Now(), Members: members, Previous: &paused.Status,
+		Control: &v1.RolloutControl{Paused: true, By: "alice"}})
+	if halted.Status.State != v1.RolloutHalted {
+		t.Errorf("a paused roll-out past its budget: %+v", halted.Status)
+	}
+}
+
+func TestAnAbortedRolloutGoesBackAndStartsAgainOnceCleared(t *testing.T) {
+	members := []Member{
+		{Name: "c1", Wave: 0, Standing: Healthy, HasApplication: true},
+		{Name: "r1", Wave: 1, Standing: Untouched, HasApplication: true},
+	}
+	p := policy(v1.RolloutHalt, 0)
+	aborted := Decide(Input{Policy: p, Preparation: "p-2", From: "p-1", Now: time.Now(), Members: members,
+		Control:    &v1.RolloutControl{Abort: "p-2", By: "carol"},
+		RollbackTo: func() (string, string) { return "p-1", "" }})
+	st := aborted.Status
+	if st.State != v1.RolloutAborted || st.RollbackTo != "p-1" || st.By != "carol" || aborted.Ready == nil || aborted.Ready.Reason != v1.ReasonRolloutAborted ||
+		!strings.Contains(st.Message, "carol aborted the roll-out of Preparation p-2: every cluster it changed goes back to Preparation p-1") || !GoesBack(&st) {
+		t.Fatalf("aborted: %+v, ready %+v", st, aborted.Ready)
+	}
+	if _, waits := aborted.Waiting["r1"]; waits || len(aborted.Joiners) > 0 {
+		t.Errorf("the clusters the roll-out did not change are the reconciler's to leave: %v", aborted.Waiting)
+	}
+	// An abort that names another Preparation does nothing.
+	other := Decide(Input{Policy: p, Preparation: "p-2", Now: time.Now(), Members: members, Control: &v1.RolloutControl{Abort: "p-9"}})
+	if other.Status.State != v1.RolloutProgressing {
+		t.Errorf("an abort of p-9 acted on p-2: %+v", other.Status)
+	}
+	// Cleared, the roll-out starts again from its first wave.
+	again := Decide(Input{Policy: p, Preparation: "p-2", Now: time.Now(), Members: members, Previous: &st, Control: &v1.RolloutControl{By: "carol"}})
+	if again.Status.State != v1.RolloutProgressing || again.Status.Wave != "canary" || again.Status.RollbackTo != "" || again.Status.From != "p-1" {
+		t.Errorf("cleared: %+v", again.Status)
+	}
+	// Without a Preparation to go back to, an abort changes nothing further and says why.
+	stuck := Decide(Input{Policy: p, Preparation: "p-2", Now: time.Now(), Members: members, Control: &v1.RolloutControl{Abort: "p-2", By: "carol"},
+		RollbackTo: func() (string, string) { return "", "no Preparation older than p-2 has a deployment record" }})
+	if stuck.Status.State != v1.RolloutAborted || GoesBack(&stuck.Status) || !strings.Contains(stuck.Waiting["r1"], "aborted: this cluster is not changed") ||
+		!strings.Contains(stuck.Status.Message, "cannot roll back: no Preparation older") {
+		t.Errorf("aborted with nothing to go back to: %+v %v", stuck.Status, stuck.Waiting)
+	}
+}
+
+func TestWavesStartOnlyInsideTheirWindows(t *testing.T) {
+	p := policy(v1.RolloutHalt, 0)
+	p.Waves[0].Soak = nil
+	p.Windows = []v1.RolloutWindow{{Schedule: "0 22 * * *", Duration: metav1.Duration{Duration: 2 * time.Hour}}}
+	noon := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	night := time.Date(2026, 12, 7, 22, 30, 0, 0, time.UTC)
+	fresh := []Member{{Name: "c1", Wave: 0, Standing: Untouched, HasApplication: true}, {Name: "r1", Wave: 1, Standing: Untouched, HasApplication: true}}
+
+	closed := Decide(Input{Policy: p, Preparation: "p-2", Now: noon, Members: fresh})
+	if st := closed.Status; st.Wave != "" || st.NextWindow == nil || !st.NextWindow.Time.Equal(time.Date(2026, 12, 7, 22, 0, 0, 0, time.UTC)) ||
+		closed.RecheckAfter != 10*time.Hour || !strings.Contains(closed.Waiting["c1"], "wave canary waits for the roll-out to start: outside the roll-out windows: the next opens at 2026-12-07T22:00:00Z") {
+		t.Fatalf("closed at noon: %+v, waiting %v, recheck %s", st, closed.Waiting, closed.RecheckAfter)
+	}
+	if note := closed.Note(); !strings.Contains(note, "roll-out not started; outside the roll-out windows") {
+		t.Errorf("Ready's note %q", note)
+	}
+	open := Decide(Input{Policy: p, Preparation: "p-2", Now: night, Members: fresh, Previous: &closed.Status})
+	if _, waits := open.Waiting["c1"]; waits || open.Status.Wave != "canary" || open.Status.NextWindow != nil {
+		t.Fatalf("open at night: %+v %v", open.Status, open.Waiting)
+	}
+
+	// The canary runs the release healthily when the window closes: Finish updates the clusters
+	// of the wave under way, but the next wave waits; Pause changes nothing further.
+	started := []Member{{Name: "c1", Wave: 0, Standing: Healthy, HasApplication: true}, {Name: "c2", Wave: 0, Standing: Untouched, HasApplication: true},
+		{Name: "r1", Wave: 1, Standing: Untouched, HasApplication: true}}
+	finish := Decide(Input{Policy: p, Preparation: "p-2", Now: noon, Members: started, Previous: &open.Status})
+	if _, waits := finish.Waiting["c2"]; waits || !strings.Contains(finish.Waiting["r1"], "wave rest waits") {
+		t.Errorf("Finish: %v", finish.Waiting)
+	}
+	p.OnWindowClose = v1.WindowClosePause
+	pause := Decide(Input{Policy: p, Preparation: "p-2", Now: noon, Members: started, Previous: &open.Status})
+	if !strings.Contains(pause.Waiting["c2"], "waits for a window") || pause.Status.State != v1.RolloutProgressing {
+		t.Errorf("Pause: %+v %v", pause.Status, pause.Waiting)
+	}
+
+	// A window that cannot be read holds every wave back and names the field.
+	p.Windows[0].TimeZone = "Mars/Olympus"
+	bad := Decide(Input{Policy: p, Preparation: "p-2", Now: night, Members: fresh})
+	if !strings.Contains(bad.Status.Message, `spec.rollout.windows[0].timeZone "Mars/Olympus"`) || bad.Status.Wave != "" {
+		t.Errorf("a bad window: %+v", bad.Status)
+	}
+}
+
+func TestAServingWithoutAPolicyPausesAsOneWave(t *testing.T) {
+	if Effective(nil, nil, "p-2") != nil || Effective(nil, &v1.RolloutControl{Abort: "p-1"}, "p-2") != nil {
+		t.Fatal("a Serving without a policy and without a pause or an abort of its Preparation rolls out at once")
+	}
+	p := Effective(nil, &v1.RolloutControl{Paused: true}, "p-2")
+	if p == nil || len(p.Waves) != 1 || p.Waves[0].Name != AllAtOnceWave || p.Waves[0].MaxUnavailable != nil || p.FailureBudget < 1<<30 {
+		t.Fatalf("implicit policy %+v", p)
+	}
+	own := policy(v1.RolloutHalt, 0)
+	if Effective(own, &v1.RolloutControl{Paused: true}, "p-2") != own {
+		t.Error("the Environment's policy is replaced")
+	}
+}

@@ -1,0 +1,225 @@
+package serving
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+)
+
+// tenant returns a client of a person of the namespace with the edit role, and their name.
+func (f *fixture) tenant(name string) (client.Client, string) {
+	f.t.Helper()
+	must(f.t, env.AggregateTenantRoles(f.ctx))
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name + "-edit", Namespace: f.ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: name}}}
+	must(f.t, env.Client.Create(f.ctx, binding))
+	cfg, err := env.AddUser(name)
+	must(f.t, err)
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	must(f.t, err)
+	return c, name
+}
+
+// control sets the Serving's spec.rollout as c.
+func (f *fixture) control(c client.Client, set func(*v1.RolloutControl)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s := f.serving()
+		if s.Spec.Rollout == nil {
+			s.Spec.Rollout = &v1.RolloutControl{}
+		}
+		set(s.Spec.Rollout)
+		return c.Update(f.ctx, s)
+	})
+}
+
+// controlEvent waits for an Event of reason on the Serving whose message has msg. Under API
+// faults an Event may be lost: then the status, checked before, is the proof.
+func (f *fixture) controlEvent(reason, msg string) {
+	f.t.Helper()
+	if faults != nil {
+		return
+	}
+	f.eventually("Event "+reason, func() error {
+		for _, m := range f.eventsOf(f.serving().Name, reason) {
+			if strings.Contains(m, msg) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Event %s with %q", reason, msg)
+	})
+}
+
+func TestRolloutAPersonPausesResumesAndAbortsIt(t *testing.T) {
+	f := newFixture(t)
+	f.setRollout(canaryThenRest(0, nil, v1.RolloutHalt))
+	f.ringCluster("pz-canary", "canary", true)
+	f.ringCluster("pz-a", "", true)
+	f.ringCluster("pz-b", "", true)
+	one := f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", one.Name)
+	f.deployAll(one, []string{"pz-canary"}, []string{"pz-a", "pz-b"})
+	f.records(one.Name, 1)
+	time.Sleep(time.Second) // a rollback goes to an older Preparation, by creation
+	two := f.preparation("podinfo-edge-2", "podinfo", false)
+	tenant, alice := f.tenant("alice-" + f.ns)
+
+	// Paused while the canary updates: once it is healthy, the rest is not changed.
+	f.promote(two.Name)
+	f.targets(two.Spec.Artifact.Digest, "pz-canary")
+	must(t, f.control(tenant, func(c *v1.RolloutControl) { c.Paused, c.By = true, alice }))
+	f.healthy(two.Spec.Artifact.Digest, "pz-canary")
+	s := f.rolloutIs(v1.RolloutPaused, "canary")
+	if r := s.Status.Rollout; r.By != alice || !strings.Contains(r.Message, alice+" paused the roll-out of Preparation podinfo-edge-2") {
+		t.Errorf("status.rollout %+v", r)
+	}
+	f.waiting("pz-a", "wave rest waits for wave canary")
+	f.ready(v1.ReasonProgressing, alice+" paused the roll-out")
+	f.afterSoak("the paused roll-out stays paused", func() error {
+		if r := f.serving().Status.Rollout; r == nil || r.State != v1.RolloutPaused {
+			return fmt.Errorf("status.rollout %+v", r)
+		}
+		return nil
+	})
+	f.stillTargets(one.Spec.Artifact.Digest, "pz-a", "pz-b")
+	f.controlEvent("RolloutPaused", alice+" paused")
+
+	// Nobody writes another's name, nor lifts a pause without theirs.
+	err := f.control(tenant, func(c *v1.RolloutControl) { c.Paused, c.By = false, "bob" })
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "spec.rollout.by: a change of spec.rollout names who makes it: set by to "+alice) {
+		t.Fatalf("a tenant resumed in another's name: %v", err)
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sv := f.serving()
+		sv.Spec.Rollout = nil
+		return tenant.Update(f.ctx, sv)
+	})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("a tenant lifted the pause without a name: %v", err)
+	}
+
+	// Resumed: the rest wave rolls out.
+	must(t, f.control(tenant, func(c *v1.RolloutControl) { c.Paused, c.By = false, alice }))
+	f.targets(two.Spec.Artifact.Digest, "pz-a", "pz-b")
+	f.controlEvent("RolloutResumed", alice+" resumed the roll-out of Preparation podinfo-edge-2")
+	f.healthy(two.Spec.Artifact.Digest, "pz-a", "pz-b")
+	f.ready(v1.ReasonDeployed, "Deployed Preparation "+two.Name)
+	f.records(two.Name, 1)
+
+	// Aborted on the canary: it goes back to the last recorded release; the rest is left.
+	time.Sleep(time.Second)
+	three := f.preparation("podinfo-edge-3", "podinfo", false)
+	f.promote(three.Name)
+	f.targets(three.Spec.Artifact.Digest, "pz-canary")
+	must(t, f.control(tenant, func(c *v1.RolloutControl) { c.Abort, c.By = three.Name, alice }))
+	s = f.ready(v1.ReasonRolloutAborted, alice+" aborted the roll-out of Preparation podinfo-edge-3: every cluster it changed goes back to Preparation podinfo-edge-2")
+	if r := s.Status.Rollout; r.State != v1.RolloutAborted || r.RollbackTo != two.Name || r.By != alice {
+		t.Errorf("status.rollout %+v", r)
+	}
+	f.targets(two.Spec.Artifact.Digest, "pz-canary")
+	f.stillTargets(two.Spec.Artifact.Digest, "pz-a", "pz-b")
+	f.controlEvent(v1.ReasonRolloutAborted, alice+" aborted")
+
+	// The abort cleared, the release rolls out again from its first wave.
+	must(t, f.control(tenant, func(c *v1.RolloutControl) { c.Abort, c.By = "", alice }))
+	f.targets(three.Spec.Artifact.Digest, "pz-canary")
+	f.rolloutIs(v1.RolloutProgressing, "canary")
+	f.stillTargets(two.Spec.Artifact.Digest, "pz-a", "pz-b")
+}
+
+// A Serving whose Environment has no roll-out policy pauses too: a promotion made while it is
+// paused changes no cluster, and resumed, every cluster updates at once.
+func TestRolloutWithoutAPolicyAPausedServingChangesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.ringCluster("np-a", "", true)
+	f.ringCluster("np-b", "", true)
+	one := f.preparation("podinfo-edge-1", "podinfo", false)
+	two := f.preparation("podinfo-edge-2", "podinfo", false)
+	f.order("edge", one.Name)
+	f.targets(one.Spec.Artifact.Digest, "np-a", "np-b")
+	f.healthy(one.Spec.Artifact.Digest, "np-a", "np-b")
+	f.ready(v1.ReasonDeployed, "Deployed Preparation "+one.Name)
+
+	tenant, bob := f.tenant("bob-" + f.ns)
+	must(t, f.control(tenant, func(c *v1.RolloutControl) { c.Paused, c.By = true, bob }))
+	f.promote(two.Name)
+	f.waiting("np-a", "the roll-out is paused")
+	s := f.rolloutIs(v1.RolloutPaused, "all")
+	if r := s.Status.Rollout; r.Preparation != two.Name || r.Waves[0].Waiting != 2 {
+		t.Errorf("status.rollout %+v", r)
+	}
+	f.stillTargets(one.Spec.Artifact.Digest, "np-a", "np-b")
+
+	must(t, f.control(tenant, func(c *v1.RolloutControl) { c.Paused, c.By = false, bob }))
+	f.targets(two.Spec.Artifact.Digest, "np-a", "np-b")
+	f.eventually("no roll-out once resumed", func() error {
+		if r := f.serving().Status.Rollout; r != nil {
+			return fmt.Errorf("status.rollout %+v", r)
+		}
+		return nil
+	})
+}
+
+// windowAt returns an Allow window opening daily at the hour of at, in UTC, for an hour.
+func windowAt(at time.Time) v1.RolloutWindow {
+	return v1.RolloutWindow{Schedule: fmt.Sprintf("0 %d * * *", at.UTC().Hour()), Duration: metav1.Duration{Duration: time.Hour}}
+}
+
+// The windows with a clock that the test moves: the controller's own clock finds them closed
+// (the window opens two hours from now); a reconcile with a clock inside the window starts the
+// wave.
+func TestRolloutWavesStartOnlyInsideTheWindows(t *testing.T) {
+	f := newFixture(t)
+	opens := time.Now().UTC().Add(2 * time.Hour).Truncate(time.Hour)
+	policy := canaryThenRest(0, nil, v1.RolloutHalt)
+	policy.Windows = []v1.RolloutWindow{windowAt(opens)}
+	f.setRollout(policy)
+	f.ringCluster("wn-canary", "canary", true)
+	f.ringCluster("wn-a", "", true)
+	one := f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", one.Name)
+
+	f.waiting("wn-canary", "wave canary waits for the roll-out to start: outside the roll-out windows: the next opens at "+opens.Format(time.RFC3339))
+	s := f.ready(v1.ReasonProgressing, "roll-out not started; outside the roll-out windows: the next opens at "+opens.Format(time.RFC3339))
+	if r := s.Status.Rollout; r.NextWindow == nil || !r.NextWindow.Time.Equal(opens) || r.Wave != "" {
+		t.Errorf("status.rollout %+v", r)
+	}
+	f.stillTargets("", "wn-canary", "wn-a")
+
+	inside := reconciler(cachedClient())
+	inside.Now = func() time.Time { return opens.Add(time.Minute) }
+	f.eventually("the canary starts inside the window", func() error {
+		f.settled()
+		if _, err := inside.Reconcile(f.ctx, f.request()); err != nil {
+			return err
+		}
+		if f.targetRevision("wn-canary") != one.Spec.Artifact.Digest {
+			return fmt.Errorf("the canary is not updated")
+		}
+		return nil
+	})
+	// Healthy, the canary is done, but the window closed (the controller's clock): the rest
+	// waits for the next.
+	f.healthy(one.Spec.Artifact.Digest, "wn-canary")
+	f.waiting("wn-a", "wave rest waits for a roll-out window: outside the roll-out windows")
+	f.stillTargets("", "wn-a")
+	f.eventually("the rest starts inside the window", func() error {
+		f.settled()
+		if _, err := inside.Reconcile(f.ctx, f.request()); err != nil {
+			return err
+		}
+		if f.targetRevision("wn-a") != one.Spec.Artifact.Digest {
+			return fmt.Errorf("the rest is not updated")
+		}
+		return nil
+	})
+}
