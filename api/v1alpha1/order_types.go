@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // PromotionMode says who promotes a Preparation to the Serving.
@@ -43,6 +44,30 @@ type OrderSpec struct {
 	// Promotion says how Preparations reach the Serving.
 	// +optional
 	Promotion Promotion `json:"promotion,omitempty"`
+
+	// RolloutPace slows the roll-out of this Order's releases down from what its Environment's
+	// policy says; it never speeds it up.
+	// +optional
+	RolloutPace *RolloutPace `json:"rolloutPace,omitempty"`
+}
+
+// RolloutPace is a slower pace an Order asks for than its Environment's roll-out policy.
+type RolloutPace struct {
+	// MinSoak is the least soak of each wave but the last: a wave the Environment soaks for
+	// less, or not at all, soaks this long, such as 30m.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	MinSoak *metav1.Duration `json:"minSoak,omitempty"`
+
+	// MaxUnavailable caps how many clusters of each wave may run a release that is not healthy
+	// yet at once: a count (at least 1) or a percent of the wave; the smaller of this and the
+	// wave's own applies. Without a policy on the Environment, it applies to all its clusters.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="maxUnavailable is a count of at least 1, or a percent from 1% to 100%"
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
 // OrderStatus is the observed state of an Order.

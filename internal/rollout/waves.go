@@ -81,6 +81,8 @@ type Input struct {
 	// Control is what a person asks of the roll-out (the Serving's spec.rollout); nil asks
 	// nothing.
 	Control *v1.RolloutControl
+	// Pace is the slower pace the Order asks for (its spec.rolloutPace); nil asks none.
+	Pace *v1.RolloutPace
 	// Members are the Environment's clusters.
 	Members []Member
 	// Now is the reconciler's clock.
@@ -137,11 +139,41 @@ const AllAtOnceWave = "all"
 // without one, while the Serving's spec.rollout pauses or aborts it, one wave of every cluster
 // that no failure halts (so that a person can pause or abort a release that rolls out all at
 // once, as the spec deploys it); else nil, every cluster at once.
-func Effective(policy *v1.RolloutPolicy, control *v1.RolloutControl, preparation string) *v1.RolloutPolicy {
-	if policy != nil || control == nil || (!control.Paused && control.Abort != preparation) {
+func Effective(policy *v1.RolloutPolicy, control *v1.RolloutControl, pace *v1.RolloutPace, preparation string) *v1.RolloutPolicy {
+	if policy != nil {
 		return policy
 	}
+	paced := pace != nil && pace.MaxUnavailable != nil
+	if !paced && (control == nil || (!control.Paused && control.Abort != preparation)) {
+		return nil
+	}
 	return &v1.RolloutPolicy{Waves: []v1.RolloutWave{{Name: AllAtOnceWave}}, FailureBudget: math.MaxInt32, OnFailure: v1.RolloutHalt}
+}
+
+// waveSoak is how long wave w soaks: its own soak, or the Order's minSoak when longer.
+func waveSoak(p *v1.RolloutPolicy, pace *v1.RolloutPace, w int) time.Duration {
+	soak := time.Duration(0)
+	if w < len(p.Waves) && p.Waves[w].Soak != nil {
+		soak = p.Waves[w].Soak.Duration
+	}
+	if pace != nil && pace.MinSoak != nil && pace.MinSoak.Duration > soak && w < len(p.Waves) && p.Waves[w].Name != AllAtOnceWave {
+		soak = pace.MinSoak.Duration
+	}
+	return soak
+}
+
+// waveMaxUnavailable is how many of active clusters of wave w may be not healthy at once: the
+// smaller of the wave's maxUnavailable and the Order's.
+func waveMaxUnavailable(p *v1.RolloutPolicy, pace *v1.RolloutPace, w, active int) int {
+	var limit *intstr.IntOrString
+	if w < len(p.Waves) {
+		limit = p.Waves[w].MaxUnavailable
+	}
+	n := MaxUnavailable(limit, active)
+	if pace != nil && pace.MaxUnavailable != nil {
+		n = min(n, MaxUnavailable(pace.MaxUnavailable, active))
+	}
+	return n
 }
 
 // Stopped says whether a roll-out in this state changes no further cluster on its own: it
@@ -292,8 +324,8 @@ func Decide(in Input) Plan {
 				break
 			}
 			soak := time.Duration(0)
-			if s := in.Policy.Waves[current].Soak; s != nil && members > 0 {
-				soak = s.Duration
+			if members > 0 {
+				soak = waveSoak(in.Policy, in.Pace, current)
 			}
 			if st.WaveHealthySince == nil || st.WaveHealthySince.After(in.Now) {
 				// A time ahead of the clock (another replica's, skewed) is not believed.
@@ -346,11 +378,7 @@ func Decide(in Input) Plan {
 					unavailable++
 				}
 			}
-			var limit *intstr.IntOrString
-			if w < len(in.Policy.Waves) {
-				limit = in.Policy.Waves[w].MaxUnavailable
-			}
-			allowed = MaxUnavailable(limit, active) - unavailable
+			allowed = waveMaxUnavailable(in.Policy, in.Pace, w, active) - unavailable
 		}
 		for _, m := range ms {
 			switch m.Standing {
@@ -377,7 +405,7 @@ func Decide(in Input) Plan {
 					count.Waiting--
 					count.Progressing++
 				case reached(w):
-					plan.Waiting[m.Name] = fmt.Sprintf("wave %s has as many clusters updating as its maxUnavailable allows", names[w])
+					plan.Waiting[m.Name] = fmt.Sprintf("wave %s has as many clusters updating as its maxUnavailable allows%s", names[w], pacePart(in.Pace))
 				case !m.HasApplication && st.From != "":
 					plan.Joiners = append(plan.Joiners, m.Name)
 				case current < 0:
@@ -385,7 +413,7 @@ func Decide(in Input) Plan {
 				case held != "" && w == current+1:
 					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits for a roll-out window: %s", names[w], held)
 				default:
-					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits for wave %s to be healthy%s", names[w], names[current], soakPart(in.Policy, current))
+					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits for wave %s to be healthy%s", names[w], names[current], soakPart(waveSoak(in.Policy, in.Pace, current)))
 				}
 			}
 		}
@@ -448,9 +476,9 @@ func waveHealthy(ms []*Member) (healthy bool, members int) {
 	return true, members
 }
 
-func soakPart(p *v1.RolloutPolicy, current int) string {
-	if current < len(p.Waves) && p.Waves[current].Soak != nil && p.Waves[current].Soak.Duration > 0 {
-		return " and soak " + p.Waves[current].Soak.Duration.String()
+func soakPart(soak time.Duration) string {
+	if soak > 0 {
+		return " and soak " + soak.String()
 	}
 	return ""
 }
@@ -505,4 +533,11 @@ func Event(previous *v1.RolloutStatus, next *v1.RolloutStatus, by string) (reaso
 		return v1.ReasonRolloutAborted, next.Message, true
 	}
 	return "", "", false
+}
+
+func pacePart(pace *v1.RolloutPace) string {
+	if pace != nil && pace.MaxUnavailable != nil {
+		return " (the Environment's, or the Order's rolloutPace.maxUnavailable of " + pace.MaxUnavailable.String() + ")"
+	}
+	return ""
 }

@@ -223,15 +223,47 @@ func TestWavesStartOnlyInsideTheirWindows(t *testing.T) {
 }
 
 func TestAServingWithoutAPolicyPausesAsOneWave(t *testing.T) {
-	if Effective(nil, nil, "p-2") != nil || Effective(nil, &v1.RolloutControl{Abort: "p-1"}, "p-2") != nil {
+	if Effective(nil, nil, nil, "p-2") != nil || Effective(nil, &v1.RolloutControl{Abort: "p-1"}, nil, "p-2") != nil {
 		t.Fatal("a Serving without a policy and without a pause or an abort of its Preparation rolls out at once")
 	}
-	p := Effective(nil, &v1.RolloutControl{Paused: true}, "p-2")
+	p := Effective(nil, &v1.RolloutControl{Paused: true}, nil, "p-2")
 	if p == nil || len(p.Waves) != 1 || p.Waves[0].Name != AllAtOnceWave || p.Waves[0].MaxUnavailable != nil || p.FailureBudget < 1<<30 {
 		t.Fatalf("implicit policy %+v", p)
 	}
 	own := policy(v1.RolloutHalt, 0)
-	if Effective(own, &v1.RolloutControl{Paused: true}, "p-2") != own {
+	if Effective(own, &v1.RolloutControl{Paused: true}, nil, "p-2") != own {
 		t.Error("the Environment's policy is replaced")
+	}
+}
+
+func TestAnOrdersPaceSlowsTheEnvironmentsPolicyDown(t *testing.T) {
+	ten := intstr.FromString("10%")
+	one := intstr.FromInt32(1)
+	p := policy(v1.RolloutHalt, 0)
+	p.Waves[0].Soak = &metav1.Duration{Duration: time.Minute}
+	p.Waves[1].MaxUnavailable = &ten // 10% of 20 clusters: 2
+	pace := &v1.RolloutPace{MinSoak: &metav1.Duration{Duration: time.Hour}, MaxUnavailable: &one}
+	if got := waveSoak(p, pace, 0); got != time.Hour {
+		t.Errorf("soak %s, want the Order's hour", got)
+	}
+	if got := waveSoak(p, &v1.RolloutPace{MinSoak: &metav1.Duration{Duration: time.Second}}, 0); got != time.Minute {
+		t.Errorf("soak %s: an Order sped the Environment's minute up", got)
+	}
+	if got := waveMaxUnavailable(p, pace, 1, 20); got != 1 {
+		t.Errorf("maxUnavailable %d, want the Order's 1", got)
+	}
+	if got := waveMaxUnavailable(p, &v1.RolloutPace{MaxUnavailable: &ten}, 0, 20); got != 2 {
+		t.Errorf("maxUnavailable %d: the Order's 10%% of a wave without a limit", got)
+	}
+	// Without a policy, the Order's maxUnavailable makes one wave of every cluster, that
+	// nothing halts.
+	implicit := Effective(nil, nil, pace, "p-2")
+	if implicit == nil || len(implicit.Waves) != 1 || waveMaxUnavailable(implicit, pace, 0, 20) != 1 || waveSoak(implicit, pace, 0) != 0 {
+		t.Fatalf("implicit policy %+v", implicit)
+	}
+	members := []Member{{Name: "a", Standing: Updating, HasApplication: true}, {Name: "b", Standing: Untouched, HasApplication: true}}
+	plan := Decide(Input{Policy: implicit, Pace: pace, Preparation: "p-2", Now: time.Now(), Members: members})
+	if !strings.Contains(plan.Waiting["b"], "wave all has as many clusters updating as its maxUnavailable allows (the Environment's, or the Order's rolloutPace.maxUnavailable of 1)") {
+		t.Errorf("waiting %v", plan.Waiting)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -222,4 +223,49 @@ func TestRolloutWavesStartOnlyInsideTheWindows(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// setPace sets the Order's spec.rolloutPace.
+func (f *fixture) setPace(pace *v1.RolloutPace) {
+	f.t.Helper()
+	must(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var o v1.Order
+		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "podinfo-edge"}, &o); err != nil {
+			return err
+		}
+		o.Spec.RolloutPace = pace
+		return env.Client.Update(f.ctx, &o)
+	}))
+}
+
+// An Order slows its Environment down: without a policy, one cluster at a time; with one, a
+// longer soak than the Environment's.
+func TestRolloutAnOrdersPaceIsSlowerThanItsEnvironment(t *testing.T) {
+	f := newFixture(t)
+	f.ringCluster("pc-a", "", true)
+	f.ringCluster("pc-b", "", true)
+	one := f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", "")
+	oneAtATime := intstr.FromInt32(1)
+	f.setPace(&v1.RolloutPace{MaxUnavailable: &oneAtATime, MinSoak: &metav1.Duration{Duration: time.Hour}})
+	f.promote(one.Name)
+	f.waiting("pc-b", "wave all has as many clusters updating as its maxUnavailable allows (the Environment's, or the Order's rolloutPace.maxUnavailable of 1)")
+	f.targets(one.Spec.Artifact.Digest, "pc-a")
+	f.stillTargets("", "pc-b")
+	f.healthy(one.Spec.Artifact.Digest, "pc-a")
+	f.targets(one.Spec.Artifact.Digest, "pc-b")
+	f.healthy(one.Spec.Artifact.Digest, "pc-b")
+	f.ready(v1.ReasonDeployed, "Deployed Preparation "+one.Name)
+
+	// With the Environment's waves that do not soak, the Order's hour holds the rest back.
+	f.setRollout(canaryThenRest(0, nil, v1.RolloutHalt))
+	f.ringCluster("pc-canary", "canary", true)
+	time.Sleep(time.Second)
+	two := f.preparation("podinfo-edge-2", "podinfo", false)
+	f.promote(two.Name)
+	f.targets(two.Spec.Artifact.Digest, "pc-canary")
+	f.healthy(two.Spec.Artifact.Digest, "pc-canary")
+	f.soaking(two.Name)
+	f.waiting("pc-a", "wave rest waits for wave canary to be healthy and soak 1h0m0s")
+	f.stillTargets(one.Spec.Artifact.Digest, "pc-a", "pc-b")
 }

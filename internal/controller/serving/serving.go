@@ -314,6 +314,8 @@ type target struct {
 	rollout *v1.RolloutPolicy
 	// waves holds each cluster's wave of rollout (rollout.WaveOf).
 	waves map[string]int
+	// pace is the slower pace the Order asks for (spec.rolloutPace).
+	pace *v1.RolloutPace
 }
 
 // deployment is a Deployed roll-out, for its deployment record.
@@ -401,6 +403,7 @@ func (r *Reconciler) read(ctx context.Context, s *v1.Serving) (reading, error) {
 	if err := r.readTarget(ctx, &in); err != nil || f.SelectorError != nil || f.Clusters == 0 {
 		return in, err
 	}
+	in.target.pace = in.order.Spec.RolloutPace
 	f.Project = in.target.project
 	projectObj := &unstructured.Unstructured{}
 	projectObj.SetGroupVersionKind(argocd.AppProjectGVK)
@@ -525,7 +528,7 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	// deadline and each cluster's time reach every cluster.
 	previous := r.unlisted.With(key, s.Status.Targets)
 	var plan *rollout.Plan
-	if tgt.rollout = rollout.Effective(tgt.rollout, s.Spec.Rollout, prep.Name); tgt.rollout != nil {
+	if tgt.rollout = rollout.Effective(tgt.rollout, s.Spec.Rollout, tgt.pace, prep.Name); tgt.rollout != nil {
 		if plan, err = r.planWaves(ctx, s, prep, &req, tgt, byName, previous, now); err != nil {
 			return ctrl.Result{}, err
 		}

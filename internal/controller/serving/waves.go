@@ -89,7 +89,7 @@ func (r *Reconciler) planWaves(ctx context.Context, s *v1.Serving, prep *v1.Prep
 	}
 	var listErr error
 	plan := rollout.Decide(rollout.Input{
-		Policy: tgt.rollout, Preparation: prep.Name, From: from, Previous: s.Status.Rollout, Control: s.Spec.Rollout, Members: members, Now: now.Time,
+		Policy: tgt.rollout, Preparation: prep.Name, From: from, Previous: s.Status.Rollout, Control: s.Spec.Rollout, Pace: tgt.pace, Members: members, Now: now.Time,
 		RollbackTo: func() (string, string) {
 			all, err := listPreps()
 			if err != nil {
