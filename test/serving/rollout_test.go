@@ -466,6 +466,7 @@ func TestARolloutPolicyIsValidated(t *testing.T) {
 	f := newFixture(t)
 	pct := func(s string) *intstr.IntOrString { v := intstr.FromString(s); return &v }
 	zero := intstr.FromInt32(0)
+	hour := metav1.Duration{Duration: time.Hour}
 	for _, tc := range []struct {
 		policy *v1.RolloutPolicy
 		want   string
@@ -477,6 +478,10 @@ func TestARolloutPolicyIsValidated(t *testing.T) {
 		{&v1.RolloutPolicy{Waves: []v1.RolloutWave{{Name: "a", MaxUnavailable: &zero}}}, "a count of at least 1"},
 		{&v1.RolloutPolicy{Waves: make([]v1.RolloutWave, 17)}, "must have at most 16 items"},
 		{&v1.RolloutPolicy{Waves: []v1.RolloutWave{{Name: "a"}}, OnFailure: "Retry"}, "Unsupported value"},
+		{&v1.RolloutPolicy{Waves: []v1.RolloutWave{{Name: "a"}}, Windows: make([]v1.RolloutWindow, 9)}, "must have at most 8 items"},
+		{&v1.RolloutPolicy{Waves: []v1.RolloutWave{{Name: "a"}}, Windows: []v1.RolloutWindow{{Kind: "Maybe", Schedule: "0 22 * * *", Duration: hour}}}, "Unsupported value"},
+		{&v1.RolloutPolicy{Waves: []v1.RolloutWave{{Name: "a"}}, Windows: []v1.RolloutWindow{{Schedule: "0", Duration: hour}}}, "spec.rollout.windows[0].schedule"},
+		{&v1.RolloutPolicy{Waves: []v1.RolloutWave{{Name: "a"}}, OnWindowClose: "Stop"}, "Unsupported value"},
 	} {
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			var e v1.Environment
@@ -492,7 +497,19 @@ func TestARolloutPolicyIsValidated(t *testing.T) {
 	f.setRollout(&v1.RolloutPolicy{Waves: []v1.RolloutWave{{Name: "a", MaxUnavailable: ten}, {Name: "b"}}, FailureBudget: 2})
 	var e v1.Environment
 	must(t, env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "edge"}, &e))
-	if e.Spec.Rollout.OnFailure != v1.RolloutHalt {
-		t.Errorf("onFailure %q, want the default Halt", e.Spec.Rollout.OnFailure)
+	if e.Spec.Rollout.OnFailure != v1.RolloutHalt || e.Spec.Rollout.OnWindowClose != v1.WindowCloseFinish {
+		t.Errorf("onFailure %q, onWindowClose %q: want the defaults Halt and Finish", e.Spec.Rollout.OnFailure, e.Spec.Rollout.OnWindowClose)
+	}
+
+	// An Order's pace is validated as a wave's maxUnavailable is.
+	f.order("edge", "")
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var o v1.Order
+		must(t, env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "podinfo-edge"}, &o))
+		o.Spec.RolloutPace = &v1.RolloutPace{MaxUnavailable: &zero}
+		return env.Client.Update(f.ctx, &o)
+	})
+	if err == nil || !strings.Contains(err.Error(), "a count of at least 1") {
+		t.Errorf("an Order's rolloutPace.maxUnavailable of 0: %v", err)
 	}
 }
