@@ -43,6 +43,16 @@ type StageRequirement struct {
 	// configuration: the same Helm values, so that what soaked is what is promoted).
 	// +optional
 	Match StageMatch `json:"match,omitempty"`
+
+	// Wave, when set, asks less than the whole Environment: that the release rolled out past
+	// this wave of the Environment's roll-out (healthy there, soaked as the wave says), with a
+	// verified deployment record of that wave, and that the roll-out goes on (not halted,
+	// rolled back or aborted). The soak counts from that record. A record of the whole
+	// Environment passes it too.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Wave string `json:"wave,omitempty"`
 }
 
 // UnselectedWave names the last, implicit wave of a roll-out: the clusters no wave selects.

@@ -147,6 +147,13 @@ type DeploymentRecord struct {
 	// +required
 	Environment string `json:"environment"`
 
+	// Wave, when set, says the record is of one wave of a roll-out in waves: the clusters of
+	// that wave and the waves before it ran the Preparation healthily, and the roll-out went on
+	// past it. Empty: the whole Environment did.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Wave string `json:"wave,omitempty"`
+
 	// Clusters counts the clusters that ran it healthily; the record names them.
 	// +required
 	Clusters int32 `json:"clusters"`

@@ -10,6 +10,7 @@ package promotion
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +27,9 @@ type Stage struct {
 	Soak time.Duration
 	// Match is MatchArtifact or MatchRelease (Graph.Stages reads an absent one as Artifact).
 	Match v1.StageMatch
+	// Wave, when set, asks only that the release rolled out past this wave of the Environment's
+	// roll-out, with a record of it (StageRequirement.Wave).
+	Wave string
 }
 
 // Run is what one Order of the namespace runs in a required Environment.
@@ -44,6 +48,9 @@ type Run struct {
 	State string
 	// Since is when the Serving last became Deployed: the start of the soak.
 	Since time.Time
+	// PassedWaves are the waves of the Environment's roll-out this release rolled out past
+	// (healthy and soaked), while the roll-out goes on or completed.
+	PassedWaves []string
 	// Records are the records attached to the Preparation's artifact, as read and verified.
 	Records []record.Record
 	// RecordsError says why the records could not be read, if they could not.
@@ -222,15 +229,24 @@ func rank(s StageStatus) int64 {
 
 func evaluateRun(in Input, stage Stage, run *Run) StageStatus {
 	st := StageStatus{Environment: stage.Environment, State: Waiting, Soak: stage.Soak, Order: run.Order, Match: stage.Match}
-	if !run.Deployed {
+	wavePassed := stage.Wave != "" && slices.Contains(run.PassedWaves, stage.Wave)
+	if !run.Deployed && !wavePassed {
 		state := run.State
 		if state == "" {
 			state = "not deployed yet"
 		}
-		st.Message = fmt.Sprintf("%s has not deployed this release yet (Order %s: %s)", stage.Environment, run.Order, state)
+		if stage.Wave != "" {
+			st.Message = fmt.Sprintf("%s has not rolled this release out past wave %s yet (Order %s: %s)", stage.Environment, stage.Wave, run.Order, state)
+		} else {
+			st.Message = fmt.Sprintf("%s has not deployed this release yet (Order %s: %s)", stage.Environment, run.Order, state)
+		}
 		return st
 	}
-	rec, problem := evidence(in.Namespace, run)
+	wave := ""
+	if !run.Deployed {
+		wave = stage.Wave // only the wave's record proves it; the Environment's, when Deployed
+	}
+	rec, problem := evidence(in.Namespace, run, wave)
 	if rec == nil && run.RecordsError != "" {
 		problem = run.RecordsError
 	}
@@ -243,7 +259,11 @@ func evaluateRun(in Input, stage Stage, run *Run) StageStatus {
 		return st
 	}
 	st.Record = rec.Digest
-	st.Elapsed = in.Now.Sub(run.Since)
+	since := run.Since
+	if wave != "" {
+		since = rec.Predicate.Time // the wave passed when its record was made
+	}
+	st.Elapsed = in.Now.Sub(since)
 	if st.Elapsed < 0 {
 		st.Elapsed = 0
 	}
@@ -262,8 +282,9 @@ func evaluateRun(in Input, stage Stage, run *Run) StageStatus {
 }
 
 // evidence returns the newest verified record of the run made by its Order in its
-// Environment and namespace, or the problem of the newest record that did not verify.
-func evidence(namespace string, run *Run) (*record.Record, string) {
+// Environment and namespace, of the wave (the whole Environment when wave is empty), or the
+// problem of the newest record that did not verify.
+func evidence(namespace string, run *Run, wave string) (*record.Record, string) {
 	problem := ""
 	for i := len(run.Records) - 1; i >= 0; i-- { // attached oldest first
 		r := &run.Records[i]
@@ -274,6 +295,9 @@ func evidence(namespace string, run *Run) (*record.Record, string) {
 			continue
 		}
 		p := r.Predicate
+		if p.Wave != wave {
+			continue // a wave's record proves less than the Environment, and another wave's
+		}
 		if p.Namespace != namespace || p.Environment != run.Environment || p.Order != run.Order {
 			if problem == "" {
 				problem = fmt.Sprintf("record %s was made for Order %s/%s in Environment %s", shortDigest(r.Digest), p.Namespace, p.Order, p.Environment)

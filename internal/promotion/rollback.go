@@ -40,7 +40,9 @@ func RollbackTarget(preps []v1.Preparation, current string) (*v1.Preparation, er
 }
 
 // RollbackTargetIn is RollbackTarget counting only the deployment records of Environment
-// environment (all when empty): what a roll-out in waves of that Environment goes back to.
+// environment (all when empty): what a roll-out in waves of that Environment goes back to. A
+// record of one wave (DeploymentRecord.Wave) proves less than the Environment: it counts for
+// neither.
 func RollbackTargetIn(preps []v1.Preparation, current, environment string) (*v1.Preparation, error) {
 	if current == "" {
 		return nil, &Refusal{Message: "the Serving deploys no Preparation yet"}
@@ -56,7 +58,7 @@ func RollbackTargetIn(preps []v1.Preparation, current, environment string) (*v1.
 	}
 	for i := at + 1; i < len(preps); i++ {
 		for _, rec := range preps[i].Status.DeploymentRecords {
-			if environment == "" || rec.Environment == environment {
+			if rec.Wave == "" && (environment == "" || rec.Environment == environment) {
 				return &preps[i], nil
 			}
 		}

@@ -44,6 +44,9 @@ type Predicate struct {
 	Namespace string `json:"namespace"`
 	// Environment is the Environment it was deployed to.
 	Environment string `json:"environment"`
+	// Wave, when set, is the wave of the Environment's roll-out the record is of: the clusters
+	// named are those of that wave and the waves before it. Empty: the whole Environment.
+	Wave string `json:"wave,omitempty"`
 	// TargetNamespace is the namespace the workloads run in on each cluster.
 	TargetNamespace string `json:"targetNamespace"`
 	// Preparation is the name of the deployed Preparation.
@@ -149,8 +152,8 @@ func Envelope(ctx context.Context, repository, artifactDigest string, signer *Si
 	return out, nil
 }
 
-// recordGroup says who made the record in envelope, without verifying it: the namespace, Order
-// and Environment of its predicate and the key ids of its signatures. ok is false when it is
+// recordGroup says who made the record in envelope, without verifying it: the namespace, Order,
+// Environment and wave of its predicate and the key ids of its signatures. ok is false when it is
 // not a deployment record.
 func recordGroup(envelope []byte) (group string, ok bool) {
 	var env dsse.Envelope
@@ -171,7 +174,7 @@ func recordGroup(envelope []byte) (group string, ok bool) {
 	}
 	slices.Sort(keyIDs)
 	p := st.Predicate
-	g, err := json.Marshal([]string{p.Namespace, p.Order, p.Environment, strings.Join(keyIDs, ",")})
+	g, err := json.Marshal([]string{p.Namespace, p.Order, p.Environment, p.Wave, strings.Join(keyIDs, ",")})
 	if err != nil {
 		return "", false
 	}

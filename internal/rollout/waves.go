@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -107,6 +108,16 @@ type Plan struct {
 	Ready *metav1.Condition
 	// RecheckAfter is when a soak ends or a window opens; 0 when nothing is awaited.
 	RecheckAfter time.Duration
+	// Passed are the waves the roll-out went past (PassedWaves), each with the clusters of it
+	// and of the waves before it that run the release healthily: a deployment record of each.
+	Passed []PassedWave
+}
+
+// PassedWave is a wave a roll-out went past, and the clusters up to it that ran the release
+// healthily, sorted.
+type PassedWave struct {
+	Name    string
+	Healthy []string
 }
 
 // waveNames returns the names of the waves, the implicit last one included.
@@ -429,6 +440,17 @@ func Decide(in Input) Plan {
 		plan.Ready = &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonRolloutAborted, Message: st.Message}
 	}
 	plan.Status = st
+	var healthy []string
+	for w, name := range PassedWaves(&st, in.Preparation) {
+		for _, m := range byWave[w] {
+			if m.Standing == Healthy {
+				healthy = append(healthy, m.Name)
+			}
+		}
+		if len(healthy) > 0 {
+			plan.Passed = append(plan.Passed, PassedWave{Name: name, Healthy: slices.Sorted(slices.Values(healthy))})
+		}
+	}
 	return plan
 }
 
@@ -540,4 +562,22 @@ func pacePart(pace *v1.RolloutPace) string {
 		return " (the Environment's, or the Order's rolloutPace.maxUnavailable of " + pace.MaxUnavailable.String() + ")"
 	}
 	return ""
+}
+
+// PassedWaves returns the waves a roll-out of preparation in this status rolled out past
+// (healthy, and soaked as each says), in order, while it goes on or completed: those a stage
+// requiring one of them (StageRequirement.Wave) may count. The implicit last wave is never one
+// (the whole Environment's record proves it), nor is the one wave of a Serving without a policy.
+func PassedWaves(st *v1.RolloutStatus, preparation string) []string {
+	if st == nil || st.Preparation != preparation || Stopped(st.State) {
+		return nil
+	}
+	var out []string
+	for _, w := range st.Waves {
+		if (w.Name == st.Wave && st.State != v1.RolloutComplete) || w.Name == v1.UnselectedWave || w.Name == AllAtOnceWave {
+			break
+		}
+		out = append(out, w.Name)
+	}
+	return out
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/rollout"
 )
 
 // TrustedKeySource lists the public keys whose records Kokumi trusts.
@@ -139,8 +140,11 @@ func (p *Pipeline) run(ctx context.Context, o *v1.Order, release promotion.Relea
 		// The soak counts from when this revision became Deployed (status.deployedSince).
 		since, deployed := s.Status.DeployedAt(prep.Spec.Artifact.Digest)
 		run.Deployed, run.Since = deployed && c.ObservedGeneration == s.Generation, since
+		if c.ObservedGeneration == s.Generation {
+			run.PassedWaves = rollout.PassedWaves(s.Status.Rollout, prep.Name)
+		}
 	}
-	if !release.Same(run.Release, match) || !run.Deployed {
+	if !release.Same(run.Release, match) || (!run.Deployed && len(run.PassedWaves) == 0) {
 		return run, nil
 	}
 	if *keys == nil {

@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/promotion"
+	"github.com/kokumi-dev/kokumi/internal/stages"
 )
 
 // tenant returns a client of a person of the namespace with the edit role, and their name.
@@ -268,4 +270,76 @@ func TestRolloutAnOrdersPaceIsSlowerThanItsEnvironment(t *testing.T) {
 	f.soaking(two.Name)
 	f.waiting("pc-a", "wave rest waits for wave canary to be healthy and soak 1h0m0s")
 	f.stillTargets(one.Spec.Artifact.Digest, "pc-a", "pc-b")
+}
+
+// stageAfter returns the verdict of a stage prod that requires req of the Environment edge, for
+// prep.
+func (f *fixture) stageAfter(req v1.StageRequirement, prep *v1.Preparation) promotion.Verdict {
+	f.t.Helper()
+	must(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		prod := &v1.Environment{}
+		err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "prod"}, prod)
+		if apierrors.IsNotFound(err) {
+			return env.Client.Create(f.ctx, &v1.Environment{ObjectMeta: metav1.ObjectMeta{Name: "prod", Namespace: f.ns}, Spec: v1.EnvironmentSpec{
+				ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": "none"}}, Project: f.project,
+				Requires: []v1.StageRequirement{req},
+			}})
+		}
+		if err != nil {
+			return err
+		}
+		prod.Spec.Requires = []v1.StageRequirement{req}
+		return env.Client.Update(f.ctx, prod)
+	}))
+	v, err := stages.NewPipeline(env.Client, env.Client, cfg).Check(f.ctx, f.ns, "prod", prep)
+	must(f.t, err)
+	return v
+}
+
+// A wave the roll-out went past gets a deployment record of its own, and a later stage may
+// require that wave rather than the whole Environment.
+func TestRolloutAWavePassedIsRecordedAndPassesAStageThatRequiresIt(t *testing.T) {
+	f := newFixture(t)
+	f.setRollout(canaryThenRest(time.Hour, nil, v1.RolloutHalt))
+	f.ringCluster("wr-canary", "canary", true)
+	f.ringCluster("wr-a", "", true)
+	one := f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", one.Name)
+	rev := one.Spec.Artifact.Digest
+	f.targets(rev, "wr-canary")
+	f.healthy(rev, "wr-canary")
+	f.soaking(one.Name)
+	canary := v1.StageRequirement{Environment: "edge", Wave: "canary"}
+	if v := f.stageAfter(canary, one); v.Allowed || !strings.Contains(v.Message, "edge has not rolled this release out past wave canary yet") {
+		t.Errorf("the canary still soaks: allowed %v, %q", v.Allowed, v.Message)
+	}
+
+	f.afterSoak("the rest wave starts after the soak", func() error {
+		if f.targetRevision("wr-a") != rev {
+			return fmt.Errorf("rest not updated")
+		}
+		return nil
+	})
+	recs := f.records(one.Name, 1)
+	if recs[0].Wave != "canary" || recs[0].Clusters != 1 || recs[0].Environment != "edge" {
+		t.Fatalf("record %+v, want one of wave canary naming the canary", recs[0])
+	}
+	// The rest still progresses: a stage of the canary passes, one of the whole Environment not.
+	f.eventually("a stage of the canary passes", func() error {
+		if v := f.stageAfter(canary, one); !v.Allowed {
+			return fmt.Errorf("held: %s", v.Message)
+		}
+		return nil
+	})
+	if v := f.stageAfter(v1.StageRequirement{Environment: "edge"}, one); v.Allowed || !strings.Contains(v.Message, "edge has not deployed this release yet") {
+		t.Errorf("the whole Environment with the rest progressing: allowed %v, %q", v.Allowed, v.Message)
+	}
+	// A wave's record is no evidence of the Environment for a rollback either.
+	time.Sleep(time.Second)
+	two := f.preparation("podinfo-edge-2", "podinfo", false)
+	f.setRollout(canaryThenRest(time.Hour, nil, v1.RolloutRollback))
+	f.promote(two.Name)
+	f.targets(two.Spec.Artifact.Digest, "wr-canary")
+	f.playArgoCD("wr-canary", "Synced", "Degraded", two.Spec.Artifact.Digest)
+	f.ready(v1.ReasonRolloutHalted, "it cannot roll back: no Preparation older than podinfo-edge-2 has a deployment record in Environment edge")
 }

@@ -34,13 +34,16 @@ func (r *Reconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *dep
 	if r.Records == nil || r.Keys == nil {
 		return nil
 	}
-	environment, healthy := d.environment, d.healthy
-	since, ok := s.Status.DeployedAt(d.prep.Spec.Artifact.Digest)
-	if !ok {
-		return nil
+	environment, healthy, wave := d.environment, d.healthy, d.wave
+	since := time.Time{} // a wave's record is made once, and again when more clusters ran it
+	if wave == "" {
+		deployedSince, ok := s.Status.DeployedAt(d.prep.Spec.Artifact.Digest)
+		if !ok {
+			return nil
+		}
+		since = deployedSince.Truncate(time.Second)
 	}
-	since = since.Truncate(time.Second)
-	if !needsRecord(d.prep.Status.DeploymentRecords, environment, since, len(healthy)) {
+	if !needsRecord(d.prep.Status.DeploymentRecords, environment, wave, since, len(healthy)) {
 		return nil
 	}
 	// Read again from the API server: the cache may not hold the last record listed yet.
@@ -48,7 +51,7 @@ func (r *Reconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *dep
 	if err := r.apiReader().Get(ctx, client.ObjectKeyFromObject(d.prep), prep); err != nil {
 		return fmt.Errorf("read Preparation %s: %w", d.prep.Name, err)
 	}
-	if !needsRecord(prep.Status.DeploymentRecords, environment, since, len(healthy)) {
+	if !needsRecord(prep.Status.DeploymentRecords, environment, wave, since, len(healthy)) {
 		return nil
 	}
 	signer, err := r.Keys.Ensure(ctx)
@@ -63,7 +66,7 @@ func (r *Reconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *dep
 	ctx, cancel := context.WithTimeout(ctx, bundled.Timeout)
 	defer cancel()
 	want := record.Predicate{
-		Order: s.Spec.OrderRef.Name, Namespace: s.Namespace, Environment: environment,
+		Order: s.Spec.OrderRef.Name, Namespace: s.Namespace, Environment: environment, Wave: wave,
 		TargetNamespace: prep.Spec.TargetNamespace, Preparation: prep.Name, Clusters: healthy, Time: now,
 	}
 	// A record attached by a reconcile whose status write failed is listed, not signed again.
@@ -79,7 +82,7 @@ func (r *Reconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *dep
 			return fmt.Errorf("attach the deployment record of Preparation %s: %w", prep.Name, err)
 		}
 		kmetrics.RecordSigned()
-		entry = v1.DeploymentRecord{Environment: environment, Clusters: int32(len(healthy)), Time: metav1.NewTime(now), Digest: digest, KeyID: signer.KeyID()}
+		entry = v1.DeploymentRecord{Environment: environment, Wave: wave, Clusters: int32(len(healthy)), Time: metav1.NewTime(now), Digest: digest, KeyID: signer.KeyID()}
 	}
 	base := prep.DeepCopy()
 	prep.Status.DeploymentRecords = append([]v1.DeploymentRecord{entry}, prep.Status.DeploymentRecords...)
@@ -96,8 +99,12 @@ func (r *Reconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *dep
 	if written.Conflict {
 		return fmt.Errorf("list the deployment record in the status of Preparation %s: it changed meanwhile; trying again", prep.Name)
 	}
+	where := "Environment " + environment
+	if wave != "" {
+		where += ", wave " + wave + " and those before it,"
+	}
 	r.Recorder.Eventf(s, prep, corev1.EventTypeNormal, "Recorded", "RecordDeployment",
-		"Signed deployment record %s of Preparation %s in Environment %s: healthy on %s", entry.Digest, prep.Name, environment, text.Names(healthy))
+		"Signed deployment record %s of Preparation %s in %s: healthy on %s", entry.Digest, prep.Name, where, text.Names(healthy))
 	return nil
 }
 
@@ -115,9 +122,9 @@ func (r *Reconciler) attachedRecord(ctx context.Context, repository, artifactDig
 	for _, rec := range attached {
 		p := rec.Predicate
 		if rec.Verified && rec.KeyID == signer.KeyID() && p.Order == want.Order && p.Namespace == want.Namespace &&
-			p.Environment == want.Environment && p.Preparation == want.Preparation && !p.Time.Before(since) &&
+			p.Environment == want.Environment && p.Wave == want.Wave && p.Preparation == want.Preparation && !p.Time.Before(since) &&
 			slices.Equal(p.Clusters, want.Clusters) {
-			return v1.DeploymentRecord{Environment: p.Environment, Clusters: int32(len(p.Clusters)), Time: metav1.NewTime(p.Time), Digest: rec.Digest, KeyID: rec.KeyID}, true, nil
+			return v1.DeploymentRecord{Environment: p.Environment, Wave: p.Wave, Clusters: int32(len(p.Clusters)), Time: metav1.NewTime(p.Time), Digest: rec.Digest, KeyID: rec.KeyID}, true, nil
 		}
 	}
 	return v1.DeploymentRecord{}, false, nil
@@ -131,11 +138,12 @@ func (r *Reconciler) apiReader() client.Reader {
 	return r.Client
 }
 
-// needsRecord says whether a Serving Deployed since since, with healthy clusters, needs a new
-// record: none was made for the Environment since then, or the last one names fewer clusters.
-func needsRecord(records []v1.DeploymentRecord, environment string, since time.Time, healthy int) bool {
+// needsRecord says whether a Serving Deployed since since (or past wave), with healthy
+// clusters, needs a new record: none was made for the Environment (and wave) since then, or the
+// last one names fewer clusters.
+func needsRecord(records []v1.DeploymentRecord, environment, wave string, since time.Time, healthy int) bool {
 	for _, rec := range records { // newest first
-		if rec.Environment != environment {
+		if rec.Environment != environment || rec.Wave != wave {
 			continue
 		}
 		return rec.Time.Time.Before(since) || int(rec.Clusters) < healthy

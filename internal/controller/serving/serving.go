@@ -251,7 +251,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	base := s.DeepCopy()
 	before := &base.Status
-	var deployed *deployment
+	var deployed []deployment
 	res, err := r.deploy(ctx, &s, &deployed)
 	if err == nil {
 		s.Status.ObservedGeneration = s.Generation
@@ -270,9 +270,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if written.Conflict && err == nil {
 		return written.Result(), nil
 	}
-	if err == nil && deployed != nil {
+	for i := 0; err == nil && i < len(deployed); i++ {
 		// After the status: a registry that is slow or down delays only the record.
-		err = r.recordDeployment(ctx, &s, deployed)
+		err = r.recordDeployment(ctx, &s, &deployed[i])
 	}
 	return res, err
 }
@@ -318,14 +318,16 @@ type target struct {
 	pace *v1.RolloutPace
 }
 
-// deployment is a Deployed roll-out, for its deployment record.
+// deployment is a Deployed roll-out, or a wave a roll-out passed, for its deployment record.
 type deployment struct {
 	prep        *v1.Preparation
 	environment string
 	healthy     []string
+	// wave is the wave passed; empty for the whole Environment.
+	wave string
 }
 
-func (r *Reconciler) deploy(ctx context.Context, s *v1.Serving, deployed **deployment) (_ ctrl.Result, err error) {
+func (r *Reconciler) deploy(ctx context.Context, s *v1.Serving, deployed *[]deployment) (_ ctrl.Result, err error) {
 	in, err := r.read(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -508,7 +510,7 @@ func readProject(u *unstructured.Unstructured) (argocd.Project, error) {
 // rollOut writes the Applications the fleet plan asks for, removes those of clusters that
 // left, and folds what Argo CD reports into the status. With the Environment's rollout policy,
 // the plan of its waves (internal/rollout) says which clusters are left as they are.
-func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Preparation, deployed **deployment, req fleet.Request, tgt target) (ctrl.Result, error) {
+func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Preparation, deployed *[]deployment, req fleet.Request, tgt target) (ctrl.Result, error) {
 	environment := tgt.environment
 	ours, err := r.applications(ctx, s)
 	if err != nil {
@@ -576,7 +578,12 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	s.Status.Running, s.Status.RunningOmitted = sum.Running, sum.RunningOmitted
 	r.outcome(s, sum.Ready.Status, sum.Ready.Reason, sum.Ready.Message)
 	if sum.Ready.Reason == v1.ReasonDeployed {
-		*deployed = &deployment{prep: prep, environment: environment, healthy: sum.HealthyClusters}
+		*deployed = append(*deployed, deployment{prep: prep, environment: environment, healthy: sum.HealthyClusters})
+	}
+	if plan != nil {
+		for _, w := range plan.Passed {
+			*deployed = append(*deployed, deployment{prep: prep, environment: environment, healthy: w.Healthy, wave: w.Name})
+		}
 	}
 	more := r.sliceOutcome(s, slice, req.Preparation, entry)
 	if writeErr != nil {
