@@ -129,35 +129,44 @@ func Preview(policy *v1.RolloutPolicy, clusters []PreviewCluster, now time.Time)
 	if out.OnFailure == "" {
 		out.OnFailure = string(v1.RolloutHalt)
 	}
-	out.Summary = append(out.Summary, failureSentence(policy))
+	var more []string
+	more, out.Windows = PolicySentences(policy, now)
+	out.Summary = append(out.Summary, more...)
+	return out
+}
 
-	if len(policy.Windows) > 0 {
-		out.Windows = &WindowsPreview{}
-		ws, err := ParseWindows(policy.Windows)
-		switch {
-		case err != nil:
-			out.Windows.Error = err.Error()
-			out.Summary = append(out.Summary, "no wave starts while the windows cannot be read: "+err.Error())
-		case ws.Open(now):
-			out.Windows.Open = true
-			s := "inside a roll-out window now: the first wave starts at once"
-			if policy.OnWindowClose == v1.WindowClosePause {
-				s += "; when the windows close, no further cluster is changed until one opens"
-			} else {
-				s += "; when the windows close, the wave under way finishes and the next waits for a window"
-			}
-			out.Summary = append(out.Summary, s)
-		default:
-			if next, ok := ws.NextOpen(now); ok {
-				next = next.UTC()
-				out.Windows.NextOpen = &next
-				out.Summary = append(out.Summary, "outside the roll-out windows now: the first wave starts at "+next.Format(time.RFC3339))
-			} else {
-				out.Summary = append(out.Summary, "outside the roll-out windows now, and none opens within a year: no wave starts")
-			}
+// PolicySentences says what a policy means at now whatever its clusters: what a failure does,
+// and whether its windows let a wave start (nil windows when it has none).
+func PolicySentences(policy *v1.RolloutPolicy, now time.Time) ([]string, *WindowsPreview) {
+	out := []string{failureSentence(policy)}
+	if len(policy.Windows) == 0 {
+		return out, nil
+	}
+	wp := &WindowsPreview{}
+	ws, err := ParseWindows(policy.Windows)
+	switch {
+	case err != nil:
+		wp.Error = err.Error()
+		out = append(out, "no wave starts while the windows cannot be read: "+err.Error())
+	case ws.Open(now):
+		wp.Open = true
+		s := "inside a roll-out window now: the first wave starts at once"
+		if policy.OnWindowClose == v1.WindowClosePause {
+			s += "; when the windows close, no further cluster is changed until one opens"
+		} else {
+			s += "; when the windows close, the wave under way finishes and the next waits for a window"
+		}
+		out = append(out, s)
+	default:
+		if next, ok := ws.NextOpen(now); ok {
+			next = next.UTC()
+			wp.NextOpen = &next
+			out = append(out, "outside the roll-out windows now: the first wave starts at "+next.Format(time.RFC3339))
+		} else {
+			out = append(out, "outside the roll-out windows now, and none opens within a year: no wave starts")
 		}
 	}
-	return out
+	return out, wp
 }
 
 // previewWave lists a wave's clusters; wave is nil for the implicit last wave and without a
