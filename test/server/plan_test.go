@@ -113,7 +113,7 @@ func TestThePlanOfAServingShowsItsEnvironmentsWavesToWhoeverReadsIt(t *testing.T
 		return nil
 	})
 	body := fmt.Sprint(raw)
-	if !strings.Contains(body, "plan-canary-1") || strings.Contains(body, "example") || strings.Contains(body, "ring") {
+	if !strings.Contains(body, "plan-canary-1") || strings.Contains(body, "example") || strings.Contains(body, "ring:canary") {
 		t.Errorf("the viewer's plan %s: want the cluster names, never their servers or labels", body)
 	}
 	if code := do(t, call{server: k8sBase, path: "/api/v1/clusters", bearer: viewer}, nil).StatusCode; code != http.StatusForbidden {
