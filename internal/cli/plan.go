@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -192,7 +193,9 @@ func printPolicyWaves(out io.Writer, policy *v1.RolloutPolicy) error {
 		}
 		w.printf("%s\t%s\t%s\t%s\n", wv.Name, sel, soak, limit)
 	}
-	w.printf("%s\t%s\t-\tall at once\n", v1.UnselectedWave, "the clusters no wave selects")
+	if catchAll := slices.ContainsFunc(policy.Waves, func(wv v1.RolloutWave) bool { return wv.ClusterSelector == nil }); !catchAll {
+		w.printf("%s\t%s\t-\tall at once\n", v1.UnselectedWave, "the clusters no wave selects")
+	}
 	if w.err != nil {
 		return w.err
 	}
