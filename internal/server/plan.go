@@ -27,8 +27,9 @@ type Plan struct {
 
 // plan answers the roll-out plan of a Serving to a person who may read it. The server reads
 // the Environment's Clusters with its own identity, as the Serving reconciler does, and shows
-// of them only what the Serving's status shows a tenant: their names and whether they are
-// Ready, never their labels, servers or probe errors.
+// of them only what the Serving page shows whoever reads the Serving (a row per cluster, held
+// when it is not Ready): their names and whether they are Ready, never their labels, servers or
+// probe errors.
 func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	var sv v1.Serving
 	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
