@@ -140,3 +140,18 @@ func TestAPreviewOfAThousandClustersStaysSmall(t *testing.T) {
 		t.Errorf("wave rest = %+v", p.Waves[1])
 	}
 }
+
+func TestAPreviewSaysWhatTheLastSoakAndAClosingWindowDo(t *testing.T) {
+	policy := twoWaves("", 0)
+	policy.Waves[1].Soak = &metav1.Duration{Duration: time.Hour}
+	policy.Waves = append([]v1.RolloutWave{{Name: "lab", ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "lab"}}}}, policy.Waves...)
+	policy.Windows = []v1.RolloutWindow{{Schedule: "0 8 * * *", Duration: metav1.Duration{Duration: 10 * time.Hour}}}
+	policy.OnWindowClose = v1.WindowClosePause
+	p := Preview(policy, fleetOf(1, 2), at(t, "2026-12-07T09:00:00Z"))
+	hasSentence(t, p, "wave lab: no cluster, passed at once")
+	hasSentence(t, p, "wave rest: 2 clusters, then soak 1h0m0s before the roll-out completes")
+	hasSentence(t, p, "inside a roll-out window now: the first wave starts at once; when the windows close, no further cluster is changed until one opens")
+	if p.Windows == nil || !p.Windows.Open || p.Windows.NextOpen != nil {
+		t.Errorf("windows = %+v, want open", p.Windows)
+	}
+}
