@@ -34,7 +34,10 @@ the checks Kokumi's API server makes before it does the same:
 
 The API server's RBAC decides the patch itself: you need the patch verb on Servings
 of the namespace (the edit and admin roles have it; view does not).`,
-		Example: `  # Deploy web-7c9f with the Serving web of namespace shop
+		Example: `  # How would a promotion to web roll out (waves, clusters, failure budget)?
+  kubectl kokumi plan web -n shop
+
+  # Deploy web-7c9f with the Serving web of namespace shop
   kubectl kokumi promote web web-7c9f -n shop
 
   # Which Preparations are there?

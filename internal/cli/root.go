@@ -63,6 +63,9 @@ checks the certificate first): for a token, use a kubeconfig user without one (-
   # What changes if web-7c9f is promoted over web-5b2a?
   kubectl kokumi diff web-5b2a web-7c9f -n shop --manifests
 
+  # How would a promotion roll out (waves, clusters, failure budget)?
+  kubectl kokumi plan web -n shop
+
   # Promote it, or go back to what ran before
   kubectl kokumi promote web web-7c9f -n shop
   kubectl kokumi rollback web -n shop`,
@@ -83,6 +86,7 @@ checks the certificate first): for a token, use a kubeconfig user without one (-
 	// The help flag exists before the arguments are read, so that `--help -n shop` is help.
 	root.InitDefaultHelpFlag()
 	root.AddCommand(newStatusCommand(o), newPromoteCommand(o), newRollbackCommand(o), newHistoryCommand(o), newDiffCommand(o), newVersionCommand(o), newClusterCommand(o))
+	root.AddCommand(newPlanCommand(o))
 	return root
 }
 

@@ -248,6 +248,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/me", s.me)
 	mux.HandleFunc("GET /api/v1/servings", req(s.listServings))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/servings/{name}", req(s.getServing))
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/servings/{name}/plan", req(s.plan))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/servings/{name}/promotion", req(s.promote))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/servings/{name}/rollback", req(s.rollback))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/preparations/{name}/manifests", req(s.preparationManifests))

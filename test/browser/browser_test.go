@@ -46,6 +46,8 @@ func TestStagePassedWithOtherValuesSaysSo(t *testing.T) { scenario(t, "stage-oth
 
 func TestMisdirectedRequestHasSecurityHeaders(t *testing.T) { scenario(t, "misdirected") }
 
+func TestPromoteConfirmationShowsTheRolloutPlan(t *testing.T) { scenario(t, "plan") }
+
 func TestPromoteAndRollBack(t *testing.T) { scenario(t, "promote-rollback") }
 
 func TestSecretsHiddenFromWhoMayNotReadThem(t *testing.T) { scenario(t, "secrets-hidden") }

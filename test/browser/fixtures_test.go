@@ -12,6 +12,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -134,6 +135,9 @@ func fixtures(ctx context.Context) error {
 	}
 	if err := rollingOut(ctx); err != nil {
 		return err
+	}
+	if err := plannedWaves(ctx); err != nil {
+		return fmt.Errorf("the Serving planned: %w", err)
 	}
 	if err := viewer(ctx); err != nil {
 		return err
@@ -550,5 +554,72 @@ func rollingOut(ctx context.Context) error {
 		Waves: []v1.WaveCount{{Name: "canary", Selected: 1, Healthy: 1}, {Name: "rest", Selected: 4, Waiting: 4}}}
 	apimeta.SetStatusCondition(&sv.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonProgressing,
 		Message: "wave canary is healthy and soaks until 10m0s have passed"})
+	return c.Status().Update(ctx, sv)
+}
+
+// plannedWaves creates the Serving planned of teamNS, which deploys nothing yet, whose Order
+// deploys to the Environment waved: a roll-out policy of two waves (canary: the Cluster
+// waved-1, soak 10m; rest: waved-2 and waved-3, one at a time), a failure budget of 1 and
+// Rollback. Its Preparation planned-1 is Ready, to promote.
+func plannedWaves(ctx context.Context) error {
+	c := env.Client
+	for i, ring := range []string{"canary", "main", "main"} {
+		name := fmt.Sprintf("waved-%d", i+1)
+		cl := &v1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"env": "waved", "ring": ring}},
+			Spec:       v1.ClusterSpec{Server: "https://" + name + ".example:6443", CredentialsRef: v1.LocalObjectReference{Name: name}},
+		}
+		if err := c.Create(ctx, cl); err != nil {
+			return err
+		}
+		apimeta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Reachable", Message: "the API server answers"})
+		if err := c.Status().Update(ctx, cl); err != nil {
+			return err
+		}
+	}
+	one := intstr.FromInt32(1)
+	if err := c.Create(ctx, &v1.Environment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "waved"},
+		Spec: v1.EnvironmentSpec{ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "waved"}}, Project: "waved",
+			Rollout: &v1.RolloutPolicy{
+				Waves: []v1.RolloutWave{
+					{Name: "canary", ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}, Soak: &metav1.Duration{Duration: 10 * time.Minute}},
+					{Name: "rest", MaxUnavailable: &one},
+				},
+				FailureBudget: 1, OnFailure: v1.RolloutRollback,
+			}},
+	}); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &v1.Order{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "planned"},
+		Spec: v1.OrderSpec{ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: "waved"},
+			Promotion: v1.Promotion{Mode: v1.PromotionManual}},
+	}); err != nil {
+		return err
+	}
+	digest := "sha256:" + strings.Repeat("9", 64)
+	prep := &v1.Preparation{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "planned-1"},
+		Spec: v1.PreparationSpec{
+			OrderRef: v1.LocalObjectReference{Name: "planned"}, ProductRef: v1.LocalObjectReference{Name: "podinfo"},
+			Source:          v1.PreparationSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.8.0", Digest: "sha256:" + strings.Repeat("8", 64)},
+			TargetNamespace: "web",
+			Artifact:        v1.Artifact{Ref: "oci://" + registry.Addr + "/" + teamNS + "/planned@" + digest, Digest: digest},
+			ConfigHash:      strings.Repeat("7", 16),
+		},
+	}
+	if err := c.Create(ctx, prep); err != nil {
+		return err
+	}
+	apimeta.SetStatusCondition(&prep.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Built", Message: "pushed"})
+	if err := c.Status().Update(ctx, prep); err != nil {
+		return err
+	}
+	sv := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "planned"}, Spec: v1.ServingSpec{OrderRef: v1.LocalObjectReference{Name: "planned"}}}
+	if err := c.Create(ctx, sv); err != nil {
+		return err
+	}
+	apimeta.SetStatusCondition(&sv.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonNoPreparation, Message: "promote a Preparation"})
 	return c.Status().Update(ctx, sv)
 }

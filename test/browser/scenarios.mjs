@@ -362,6 +362,41 @@ const scenarios = {
     await shot(page, "phone-order-errors");
   },
 
+  // The Promote confirmation shows the roll-out plan beside the diff: without a policy, every
+  // cluster at once; with two waves, both waves, their clusters, and what the budget means.
+  async plan(page) {
+    await login(page);
+    await page.goto(servingURL);
+    await page.waitForSelector(`${web3} button[data-action=promote]`);
+    await page.click(`${web3} button[data-action=promote]`);
+    await page.waitForSelector("#confirm-plan ul", { timeout: 15000 });
+    let plan = await page.textContent("#confirm-plan");
+    check(plan?.includes("Roll-out to edge") && plan.includes("every cluster at once, as without a policy: 3 clusters (1 not ready: held, not counted as failures)"),
+      `without a policy the plan says every cluster at once (${plan})`);
+    await page.click("#confirm-cancel");
+    await page.waitForSelector("#confirm", { state: "detached" });
+
+    await page.goto(`${base}/#/servings/team-web/planned`);
+    const promote = "#preparations tr[data-key='planned-1'] button[data-action=promote]";
+    await page.waitForSelector(promote);
+    await page.click(promote);
+    await page.waitForSelector("#confirm-plan ul", { timeout: 15000 });
+    plan = await page.textContent("#confirm-plan");
+    for (const want of [
+      "Roll-out to waved",
+      "wave canary: 1 cluster, then soak 10m0s",
+      "wave rest: 2 clusters",
+      "at most 1 of 2 clusters of wave rest update at once",
+      "1 cluster may fail; one more halts the roll-out and rolls back to the last Preparation with a deployment record in this Environment",
+    ]) check(plan?.includes(want), `the plan says "${want}" (${plan})`);
+    const rows = await page.$$eval("#plan-waves tbody tr", rs => rs.map(r => Array.from(r.querySelectorAll("td")).map(td => td.textContent).join("|")));
+    check(rows.join(";") === "canary|1|waved-1|10m0s|1;rest|2|waved-2, waved-3|—|1", `the plan's table lists both waves (${rows.join(";")})`);
+    check((await page.textContent("#confirm"))?.includes("Nothing is deployed yet"), "the confirmation still says what changes");
+    await shot(page, "plan-confirm");
+    await page.click("#confirm-cancel");
+    await page.waitForSelector("#confirm", { state: "detached" });
+  },
+
   async "promote-rollback"(page) {
     await login(page);
     await page.goto(servingURL);
@@ -386,6 +421,9 @@ const scenarios = {
     await page.waitForFunction(() => !document.querySelector("#confirm")?.textContent?.includes("Comparing"), null, { timeout: 15000 });
     const rollback = await page.textContent("#confirm");
     check(!(await page.$("#confirm .error")) && rollback?.includes(to) && rollback.includes("web-3"), `the rollback confirmation shows its diff (${rollback?.slice(0, 200)})`);
+    await page.waitForSelector("#confirm-plan ul", { timeout: 15000 });
+    const rollbackPlan = await page.textContent("#confirm-plan");
+    check(rollbackPlan?.includes("every cluster at once"), `the rollback confirmation shows the roll-out plan (${rollbackPlan})`);
     await shot(page, "rollback-confirm");
     await page.click("#confirm-yes");
     await page.waitForFunction(() => document.getElementById("promotion-message")?.textContent?.includes("Rolled back"), null, { timeout: 15000 });

@@ -21,7 +21,7 @@ import (
 func TestHelpOfEveryCommandExitsZeroWithExamples(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"status", "--help"}, {"promote", "--help"}, {"rollback", "--help"},
-		{"history", "--help"}, {"diff", "--help"}, {"help", "diff"}, {"version", "--help"},
+		{"history", "--help"}, {"diff", "--help"}, {"help", "diff"}, {"version", "--help"}, {"plan", "--help"},
 	} {
 		r := kubectlKokumi(t, args...)
 		if r.code != 0 || r.stderr != "" {

@@ -23,6 +23,8 @@
 /** @typedef {{preparation: string, from?: string, state: string, wave?: string, waveHealthySince?: string, rollbackTo?: string, message?: string, waves?: WaveCount[]}} Rollout */
 /** @typedef {ServingSummary & {rows: ClusterRow[], rowsTotal?: number, rowsOmitted?: number, promotion?: Promotion, pipeline?: Pipeline, records?: Records, rollout?: Rollout, can?: Record<string, Can>, loadedAt?: number, missing?: undefined}} ServingDetail */
 /** @typedef {{missing: true, namespace: string, name: string, order: OrderSummary}} MissingServing */
+/** @typedef {{name: string, clusters: number, names: string[], moreNames?: number, notReady?: number, soak?: string, maxUnavailable: number}} WavePreview */
+/** @typedef {{environment: string, found: boolean, allAtOnce: boolean, clusters: number, waves: WavePreview[], failureBudget: number, onFailure?: string, windows?: {open: boolean, nextOpen?: string, error?: string}, summary: string[]}} PlanPreview */
 /** @typedef {{name: string, server: string, version?: string, labels?: Record<string, string>, ready: Condition}} ClusterSummary */
 /** @typedef {{namespace: string, serving: string, application?: string, link?: string, state?: string, reason?: string, message?: string, health?: string, sync?: string, revision?: string, since?: string}} Deployment */
 /** @typedef {ClusterSummary & {deployments: Deployment[], deploymentsOmitted?: number}} ClusterDetail */
@@ -523,7 +525,7 @@ const pageSize = 100;
  * @property {number} offset
  * @property {ReturnType<typeof setTimeout> | undefined} searchTimer
  * @property {{kind: "preview" | "diff", name: string, against?: string, data?: any, error?: string, opener: string} | null} panel
- * @property {{kind: "promote" | "rollback", name: string, against?: string, diff?: Diff, error?: string, busy?: boolean, opener: string} | null} confirm
+ * @property {{kind: "promote" | "rollback", name: string, against?: string, diff?: Diff, error?: string, plan?: PlanPreview, planError?: string, busy?: boolean, opener: string} | null} confirm
  * @property {{text: string, error?: boolean} | null} message
  */
 
@@ -795,7 +797,8 @@ function promotionSection(s, ui) {
     ui.message = null;
     paint();
     focusNow("#confirm");
-    if (!deployed) return;
+    const planned = confirmPlan(s, c, () => ui.confirm === c);
+    if (!deployed) return planned;
     try { c.diff = await api(`${base}${enc(name)}/diff?against=${enc(deployed)}`); } catch (e) { c.error = errorText(e); }
     if (ui.confirm !== c) return;
     paint();
@@ -926,6 +929,7 @@ function confirmation(c, yes, no) {
     onkeydown: (/** @type {KeyboardEvent} */ e) => { if (e.key === "Escape") { e.preventDefault(); no(); } },
   },
     h("h3", { id: "confirm-title", "data-key": "title" }, `${verb}?`),
+    planView(c),
     h("div", { "data-key": "body", "aria-busy": c.against && !c.error && !c.diff ? "true" : undefined },
       !c.against ? h("p", { class: "note" }, "Nothing is deployed yet: every object is new.") :
         c.error ? h("p", { class: "error" }, "The diff could not be read: ", c.error) :
@@ -933,6 +937,42 @@ function confirmation(c, yes, no) {
     h("div", { class: "buttons", "data-key": "buttons" },
       h("button", { type: "button", id: "confirm-yes", disabled: !!c.busy, onclick: yes }, c.busy ? "Working…" : verb),
       h("button", { type: "button", id: "confirm-cancel", class: "secondary", onclick: no }, "Cancel")));
+}
+
+/**
+ * confirmPlan reads the roll-out plan of the Serving's Environment into a confirmation, and
+ * paints it there while the confirmation is still open (current).
+ * @param {ServingDetail} s
+ * @param {NonNullable<ServingUI["confirm"]>} c
+ * @param {() => boolean} current
+ */
+async function confirmPlan(s, c, current) {
+  try {
+    c.plan = await api(`/namespaces/${enc(s.namespace)}/servings/${enc(s.name)}/plan`);
+  } catch (e) { c.planError = errorText(e); }
+  if (current()) paint();
+}
+
+/**
+ * planView is the roll-out plan in a confirmation: what the Environment's policy means now, in
+ * sentences, and its waves (name, clusters, the first names, soak, how many at once).
+ * @param {NonNullable<ServingUI["confirm"]>} c
+ */
+function planView(c) {
+  const p = c.plan;
+  return h("div", { class: "plan", id: "confirm-plan", "data-key": "plan", "aria-busy": !p && !c.planError ? "true" : undefined },
+    h("h4", {}, p ? `Roll-out to ${p.environment}` : "Roll-out"),
+    c.planError ? h("p", { class: "error" }, "The roll-out plan could not be read: ", c.planError) :
+      !p ? h("p", { class: "note" }, "Reading the roll-out plan…") : [
+        h("ul", { class: "plan-summary" }, p.summary.map(line => h("li", { "data-key": line }, line))),
+        p.waves.length === 0 || (p.allAtOnce && p.clusters === 0) ? "" : table([
+          { label: "Wave", cell: w => w.name },
+          { label: "Clusters", cell: w => w.notReady ? `${w.clusters} (${w.notReady} not ready)` : String(w.clusters) },
+          { label: "First clusters", cell: w => w.names.join(", ") + (w.moreNames ? ` and ${w.moreNames} more` : "") },
+          { label: "Soak", cell: w => w.soak || "—" },
+          { label: "At once", cell: w => String(w.maxUnavailable) },
+        ], p.waves, w => w.name, { id: "plan-waves" }),
+      ]);
 }
 
 /**

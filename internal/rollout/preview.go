@@ -1,0 +1,237 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+)
+
+// This file holds the preview of a roll-out: what an Environment's policy does with its
+// clusters if a Preparation is promoted now, before anything is promoted. The API, the UI and
+// the plugin show it as it is decided here.
+
+// PreviewNames is how many cluster names a wave of a preview lists; the rest are counted.
+const PreviewNames = 10
+
+// PreviewCluster is one cluster of an Environment, as a preview needs it.
+type PreviewCluster struct {
+	// Name of the Cluster.
+	Name string
+	// Labels of the Cluster, which the waves' selectors match.
+	Labels map[string]string
+	// Ready is the Cluster's Ready condition: a cluster that is not Ready is held.
+	Ready bool
+}
+
+// PlanPreview is what a roll-out would do if a Preparation were promoted now. It stays small
+// whatever the number of clusters: each wave lists its first names and counts the rest.
+type PlanPreview struct {
+	// AllAtOnce is true when the Environment has no roll-out policy: every cluster at once.
+	AllAtOnce bool `json:"allAtOnce"`
+	// Clusters is how many clusters the Environment selects.
+	Clusters int `json:"clusters"`
+	// Waves in the order they roll out; without a policy, one wave of every cluster. The
+	// implicit last wave, unselected, is listed when it has clusters.
+	Waves []WavePreview `json:"waves"`
+	// FailureBudget and OnFailure are the policy's (OnFailure defaulted to Halt); empty
+	// without a policy.
+	FailureBudget int32  `json:"failureBudget"`
+	OnFailure     string `json:"onFailure,omitempty"`
+	// Windows says whether a wave may start now; nil when the policy has no windows.
+	Windows *WindowsPreview `json:"windows,omitempty"`
+	// Summary says, in short sentences, what the policy means now.
+	Summary []string `json:"summary"`
+}
+
+// WavePreview is one wave of a preview.
+type WavePreview struct {
+	// Name of the wave.
+	Name string `json:"name"`
+	// Clusters is how many clusters the wave has.
+	Clusters int `json:"clusters"`
+	// Names are the first PreviewNames of them, by name; MoreNames counts the others.
+	Names     []string `json:"names"`
+	MoreNames int      `json:"moreNames,omitempty"`
+	// NotReady is how many of them are not Ready: held, not counted as failures.
+	NotReady int `json:"notReady,omitempty"`
+	// Soak is how long the wave runs healthily before the next starts, such as 10m0s; empty
+	// when the next starts as soon as it is healthy.
+	Soak string `json:"soak,omitempty"`
+	// MaxUnavailable is how many of its clusters update at once.
+	MaxUnavailable int `json:"maxUnavailable"`
+}
+
+// WindowsPreview is what the roll-out windows say now.
+type WindowsPreview struct {
+	// Open is true when a wave may start now.
+	Open bool `json:"open"`
+	// NextOpen is when a wave may next start, while they are closed; nil when none opens
+	// within a year.
+	NextOpen *time.Time `json:"nextOpen,omitempty"`
+	// Error is why the windows cannot be read (ParseWindows): no wave starts while it stands.
+	Error string `json:"error,omitempty"`
+}
+
+// Preview decides what a roll-out under policy (nil: no policy) would do with these clusters if
+// a Preparation were promoted at now.
+func Preview(policy *v1.RolloutPolicy, clusters []PreviewCluster, now time.Time) PlanPreview {
+	sorted := append([]PreviewCluster(nil), clusters...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	out := PlanPreview{Clusters: len(sorted), Waves: []WavePreview{}, Summary: []string{}}
+
+	if policy == nil {
+		out.AllAtOnce = true
+		w := previewWave(AllAtOnceWave, sorted, nil)
+		out.Waves = append(out.Waves, w)
+		if len(sorted) == 0 {
+			out.Summary = append(out.Summary, "the Environment selects no cluster: a promotion deploys nowhere")
+			return out
+		}
+		s := "every cluster at once, as without a policy: " + clusterCount(len(sorted))
+		if w.NotReady > 0 {
+			s += fmt.Sprintf(" (%d not ready: held, not counted as failures)", w.NotReady)
+		}
+		out.Summary = append(out.Summary, s)
+		return out
+	}
+
+	names := waveNames(policy)
+	byWave := make([][]PreviewCluster, len(names))
+	for _, c := range sorted {
+		w := WaveOf(policy, c.Labels)
+		byWave[w] = append(byWave[w], c)
+	}
+	if len(sorted) == 0 {
+		out.Summary = append(out.Summary, "the Environment selects no cluster: a promotion deploys nowhere")
+	}
+	for i, name := range names {
+		var wave *v1.RolloutWave
+		if i < len(policy.Waves) {
+			wave = &policy.Waves[i]
+		} else if len(byWave[i]) == 0 {
+			break // the implicit last wave, when no cluster is left to it
+		}
+		w := previewWave(name, byWave[i], wave)
+		out.Waves = append(out.Waves, w)
+		if len(sorted) == 0 {
+			continue
+		}
+		out.Summary = append(out.Summary, waveSentence(w, wave != nil && i == len(policy.Waves)-1 && len(byWave[len(names)-1]) == 0))
+		if ready := w.Clusters - w.NotReady; w.MaxUnavailable < ready {
+			out.Summary = append(out.Summary, fmt.Sprintf("at most %d of %s of wave %s update at once", w.MaxUnavailable, clusterCount(ready), w.Name))
+		}
+	}
+
+	out.FailureBudget = policy.FailureBudget
+	out.OnFailure = string(policy.OnFailure)
+	if out.OnFailure == "" {
+		out.OnFailure = string(v1.RolloutHalt)
+	}
+	var more []string
+	more, out.Windows = PolicySentences(policy, now)
+	out.Summary = append(out.Summary, more...)
+	return out
+}
+
+// PolicySentences says what a policy means at now whatever its clusters: what a failure does,
+// and whether its windows let a wave start (nil windows when it has none).
+func PolicySentences(policy *v1.RolloutPolicy, now time.Time) ([]string, *WindowsPreview) {
+	out := []string{failureSentence(policy)}
+	if len(policy.Windows) == 0 {
+		return out, nil
+	}
+	wp := &WindowsPreview{}
+	ws, err := ParseWindows(policy.Windows)
+	switch {
+	case err != nil:
+		wp.Error = err.Error()
+		out = append(out, "no wave starts while the windows cannot be read: "+err.Error())
+	case ws.Open(now):
+		wp.Open = true
+		s := "inside a roll-out window now: the first wave starts at once"
+		if policy.OnWindowClose == v1.WindowClosePause {
+			s += "; when the windows close, no further cluster is changed until one opens"
+		} else {
+			s += "; when the windows close, the wave under way finishes and the next waits for a window"
+		}
+		out = append(out, s)
+	default:
+		if next, ok := ws.NextOpen(now); ok {
+			next = next.UTC()
+			wp.NextOpen = &next
+			out = append(out, "outside the roll-out windows now: the first wave starts at "+next.Format(time.RFC3339))
+		} else {
+			out = append(out, "outside the roll-out windows now, and none opens within a year: no wave starts")
+		}
+	}
+	return out, wp
+}
+
+// previewWave lists a wave's clusters; wave is nil for the implicit last wave and without a
+// policy (every cluster at once).
+func previewWave(name string, clusters []PreviewCluster, wave *v1.RolloutWave) WavePreview {
+	w := WavePreview{Name: name, Clusters: len(clusters), Names: []string{}}
+	for i, c := range clusters {
+		if i < PreviewNames {
+			w.Names = append(w.Names, c.Name)
+		}
+		if !c.Ready {
+			w.NotReady++
+		}
+	}
+	w.MoreNames = len(clusters) - len(w.Names)
+	ready := w.Clusters - w.NotReady
+	if wave != nil {
+		// As Decide counts it: a percent of the clusters that are not held.
+		w.MaxUnavailable = min(MaxUnavailable(wave.MaxUnavailable, ready), ready)
+		if wave.Soak != nil && wave.Soak.Duration > 0 && ready > 0 {
+			w.Soak = wave.Soak.Duration.String()
+		}
+	} else {
+		w.MaxUnavailable = ready
+	}
+	return w
+}
+
+// waveSentence says what a wave holds and how long it soaks; last is true for the last wave
+// that has clusters, after which the roll-out completes.
+func waveSentence(w WavePreview, last bool) string {
+	s := "wave " + w.Name + ": "
+	if w.Clusters == 0 {
+		return s + "no cluster, passed at once"
+	}
+	s += clusterCount(w.Clusters)
+	if w.NotReady > 0 {
+		s += fmt.Sprintf(" (%d not ready: held, not counted as failures)", w.NotReady)
+	}
+	if w.Soak != "" {
+		if last {
+			s += ", then soak " + w.Soak + " before the roll-out completes"
+		} else {
+			s += ", then soak " + w.Soak
+		}
+	}
+	return s
+}
+
+// failureSentence says what the failure budget means.
+func failureSentence(p *v1.RolloutPolicy) string {
+	s := "the first failure halts the roll-out"
+	if p.FailureBudget > 0 {
+		s = fmt.Sprintf("%s may fail; one more halts the roll-out", clusterCount(int(p.FailureBudget)))
+	}
+	if p.OnFailure == v1.RolloutRollback {
+		return s + " and rolls back to the last Preparation with a deployment record in this Environment"
+	}
+	return s + ": no further cluster is changed, those it changed stay as they are"
+}
+
+// clusterCount says "1 cluster" or "n clusters".
+func clusterCount(n int) string {
+	if n == 1 {
+		return "1 cluster"
+	}
+	return fmt.Sprintf("%d clusters", n)
+}

@@ -1,0 +1,157 @@
+package rollout
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+)
+
+// fleetOf returns canary clusters (ring=canary) and rest clusters, named so that they sort
+// out of the order they are given in.
+func fleetOf(canary, rest int) []PreviewCluster {
+	var out []PreviewCluster
+	for i := rest - 1; i >= 0; i-- {
+		out = append(out, PreviewCluster{Name: fmt.Sprintf("rest-%02d", i), Labels: map[string]string{"ring": "main"}, Ready: true})
+	}
+	for i := range canary {
+		out = append(out, PreviewCluster{Name: fmt.Sprintf("canary-%d", i), Labels: map[string]string{"ring": "canary"}, Ready: true})
+	}
+	return out
+}
+
+func twoWaves(onFailure v1.RolloutFailureAction, budget int32) *v1.RolloutPolicy {
+	pct := intstr.FromString("10%")
+	return &v1.RolloutPolicy{
+		Waves: []v1.RolloutWave{
+			{Name: "canary", ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}, Soak: &metav1.Duration{Duration: 10 * time.Minute}},
+			{Name: "rest", MaxUnavailable: &pct},
+		},
+		FailureBudget: budget, OnFailure: onFailure,
+	}
+}
+
+func hasSentence(t *testing.T, p PlanPreview, want string) {
+	t.Helper()
+	if !slices.Contains(p.Summary, want) {
+		t.Errorf("summary lacks %q:\n%s", want, strings.Join(p.Summary, "\n"))
+	}
+}
+
+func TestAPreviewWithoutAPolicyIsEveryClusterAtOnce(t *testing.T) {
+	p := Preview(nil, fleetOf(1, 2), time.Now())
+	if !p.AllAtOnce || len(p.Waves) != 1 || p.Waves[0].Clusters != 3 || p.Waves[0].MaxUnavailable != 3 {
+		t.Fatalf("preview without a policy = %+v, want one wave of 3 clusters, all at once", p)
+	}
+	hasSentence(t, p, "every cluster at once, as without a policy: 3 clusters")
+	if p.OnFailure != "" || p.Windows != nil {
+		t.Errorf("a preview without a policy says onFailure %q, windows %+v", p.OnFailure, p.Windows)
+	}
+}
+
+func TestAPreviewPutsEachClusterInItsWaveAndSaysWhatThePolicyMeans(t *testing.T) {
+	clusters := fleetOf(2, 40)
+	clusters[0].Ready = false // rest-39
+	p := Preview(twoWaves(v1.RolloutRollback, 0), clusters, time.Now())
+	if p.AllAtOnce || p.Clusters != 42 {
+		t.Fatalf("preview = %+v", p)
+	}
+	if got := len(p.Waves); got != 2 {
+		t.Fatalf("waves = %+v, want canary and rest (no cluster is left unselected)", p.Waves)
+	}
+	canary, rest := p.Waves[0], p.Waves[1]
+	if canary.Name != "canary" || canary.Clusters != 2 || !slices.Equal(canary.Names, []string{"canary-0", "canary-1"}) || canary.Soak != "10m0s" {
+		t.Errorf("wave canary = %+v", canary)
+	}
+	// 10% of the 39 ready clusters, rounded up.
+	if rest.Name != "rest" || rest.Clusters != 40 || len(rest.Names) != PreviewNames || rest.Names[0] != "rest-00" || rest.MoreNames != 30 || rest.NotReady != 1 || rest.MaxUnavailable != 4 {
+		t.Errorf("wave rest = %+v", rest)
+	}
+	hasSentence(t, p, "wave canary: 2 clusters, then soak 10m0s")
+	hasSentence(t, p, "wave rest: 40 clusters (1 not ready: held, not counted as failures)")
+	hasSentence(t, p, "at most 4 of 39 clusters of wave rest update at once")
+	hasSentence(t, p, "the first failure halts the roll-out and rolls back to the last Preparation with a deployment record in this Environment")
+	if p.OnFailure != "Rollback" || p.FailureBudget != 0 {
+		t.Errorf("onFailure %q, budget %d", p.OnFailure, p.FailureBudget)
+	}
+}
+
+func TestAPreviewListsTheUnselectedClustersAsTheLastWave(t *testing.T) {
+	policy := twoWaves("", 2)
+	policy.Waves[1].ClusterSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "main"}}
+	clusters := append(fleetOf(1, 1), PreviewCluster{Name: "lab", Ready: true})
+	p := Preview(policy, clusters, time.Now())
+	if len(p.Waves) != 3 || p.Waves[2].Name != v1.UnselectedWave || !slices.Equal(p.Waves[2].Names, []string{"lab"}) {
+		t.Fatalf("waves = %+v, want the cluster no wave selects in wave unselected", p.Waves)
+	}
+	hasSentence(t, p, "wave unselected: 1 cluster")
+	hasSentence(t, p, "2 clusters may fail; one more halts the roll-out: no further cluster is changed, those it changed stay as they are")
+	if p.OnFailure != "Halt" {
+		t.Errorf("onFailure = %q, want the default Halt", p.OnFailure)
+	}
+}
+
+func TestAPreviewSaysWhenTheFirstWaveStartsOutsideTheWindows(t *testing.T) {
+	policy := twoWaves("", 0)
+	policy.Windows = []v1.RolloutWindow{{Schedule: "0 22 * * 1-5", Duration: metav1.Duration{Duration: 8 * time.Hour}, TimeZone: "Europe/Paris"}}
+	p := Preview(policy, fleetOf(1, 1), at(t, "2026-12-05T12:00:00Z")) // Saturday noon
+	want := at(t, "2026-12-07T21:00:00Z")
+	if p.Windows == nil || p.Windows.Open || p.Windows.NextOpen == nil || !p.Windows.NextOpen.Equal(want) {
+		t.Fatalf("windows = %+v, want closed until %s", p.Windows, want)
+	}
+	hasSentence(t, p, "outside the roll-out windows now: the first wave starts at 2026-12-07T21:00:00Z")
+
+	p = Preview(policy, fleetOf(1, 1), at(t, "2026-12-07T22:00:00Z"))
+	if p.Windows == nil || !p.Windows.Open {
+		t.Fatalf("windows on Monday 23:00 in Paris = %+v, want open", p.Windows)
+	}
+
+	policy.Windows[0].TimeZone = "Mars/Olympus"
+	p = Preview(policy, fleetOf(1, 1), time.Now())
+	if p.Windows == nil || p.Windows.Open || !strings.Contains(p.Windows.Error, "Mars/Olympus") {
+		t.Fatalf("windows of an unknown time zone = %+v, want its error", p.Windows)
+	}
+}
+
+func TestAPreviewOfAnEmptyEnvironmentSaysItDeploysNowhere(t *testing.T) {
+	for _, policy := range []*v1.RolloutPolicy{nil, twoWaves("", 0)} {
+		p := Preview(policy, nil, time.Now())
+		hasSentence(t, p, "the Environment selects no cluster: a promotion deploys nowhere")
+	}
+}
+
+func TestAPreviewOfAThousandClustersStaysSmall(t *testing.T) {
+	p := Preview(twoWaves("", 0), fleetOf(10, 2000), time.Now())
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 4096 {
+		t.Errorf("a preview of 2010 clusters takes %d bytes: %s", len(b), b)
+	}
+	if p.Waves[1].MoreNames != 1990 || p.Waves[1].MaxUnavailable != 200 {
+		t.Errorf("wave rest = %+v", p.Waves[1])
+	}
+}
+
+func TestAPreviewSaysWhatTheLastSoakAndAClosingWindowDo(t *testing.T) {
+	policy := twoWaves("", 0)
+	policy.Waves[1].Soak = &metav1.Duration{Duration: time.Hour}
+	policy.Waves = append([]v1.RolloutWave{{Name: "lab", ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "lab"}}}}, policy.Waves...)
+	policy.Windows = []v1.RolloutWindow{{Schedule: "0 8 * * *", Duration: metav1.Duration{Duration: 10 * time.Hour}}}
+	policy.OnWindowClose = v1.WindowClosePause
+	p := Preview(policy, fleetOf(1, 2), at(t, "2026-12-07T09:00:00Z"))
+	hasSentence(t, p, "wave lab: no cluster, passed at once")
+	hasSentence(t, p, "wave rest: 2 clusters, then soak 1h0m0s before the roll-out completes")
+	hasSentence(t, p, "inside a roll-out window now: the first wave starts at once; when the windows close, no further cluster is changed until one opens")
+	if p.Windows == nil || !p.Windows.Open || p.Windows.NextOpen != nil {
+		t.Errorf("windows = %+v, want open", p.Windows)
+	}
+}
