@@ -26,14 +26,6 @@ func rolloutPolicy(t *testing.T) {
 	}
 }
 
-// servingNamedIn gets a Serving as the admin.
-func servingNamedIn(t *testing.T, ns, name string) *v1.Serving {
-	t.Helper()
-	var sv v1.Serving
-	must(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &sv))
-	return &sv
-}
-
 func TestATenantPausesResumesAndAbortsAsThemselves(t *testing.T) {
 	ctx := context.Background()
 	const ns = "team-rollout"
@@ -58,7 +50,7 @@ func TestATenantPausesResumesAndAbortsAsThemselves(t *testing.T) {
 			t.Errorf("%s as a viewer: %d %v, want 403", act, code, out)
 		}
 	}
-	if sv := servingNamedIn(t, ns, "podinfo-edge"); sv.Spec.Rollout != nil {
+	if sv := servingNamed(t, ns, "podinfo-edge"); sv.Spec.Rollout != nil {
 		t.Fatalf("a viewer's requests wrote spec.rollout: %+v", sv.Spec.Rollout)
 	}
 
@@ -71,7 +63,7 @@ func TestATenantPausesResumesAndAbortsAsThemselves(t *testing.T) {
 	if code := status(t, as.at(http.MethodPost, path+"/pause", map[string]string{}), &answer); code != http.StatusOK || !answer.Changed || answer.Preparation != "podinfo-edge-abc" {
 		t.Fatalf("pause as the tenant: %d %+v", code, answer)
 	}
-	sv := servingNamedIn(t, ns, "podinfo-edge")
+	sv := servingNamed(t, ns, "podinfo-edge")
 	if c := sv.Spec.Rollout; c == nil || !c.Paused || c.Abort != "" || c.By != tenantName {
 		t.Fatalf("spec.rollout after the tenant paused: %+v, want paused by %s", c, tenantName)
 	}
@@ -92,7 +84,7 @@ func TestATenantPausesResumesAndAbortsAsThemselves(t *testing.T) {
 	if code := status(t, as.at(http.MethodPost, path+"/abort", server.AbortRequest{}), &answer); code != http.StatusOK || answer.Rollout == nil || answer.Rollout.Abort != "podinfo-edge-abc" {
 		t.Fatalf("abort as the tenant: %d %+v", code, answer)
 	}
-	if c := servingNamedIn(t, ns, "podinfo-edge").Spec.Rollout; c == nil || c.Abort != "podinfo-edge-abc" || !c.Paused || c.By != tenantName {
+	if c := servingNamed(t, ns, "podinfo-edge").Spec.Rollout; c == nil || c.Abort != "podinfo-edge-abc" || !c.Paused || c.By != tenantName {
 		t.Errorf("spec.rollout after the tenant aborted: %+v", c)
 	}
 	// An abort of an aborted roll-out is refused: 409, saying how to go on.
@@ -104,7 +96,7 @@ func TestATenantPausesResumesAndAbortsAsThemselves(t *testing.T) {
 	if code := status(t, as.at(http.MethodPost, path+"/resume", nil), &answer); code != http.StatusOK || !answer.Changed {
 		t.Errorf("resume: %d %+v", code, answer)
 	}
-	if c := servingNamedIn(t, ns, "podinfo-edge").Spec.Rollout; c == nil || c.Paused || c.By != tenantName {
+	if c := servingNamed(t, ns, "podinfo-edge").Spec.Rollout; c == nil || c.Paused || c.By != tenantName {
 		t.Errorf("spec.rollout after the tenant resumed: %+v", c)
 	}
 	if code := status(t, as.at(http.MethodPost, path+"/resume", nil), &answer); code != http.StatusOK || answer.Changed {
