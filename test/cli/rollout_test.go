@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/rollout"
 )
 
 // personIn adds a user bound to role in ns and returns a kubeconfig file of theirs.
@@ -51,6 +52,13 @@ func TestPauseResumeAndAbortWriteSpecRolloutAsThePerson(t *testing.T) {
 	r = kubectlKokumi(t, "pause", "web", "--kubeconfig", alice)
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "The roll-out of Preparation web-2 of Serving held/web was already paused by alice: nothing changed") {
 		t.Errorf("pause again: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	// status shows what the controller then says, and who paused it.
+	sv := servingOf(t, ns, "web")
+	sv.Status.Rollout = &v1.RolloutStatus{Preparation: "web-2", From: "web-1", State: v1.RolloutPaused, By: "alice", Wave: rollout.AllAtOnceWave}
+	must(t, env.Client.Status().Update(ctx, sv))
+	if r := kubectlKokumi(t, "status", "web", "--kubeconfig", alice); !strings.Contains(r.stdout, "Roll-out:     Paused web-2, current wave all, by alice\n") {
+		t.Errorf("status of a paused roll-out does not say who paused it:\n%s%s", r.stdout, r.stderr)
 	}
 
 	// Abort: --preparation must name what the Serving rolls out.
