@@ -59,6 +59,8 @@ func TestATenantPausesResumesAndAbortsAsThemselves(t *testing.T) {
 	if d := getAs(t, as.at("", path, nil), func(view.ServingDetail) error { return nil }); !d.Can["rollout"].Allowed {
 		t.Errorf("the tenant's can.rollout %+v, want allowed", d.Can["rollout"])
 	}
+	// A write signed in by cookie is JSON, even an empty one (a bearer token may send none).
+	empty := map[string]string{}
 	var answer server.RolloutAnswer
 	if code := status(t, as.at(http.MethodPost, path+"/pause", map[string]string{}), &answer); code != http.StatusOK || !answer.Changed || answer.Preparation != "podinfo-edge-abc" {
 		t.Fatalf("pause as the tenant: %d %+v", code, answer)
@@ -88,24 +90,27 @@ func TestATenantPausesResumesAndAbortsAsThemselves(t *testing.T) {
 		t.Errorf("spec.rollout after the tenant aborted: %+v", c)
 	}
 	// An abort of an aborted roll-out is refused: 409, saying how to go on.
+	refused = nil
 	if code := status(t, as.at(http.MethodPost, path+"/abort", server.AbortRequest{}), &refused); code != http.StatusConflict || !strings.Contains(fmt.Sprint(refused["error"]), "already aborted") {
 		t.Errorf("abort again: %d %v, want 409", code, refused)
 	}
 
 	// Resume, then resume again: the second changes nothing and says so.
-	if code := status(t, as.at(http.MethodPost, path+"/resume", nil), &answer); code != http.StatusOK || !answer.Changed {
+	if code := status(t, as.at(http.MethodPost, path+"/resume", empty), &answer); code != http.StatusOK || !answer.Changed {
 		t.Errorf("resume: %d %+v", code, answer)
 	}
 	if c := servingNamed(t, ns, "podinfo-edge").Spec.Rollout; c == nil || c.Paused || c.By != tenantName {
 		t.Errorf("spec.rollout after the tenant resumed: %+v", c)
 	}
-	if code := status(t, as.at(http.MethodPost, path+"/resume", nil), &answer); code != http.StatusOK || answer.Changed {
+	answer = server.RolloutAnswer{}
+	if code := status(t, as.at(http.MethodPost, path+"/resume", empty), &answer); code != http.StatusOK || answer.Changed {
 		t.Errorf("resume of a roll-out not paused: %d %+v, want 200 and no change", code, answer)
 	}
 
 	// A Serving that deploys nothing has no roll-out to pause.
 	orderAndServing(t, ns, "empty", "edge", "")
-	if code := status(t, as.at(http.MethodPost, servingPath(ns, "empty")+"/pause", nil), &refused); code != http.StatusConflict || !strings.Contains(fmt.Sprint(refused["error"]), "promote one first") {
+	refused = nil
+	if code := status(t, as.at(http.MethodPost, servingPath(ns, "empty")+"/pause", empty), &refused); code != http.StatusConflict || !strings.Contains(fmt.Sprint(refused["error"]), "promote one first") {
 		t.Errorf("pause of a Serving without a Preparation: %d %v, want 409", code, refused)
 	}
 
