@@ -325,18 +325,7 @@ func brokenAndGated(ctx context.Context) error {
 		return err
 	}
 	apimeta.SetStatusCondition(&sv.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonNoPreparation, Message: "promote a Preparation"})
-	if err := c.Status().Update(ctx, sv); err != nil {
-		return err
-	}
-	// held rolls out the same way; the scenario rollout-controls pauses it.
-	held := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "held"}, Spec: v1.ServingSpec{
-		OrderRef: v1.LocalObjectReference{Name: "held"}, PreparationName: "held-2"}}
-	if err := c.Create(ctx, held); err != nil {
-		return err
-	}
-	held.Status = *sv.Status.DeepCopy()
-	held.Status.Rollout.Preparation, held.Status.Rollout.From = "held-2", "held-1"
-	return c.Status().Update(ctx, held)
+	return c.Status().Update(ctx, sv)
 }
 
 // stagePassedWithOtherValues makes stagesNS's pipeline: Environment prod requires staging; the
