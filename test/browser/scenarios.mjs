@@ -617,6 +617,17 @@ Object.assign(scenarios, {
     await act("held-follows-spec");
     await page.waitForFunction(() => !document.getElementById("rollout-by") && document.getElementById("rollout-state")?.textContent?.includes("Progressing"));
     check(true, "resumed, the roll-out is Progressing again");
+
+    // Abort, confirmed: the page says so, and what was asked, until the controller acts.
+    await page.click("#rollout-abort");
+    await page.waitForSelector("#confirm-abort-yes");
+    await page.click("#confirm-abort-yes");
+    await page.waitForFunction(() => document.getElementById("rollout-action-message")?.textContent?.startsWith("Aborted the roll-out of held-2"));
+    await page.waitForSelector("#rollout-abort", { state: "detached" });
+    const abortAsked = await page.textContent("#rollout-asked");
+    check(abortAsked === `Abort asked by ${by}; Kokumi acts on it shortly.`, `the abort is asked, by the same person (${abortAsked})`);
+    check(!(await page.$("#confirm-abort")) && !(await page.$("#rollout-abort")), "no second Abort of an aborted roll-out");
+    await shot(page, "rollout-controls-aborted");
   },
 
   // A viewer who may not get Secrets sees that the Secrets' values are hidden, and none of
