@@ -581,6 +581,11 @@ Object.assign(scenarios, {
     check(why?.includes("Pause, Resume and Abort are disabled") && why.includes("may not patch servings"), `and why (${why})`);
     check(await page.getAttribute("#rollout-pause", "aria-describedby") === "rollout-denied", "the reason describes the button");
     await shot(page, "rollout-controls-viewer");
+    // web's Environment has no roll-out policy and web is not Deployed: Pause is offered too.
+    await page.goto(servingURL);
+    await page.waitForSelector("#rollout-pause");
+    const atOnce = await page.textContent("#rollout-state");
+    check(atOnce?.includes("rolls out to every cluster at once") && !(await page.$("section[data-key=rollout] table")), `without a policy, the section says so, without waves (${atOnce})`);
 
     await page.context().clearCookies();
     await login(page);
