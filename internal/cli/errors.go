@@ -30,6 +30,9 @@ func explain(k kind, verb, namespace, name string, err error) error {
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("%s %s not found in namespace %s: list them with kubectl get %s -n %s, or in every namespace with kubectl get %s -A",
 			k.name, name, namespace, k.plural, namespace, k.plural)
+	case apierrors.IsForbidden(err) && strings.Contains(apiMessage(err), "AdmissionPolicy"):
+		// RBAC let it through; a policy refused what was written: its message says what to fix.
+		return fmt.Errorf("an admission policy refused to let you %s %s: %s", verb, ref, apiMessage(err))
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("the API server refused to let you %s %s: %s. Ask an admin of namespace %s for a role that may %s %s (the edit role may promote, view only reads)",
 			verb, ref, apiMessage(err), namespace, verb, k.plural)

@@ -2,8 +2,9 @@
 // terminal. It reads and writes as the kubeconfig's user (--kubeconfig, --context,
 // -n/--namespace and the other flags work as they do for kubectl), so the API server's RBAC
 // decides what each person may do, and it applies the same rules as Kokumi's API server: the
-// cluster table of `status` is the UI's, and `promote` and `rollback` make the server's checks
-// (internal/stages.Manual).
+// cluster table of `status` is the UI's, `promote` and `rollback` make the server's checks
+// (internal/stages.Manual), and `pause`, `resume` and `abort` follow the server's rule
+// (internal/rollout.Ask).
 package cli
 
 import (
@@ -68,7 +69,12 @@ checks the certificate first): for a token, use a kubeconfig user without one (-
 
   # Promote it, or go back to what ran before
   kubectl kokumi promote web web-7c9f -n shop
-  kubectl kokumi rollback web -n shop`,
+  kubectl kokumi rollback web -n shop
+
+  # Hold a roll-out where it stands, let it go on, or undo it
+  kubectl kokumi pause web -n shop
+  kubectl kokumi resume web -n shop
+  kubectl kokumi abort web -n shop`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: DisplayName},
@@ -85,7 +91,7 @@ checks the certificate first): for a token, use a kubeconfig user without one (-
 
 	// The help flag exists before the arguments are read, so that `--help -n shop` is help.
 	root.InitDefaultHelpFlag()
-	root.AddCommand(newStatusCommand(o), newPromoteCommand(o), newRollbackCommand(o), newHistoryCommand(o), newDiffCommand(o), newVersionCommand(o), newClusterCommand(o))
+	root.AddCommand(newStatusCommand(o), newPromoteCommand(o), newRollbackCommand(o), newPauseCommand(o), newResumeCommand(o), newAbortCommand(o), newHistoryCommand(o), newDiffCommand(o), newVersionCommand(o), newClusterCommand(o))
 	root.AddCommand(newPlanCommand(o))
 	return root
 }

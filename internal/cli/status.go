@@ -143,6 +143,9 @@ func printStatus(out io.Writer, st *Status, output string, now time.Time) error 
 		if r.Wave != "" {
 			line += ", current wave " + r.Wave
 		}
+		if r.By != "" {
+			line += ", by " + r.By
+		}
 		if r.RollbackTo != "" {
 			line += ", went back to " + r.RollbackTo
 		}

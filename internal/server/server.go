@@ -251,6 +251,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/servings/{name}/plan", req(s.plan))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/servings/{name}/promotion", req(s.promote))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/servings/{name}/rollback", req(s.rollback))
+	mux.HandleFunc("POST /api/v1/namespaces/{ns}/servings/{name}/pause", req(s.pauseRollout))
+	mux.HandleFunc("POST /api/v1/namespaces/{ns}/servings/{name}/resume", req(s.resumeRollout))
+	mux.HandleFunc("POST /api/v1/namespaces/{ns}/servings/{name}/abort", req(s.abortRollout))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/preparations/{name}/manifests", req(s.preparationManifests))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/preparations/{name}/diff", req(s.preparationDiff))
 	mux.HandleFunc("GET /api/v1/clusters", req(s.listClusters))
@@ -426,7 +429,7 @@ func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	d.Can = map[string]view.Can{"promote": promote}
+	d.Can = map[string]view.Can{"promote": promote, "rollout": promote}
 	readsOrder, err := s.may(r.Context(),
 		access{verb: "get", group: deliveryGroup, resource: "orders", namespace: sv.Namespace, name: sv.Spec.OrderRef.Name},
 		access{verb: "list", group: deliveryGroup, resource: "preparations", namespace: sv.Namespace})

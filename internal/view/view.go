@@ -119,8 +119,11 @@ type ServingDetail struct {
 	// Rollout is the roll-out in waves as the controller decided it (status.rollout): its state,
 	// current wave and counts per wave; absent without a roll-out policy.
 	Rollout *v1.RolloutStatus `json:"rollout,omitempty"`
-	// Can says what the person who asks may do here: "promote" (Promote and Roll back, which
-	// patch the Serving).
+	// Control is what people asked of the roll-out (spec.rollout): paused, the Preparation
+	// whose roll-out to abort, and who asked last; absent when nobody asked anything.
+	Control *v1.RolloutControl `json:"control,omitempty"`
+	// Can says what the person who asks may do here: "promote" (Promote and Roll back) and
+	// "rollout" (Pause, Resume and Abort), which patch the Serving.
 	Can map[string]Can `json:"can,omitempty"`
 }
 
@@ -267,7 +270,7 @@ func ServingDetailOf(s *v1.Serving, apps []argocd.Application, argoBase string) 
 
 // ServingDetailPage is ServingDetailOf with the rows q asks for.
 func ServingDetailPage(s *v1.Serving, apps []argocd.Application, argoBase string, q RowQuery) ServingDetail {
-	d := ServingDetail{ServingSummary: SummarizeServing(s), Rollout: s.Status.Rollout}
+	d := ServingDetail{ServingSummary: SummarizeServing(s), Rollout: s.Status.Rollout, Control: s.Spec.Rollout}
 	d.Rows, d.RowsTotal, d.RowsOmitted = q.page(ServingRows(s, apps, argoBase))
 	return d
 }

@@ -53,3 +53,5 @@ func TestPromoteAndRollBack(t *testing.T) { scenario(t, "promote-rollback") }
 func TestSecretsHiddenFromWhoMayNotReadThem(t *testing.T) { scenario(t, "secrets-hidden") }
 
 func TestTheServingPageShowsTheWaves(t *testing.T) { scenario(t, "rollout") }
+
+func TestPauseOnTheRolloutSection(t *testing.T) { scenario(t, "rollout-controls") }

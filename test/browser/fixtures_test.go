@@ -68,6 +68,21 @@ var actions = map[string]func(context.Context) error{
 		}
 		return setServingStatus(ctx, false)
 	},
+	// The Serving reconciler acts on the Serving held's spec.rollout: its status.rollout says
+	// Paused, by whom spec.rollout.by names, while it is paused, and Progressing otherwise.
+	"held-follows-spec": func(ctx context.Context) error {
+		var sv v1.Serving
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: teamNS, Name: "held"}, &sv); err != nil {
+			return err
+		}
+		st := sv.Status.Rollout
+		st.State, st.By, st.Message = v1.RolloutProgressing, "", ""
+		if c := sv.Spec.Rollout; c != nil && c.Paused {
+			st.State, st.By = v1.RolloutPaused, c.By
+			st.Message = c.By + " paused the roll-out of Preparation held-2: no further cluster is changed until spec.rollout.paused is false"
+		}
+		return env.Client.Status().Update(ctx, &sv)
+	},
 }
 
 func fixtures(ctx context.Context) error {
@@ -554,7 +569,18 @@ func rollingOut(ctx context.Context) error {
 		Waves: []v1.WaveCount{{Name: "canary", Selected: 1, Healthy: 1}, {Name: "rest", Selected: 4, Waiting: 4}}}
 	apimeta.SetStatusCondition(&sv.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonProgressing,
 		Message: "wave canary is healthy and soaks until 10m0s have passed"})
-	return c.Status().Update(ctx, sv)
+	if err := c.Status().Update(ctx, sv); err != nil {
+		return err
+	}
+	// held rolls out the same way; the scenario rollout-controls pauses it.
+	held := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "held"}, Spec: v1.ServingSpec{
+		OrderRef: v1.LocalObjectReference{Name: "held"}, PreparationName: "held-2"}}
+	if err := c.Create(ctx, held); err != nil {
+		return err
+	}
+	held.Status = *sv.Status.DeepCopy()
+	held.Status.Rollout.Preparation, held.Status.Rollout.From = "held-2", "held-1"
+	return c.Status().Update(ctx, held)
 }
 
 // plannedWaves creates the Serving planned of teamNS, which deploys nothing yet, whose Order

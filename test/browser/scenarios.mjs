@@ -606,6 +606,73 @@ Object.assign(scenarios, {
     await shot(page, "rollout");
   },
 
+  // Pause on the Roll-out section: a viewer sees it disabled, and why; whoever may patch the
+  // Serving pauses it, the page says who asked, and once the controller's status says Paused,
+  // "paused by" that person, with Resume in place of Pause. Abort asks first; Cancel keeps it.
+  async "rollout-controls"(page) {
+    const heldURL = `${base}/#/servings/team-web/held`;
+    await login(page, viewerToken);
+    await page.goto(heldURL);
+    await page.waitForSelector("#rollout-pause");
+    check(await page.isDisabled("#rollout-pause") && await page.isDisabled("#rollout-abort"), "a viewer sees Pause and Abort disabled");
+    const why = await page.textContent("#rollout-denied");
+    check(why?.includes("Pause, Resume and Abort are disabled") && why.includes("may not patch servings"), `and why (${why})`);
+    check(await page.getAttribute("#rollout-pause", "aria-describedby") === "rollout-denied", "the reason describes the button");
+    await shot(page, "rollout-controls-viewer");
+    // web's Environment has no roll-out policy and web is not Deployed: Pause is offered too.
+    await page.goto(servingURL);
+    await page.waitForSelector("#rollout-pause");
+    const atOnce = await page.textContent("#rollout-state");
+    check(atOnce?.includes("rolls out to every cluster at once") && !(await page.$("section[data-key=rollout] table")), `without a policy, the section says so, without waves (${atOnce})`);
+
+    await page.context().clearCookies();
+    await login(page);
+    await page.goto(heldURL);
+    await page.waitForSelector("#rollout-pause:not([disabled])");
+    check(!(await page.$("#rollout-resume")), "no Resume while the roll-out goes on");
+    // Abort asks first; Cancel leaves everything as it was.
+    await page.click("#rollout-abort");
+    await page.waitForSelector("#confirm-abort");
+    const title = await page.textContent("#confirm-abort-title");
+    check(title === "Abort the roll-out of held-2?", `Abort asks first (${title})`);
+    await page.click("#confirm-abort-cancel");
+    await page.waitForSelector("#confirm-abort", { state: "detached" });
+    check(await page.evaluate(() => document.activeElement?.id) === "rollout-abort", "Cancel gives the focus back to Abort");
+
+    await page.click("#rollout-pause");
+    await page.waitForFunction(() => document.getElementById("rollout-action-message")?.textContent?.startsWith("Paused the roll-out of held-2"));
+    await page.waitForSelector("#rollout-asked");
+    const asked = (await page.textContent("#rollout-asked")) || "";
+    const by = asked.match(/^Pause asked by (.+); Kokumi acts on it shortly\.$/)?.[1] || "";
+    check(by !== "" && by !== "kokumi:admin-token", `the page says who asked, as the API server names them (${asked})`);
+    await page.waitForSelector("#rollout-resume");
+    check(!(await page.$("#rollout-pause")), "Resume takes the place of Pause");
+
+    await act("held-follows-spec");
+    await page.waitForFunction(b => document.getElementById("rollout-by")?.textContent?.includes(`paused by ${b}`), by);
+    const state = await page.textContent("#rollout-state");
+    check(state?.includes("Paused") && state.includes(`paused by ${by}`), `the state says Paused, and by whom (${state})`);
+    check(!(await page.$("#rollout-asked")), "the pause asked is no longer pending once the status says Paused");
+    await shot(page, "rollout-controls-paused");
+
+    await page.click("#rollout-resume");
+    await page.waitForSelector("#rollout-pause");
+    await act("held-follows-spec");
+    await page.waitForFunction(() => !document.getElementById("rollout-by") && document.getElementById("rollout-state")?.textContent?.includes("Progressing"));
+    check(true, "resumed, the roll-out is Progressing again");
+
+    // Abort, confirmed: the page says so, and what was asked, until the controller acts.
+    await page.click("#rollout-abort");
+    await page.waitForSelector("#confirm-abort-yes");
+    await page.click("#confirm-abort-yes");
+    await page.waitForFunction(() => document.getElementById("rollout-action-message")?.textContent?.startsWith("Aborted the roll-out of held-2"));
+    await page.waitForSelector("#rollout-abort", { state: "detached" });
+    const abortAsked = await page.textContent("#rollout-asked");
+    check(abortAsked === `Abort asked by ${by}; Kokumi acts on it shortly.`, `the abort is asked, by the same person (${abortAsked})`);
+    check(!(await page.$("#confirm-abort")) && !(await page.$("#rollout-abort")), "no second Abort of an aborted roll-out");
+    await shot(page, "rollout-controls-aborted");
+  },
+
   // A viewer who may not get Secrets sees that the Secrets' values are hidden, and none of
   // them, in the preview and in the diff; who may get them sees them and no note.
   async "secrets-hidden"(page) {

@@ -20,8 +20,9 @@
 /** @typedef {{digest: string, environment?: string, clusters: number, time?: string, keyID?: string, verified?: boolean, problem?: string}} RecordItem */
 /** @typedef {{preparation: string, artifact?: string, verify: string, items: RecordItem[], itemsOmitted?: number, error?: string}} Records */
 /** @typedef {{name: string, selected: number, healthy: number, progressing: number, failed: number, waiting: number}} WaveCount */
-/** @typedef {{preparation: string, from?: string, state: string, wave?: string, waveHealthySince?: string, rollbackTo?: string, message?: string, waves?: WaveCount[]}} Rollout */
-/** @typedef {ServingSummary & {rows: ClusterRow[], rowsTotal?: number, rowsOmitted?: number, promotion?: Promotion, pipeline?: Pipeline, records?: Records, rollout?: Rollout, can?: Record<string, Can>, loadedAt?: number, missing?: undefined}} ServingDetail */
+/** @typedef {{preparation: string, from?: string, state: string, wave?: string, waveHealthySince?: string, rollbackTo?: string, by?: string, nextWindow?: string, message?: string, waves?: WaveCount[]}} Rollout */
+/** @typedef {{paused?: boolean, abort?: string, by?: string}} RolloutControl */
+/** @typedef {ServingSummary & {rows: ClusterRow[], rowsTotal?: number, rowsOmitted?: number, promotion?: Promotion, pipeline?: Pipeline, records?: Records, rollout?: Rollout, control?: RolloutControl, can?: Record<string, Can>, loadedAt?: number, missing?: undefined}} ServingDetail */
 /** @typedef {{missing: true, namespace: string, name: string, order: OrderSummary}} MissingServing */
 /** @typedef {{name: string, clusters: number, names: string[], moreNames?: number, notReady?: number, soak?: string, maxUnavailable: number}} WavePreview */
 /** @typedef {{environment: string, found: boolean, allAtOnce: boolean, clusters: number, waves: WavePreview[], failureBudget: number, onFailure?: string, windows?: {open: boolean, nextOpen?: string, error?: string}, summary: string[]}} PlanPreview */
@@ -527,13 +528,14 @@ const pageSize = 100;
  * @property {{kind: "preview" | "diff", name: string, against?: string, data?: any, error?: string, opener: string} | null} panel
  * @property {{kind: "promote" | "rollback", name: string, against?: string, diff?: Diff, error?: string, plan?: PlanPreview, planError?: string, busy?: boolean, opener: string} | null} confirm
  * @property {{text: string, error?: boolean} | null} message
+ * @property {{confirmAbort?: string, busy?: boolean, message?: {text: string, error?: boolean}}} rollout
  */
 
 /** @type {Page} */
 const servingPage = {
   title: (s, [, name]) => `${s ? s.name : name} · Serving · Kokumi`,
   /** @returns {ServingUI} */
-  init: () => ({ q: "", state: "", offset: 0, searchTimer: undefined, panel: null, confirm: null, message: null }),
+  init: () => ({ q: "", state: "", offset: 0, searchTimer: undefined, panel: null, confirm: null, message: null, rollout: {} }),
   /**
    * @param {string[]} args
    * @param {ServingUI} ui
@@ -573,7 +575,7 @@ const servingPage = {
       h("p", { class: "note", "data-key": "order" }, "Order ", s.order, s.preparation ? `, Preparation ${s.preparation}` : "",
         s.deployedSince ? h("span", { id: "deployed-since", title: "the soak of the stages after this Environment counts from here" },
           `; deployed on every cluster since ${new Date(s.deployedSince).toLocaleString()} (${since(s.deployedSince)})`) : ""),
-      rolloutSection(s),
+      rolloutSection(s, ui),
       clustersSection(s, ui),
       pipelineSection(s),
       promotionSection(s, ui),
@@ -653,28 +655,118 @@ function clustersSection(s, ui) {
       }, "Next")));
 }
 
-// rolloutSection shows the roll-out in waves as the controller decided it: its state, the
-// current wave, why it halted or rolled back, and each wave's counts.
-/** @param {ServingDetail} s */
-function rolloutSection(s) {
-  const r = s.rollout;
-  if (!r) return "";
+// rolloutSection shows the roll-out as the controller decided it (status.rollout): its state,
+// who paused or aborted it, the current wave, why it halted or rolled back, and each wave's
+// counts; and Pause, Resume and Abort, which write the Serving's spec.rollout as the person.
+// Without a roll-out policy there are no waves, but a promoted Preparation that is not deployed
+// everywhere yet can still be paused or aborted (it then rolls out as one wave, "all").
+/**
+ * @param {ServingDetail} s
+ * @param {ServingUI} ui
+ */
+function rolloutSection(s, ui) {
+  const r = s.rollout && s.rollout.preparation === s.preparation ? s.rollout : undefined;
+  const control = s.control || {};
+  const deployed = s.ready.status === "True" && s.ready.reason === "Deployed";
+  const complete = r ? r.state === "Complete" : deployed;
+  const aborted = !!s.preparation && (control.abort === s.preparation || (!!r && r.state === "Aborted"));
+  const controls = !!s.preparation && (!complete || !!control.paused);
+  if (!s.rollout && !controls) return "";
+  const may = s.can && (s.can.rollout || s.can.promote);
+  const denied = may && !may.allowed ? may.reason || "You may not change this roll-out." : "";
+  const state = ui.rollout;
+  const serving = `/namespaces/${enc(s.namespace)}/servings/${enc(s.name)}`;
+
+  /**
+   * act asks the server to pause, resume or abort, and says what happened; the page follows the
+   * controller's answer in status through the event stream.
+   * @param {"pause" | "resume" | "abort"} verb
+   */
+  async function act(verb) {
+    if (state.busy) return;
+    state.busy = true;
+    paint();
+    try {
+      const a = await post(`${serving}/${verb}`, verb === "abort" ? { preparation: s.preparation } : {});
+      const prep = a.preparation || s.preparation;
+      state.message = { text: !a.changed ? `The roll-out of ${prep} is not paused: nothing changed.` :
+        verb === "pause" ? `Paused the roll-out of ${prep}: no further cluster is changed until you resume it.` :
+          verb === "resume" ? `Resumed the roll-out of ${prep}: the waves go on from where they stood.` :
+            `Aborted the roll-out of ${prep}: the clusters it changed go back to what ran before.` };
+      state.confirmAbort = undefined;
+    } catch (e) {
+      const fields = e instanceof APIError ? e.fields : [];
+      state.message = { text: fields.length ? clip(fields.map(f => f.message).join("; ")) : errorText(e), error: true };
+    }
+    state.busy = false;
+    paint();
+    focusNow("#rollout-action-message");
+    refresh();
+  }
+  function askAbort() {
+    state.confirmAbort = s.preparation;
+    state.message = undefined;
+    paint();
+    focusNow("#confirm-abort");
+  }
+  function cancelAbort() {
+    if (state.busy) return;
+    state.confirmAbort = undefined;
+    paint();
+    focusNow("#rollout-abort");
+  }
+  /**
+   * @param {string} id
+   * @param {string} label
+   * @param {() => void} onclick
+   * @param {string} [cls]
+   */
+  const button = (id, label, onclick, cls) => h("button", {
+    type: "button", id, class: cls, disabled: !!denied || !!state.busy, "aria-describedby": denied ? "rollout-denied" : undefined, onclick,
+  }, label);
+  const who = r && r.by && (r.state === "Paused" || r.state === "Aborted") ? ` by ${r.by}` : "";
+  const asked = !control.by ? "" :
+    aborted && control.abort === s.preparation && (!r || r.state !== "Aborted") ? "Abort" :
+      control.paused && !aborted && (!r || r.state !== "Paused") ? "Pause" :
+        !control.paused && r && r.state === "Paused" ? "Resume" : "";
+  const inWaves = !!r && (r.waves || []).some(w => w.name !== "all");
+
   return h("section", { "data-key": "rollout", "aria-label": "Roll-out" },
     tab("Roll-out"),
-    h("p", { class: "note", id: "rollout-state" }, `Preparation ${r.preparation} rolls out in waves: `, badge(r.state),
+    r ? h("p", { class: "note", id: "rollout-state" }, `Preparation ${r.preparation} rolls out${inWaves ? " in waves" : ""}: `, badge(r.state),
+      who ? h("span", { id: "rollout-by" }, ` (${r.state.toLowerCase()}${who})`) : "",
       r.wave ? ` — current wave ${r.wave}` : "",
       r.waveHealthySince ? `, healthy since ${new Date(r.waveHealthySince).toLocaleString()} (${since(r.waveHealthySince)})` : "",
       r.from ? `; the waves not reached yet run ${r.from}` : "",
-      r.rollbackTo ? `; the changed clusters went back to ${r.rollbackTo}` : "", "."),
-    r.message ? h("p", { class: r.state === "Progressing" || r.state === "Complete" ? "note" : "error", id: "rollout-message" }, r.message) : "",
-    table([
-      { label: "Wave", cell: w => w.name === r.wave ? h("b", { "aria-current": "step" }, w.name) : w.name },
+      r.rollbackTo ? `; the changed clusters went back to ${r.rollbackTo}` : "", ".") :
+      s.rollout ? h("p", { class: "note", id: "rollout-state" }, `The last roll-out was of Preparation ${s.rollout.preparation}: `, badge(s.rollout.state), ".") :
+        h("p", { class: "note", id: "rollout-state" }, `Preparation ${s.preparation} rolls out to every cluster at once (the Environment has no roll-out policy); paused or aborted, it rolls out as one wave.`),
+    // What was asked and not yet acted upon: the controller's status says what it did.
+    asked ? h("p", { class: "note", id: "rollout-asked" }, `${asked} asked by ${control.by}; Kokumi acts on it shortly.`) : "",
+    r && r.message ? h("p", { class: ["Halted", "RolledBack", "Aborted"].includes(r.state) ? "error" : "note", id: "rollout-message" }, r.message) : "",
+    controls && denied ? h("p", { class: "note denied", id: "rollout-denied", "data-key": "denied" }, "Pause, Resume and Abort are disabled: ", denied) : "",
+    controls ? h("p", { class: "buttons", "data-key": "rollout-buttons" },
+      control.paused ? button("rollout-resume", "Resume", () => act("resume")) :
+        !aborted ? button("rollout-pause", "Pause", () => act("pause"), "secondary") : "",
+      !aborted ? button("rollout-abort", "Abort", askAbort, "secondary") : "") : "",
+    state.confirmAbort && state.confirmAbort === s.preparation && !aborted ? h("div", {
+      class: "confirm", role: "group", "aria-labelledby": "confirm-abort-title", "data-key": `confirm-abort-${s.preparation}`, id: "confirm-abort", tabindex: "-1",
+      onkeydown: (/** @type {KeyboardEvent} */ e) => { if (e.key === "Escape") { e.preventDefault(); cancelAbort(); } },
+    },
+      h("h3", { id: "confirm-abort-title", "data-key": "title" }, `Abort the roll-out of ${s.preparation}?`),
+      h("p", { class: "note", "data-key": "body" }, "Every cluster it changed goes back to the last Preparation with a deployment record in the Environment (or, without one, stays as it is), and no further cluster is changed while the Serving deploys ", s.preparation, "."),
+      h("div", { class: "buttons", "data-key": "buttons" },
+        h("button", { type: "button", id: "confirm-abort-yes", disabled: !!state.busy, onclick: () => act("abort") }, state.busy ? "Working…" : "Abort the roll-out"),
+        h("button", { type: "button", id: "confirm-abort-cancel", class: "secondary", onclick: cancelAbort }, "Cancel"))) : "",
+    state.message ? h("p", { class: state.message.error ? "error" : "note", role: "status", tabindex: "-1", "data-key": "rollout-message", id: "rollout-action-message" }, state.message.text) : "",
+    s.rollout && s.rollout.waves && s.rollout.waves.length ? table([
+      { label: "Wave", cell: w => s.rollout && w.name === s.rollout.wave ? h("b", { "aria-current": "step" }, w.name) : w.name },
       { label: "Clusters", cell: w => String(w.selected) },
       { label: "Healthy", cell: w => String(w.healthy) },
       { label: "Progressing", cell: w => String(w.progressing) },
       { label: "Failed", cell: w => String(w.failed) },
       { label: "Waiting", cell: w => String(w.waiting) },
-    ], r.waves || [], w => w.name));
+    ], s.rollout.waves, w => w.name) : "");
 }
 
 // pipelineSection shows the stages the Order's Environment requires, for one Preparation:
