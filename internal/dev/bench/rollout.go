@@ -231,8 +231,9 @@ func (r *run) rollout(row *RolloutRow, opts RolloutOptions) error {
 		return err
 	}
 	row.MostUnavailable, row.CanaryHealthy, row.RestStarted = argo.seen()
-	r.logf("two waves: promotion → %d clusters Deployed at %s in %s; the rest wave started %s after the canary was healthy, at most %d of it unavailable at once (limit %d)",
-		n, preps[2].name, row.Waves.Round(time.Millisecond), (row.RestStarted - row.CanaryHealthy).Round(time.Millisecond), row.MostUnavailable, row.MaxUnavailable)
+	r.logf("two waves: promotion → %d clusters Deployed at %s in %s; the canary wave was healthy after %s, the rest wave started %s after that, at most %d of it unavailable at once (limit %d)",
+		n, preps[2].name, row.Waves.Round(time.Millisecond), row.CanaryHealthy.Round(time.Millisecond), (row.RestStarted - row.CanaryHealthy).Round(time.Millisecond),
+		row.MostUnavailable, row.MaxUnavailable)
 	if argo.failed() != nil {
 		return argo.failed()
 	}

@@ -163,6 +163,10 @@ func RolloutTable(rows []RolloutRow) string {
 	}
 	var notes strings.Builder
 	for _, r := range rows {
+		if r.Waves > 0 && r.InOrder() {
+			fmt.Fprintf(&notes, "- N = %s: after the promotion, the canary wave was healthy in %s, the rest wave's first Application was pointed at the new revision %s after that (the soak is %s), and the Serving was Deployed %s after that\n",
+				text.Thousands(r.N), secs(r.CanaryHealthy), secs(r.RestStarted-r.CanaryHealthy), r.Soak, secs(r.Waves-r.RestStarted))
+		}
 		if r.Waves > 0 && !r.InOrder() {
 			fmt.Fprintf(&notes, "- N = %s: the rest wave started before the canary wave was healthy and had soaked\n", text.Thousands(r.N))
 		}
