@@ -4,7 +4,9 @@
 // takes to fan out, and its ratios to the bare client. `make bench` runs it. With --memory it
 // measures instead the controller's start and memory over --memory-servings Servings of
 // --memory-clusters clusters each, their Applications put straight into etcd (`make
-// bench-memory`). See docs/performance.md.
+// bench-memory`). With --rollout it also times, at each of its sizes, a Serving's promotion
+// through a two-wave roll-out policy against the same promotion all at once. See
+// docs/performance.md.
 package main
 
 import (
@@ -51,15 +53,27 @@ func run() error {
 		servings = flag.Int("memory-servings", 100, "with --memory, how many Servings")
 		clusters = flag.Int("memory-clusters", 1000, "with --memory, how many clusters every Serving deploys to")
 		memLimit = flag.String("gomemlimit", "", "the controller's GOMEMLIMIT, such as 900MiB, the Helm chart's (default: none for the fan-out, 900MiB with --memory)")
+		rollouts = flag.String("rollout", "", "comma-separated numbers of member clusters to time a two-wave roll-out at, against all at once, one run each (empty: none)")
+		soak     = flag.Duration("rollout-soak", 5*time.Second, "with --rollout, the canary wave's soak")
+		delay    = flag.Duration("rollout-health-delay", 100*time.Millisecond, "with --rollout, how long after Kokumi points an Application at a revision it is reported Synced and Healthy there")
 		memLive  = flag.Bool("memory-live", false, "with --memory, start the controller before the Applications are put into etcd and create the Servings once it holds them all (no cold start's first list)")
 	)
 	flag.Var(&extra, "controller-arg", "one more flag of `kokumi controller`, such as --controller-arg=--foo=1 (repeatable)")
 	flag.Parse()
 	// The library's clients log through controller-runtime: errors only.
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	sizes, err := bench.Sizes("n", *ns)
-	if err != nil {
-		return err
+	var sizes, rolloutSizes []int
+	if *ns != "" {
+		var err error
+		if sizes, err = bench.Sizes("n", *ns); err != nil {
+			return err
+		}
+	}
+	if *rollouts != "" {
+		var err error
+		if rolloutSizes, err = bench.Sizes("rollout", *rollouts); err != nil {
+			return err
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -118,15 +132,44 @@ func run() error {
 			break
 		}
 	}
-	table := bench.Table(rows)
-	fmt.Printf("\n%s\n(%d runs in %s)\n", table, len(rows), time.Since(began).Round(time.Second))
+	var rolloutRows []bench.RolloutRow
+	for _, n := range rolloutSizes {
+		if ctx.Err() != nil {
+			break
+		}
+		row, err := bench.RunRollout(ctx, bench.RolloutOptions{Options: bench.Options{
+			N: n, KokumiBinary: bin, ApplicationWriters: *writers, ProbePeriod: *probe, ControllerArgs: extra, GoMemLimit: *memLimit,
+			Timeout: *timeout, KeepWorkDir: *keep, Log: os.Stderr,
+		}, Soak: *soak, HealthDelay: *delay})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "roll-out at N = %d failed: %v\n", n, err)
+			failed = append(failed, fmt.Sprintf("roll-out at N = %d: %v", n, err))
+			if row == nil {
+				row = &bench.RolloutRow{N: n}
+			}
+			row.Notes = append(row.Notes, "the run failed: "+err.Error())
+		}
+		rolloutRows = append(rolloutRows, *row)
+		fmt.Fprint(os.Stderr, "\n"+bench.RolloutHeader+row.Markdown()+"\n")
+	}
+	var table string
+	if len(rows) > 0 {
+		table = bench.Table(rows)
+	}
+	if len(rolloutRows) > 0 {
+		if table != "" {
+			table += "\n"
+		}
+		table += bench.RolloutTable(rolloutRows)
+	}
+	fmt.Printf("\n%s\n(%d runs in %s)\n", table, len(rows)+len(rolloutRows), time.Since(began).Round(time.Second))
 	if *out != "" {
 		if err := os.WriteFile(*out, []byte(table), 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", *out, err)
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d runs failed: %s", len(failed), len(sizes), strings.Join(failed, "; "))
+		return fmt.Errorf("%d of %d runs failed: %s", len(failed), len(sizes)+len(rolloutSizes), strings.Join(failed, "; "))
 	}
 	if *maxRatio > 0 {
 		for _, r := range rows {

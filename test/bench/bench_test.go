@@ -3,14 +3,18 @@
 // Package bench is the short CI version of `make bench` (hack/bench): one run of
 // internal/dev/bench for 1,000 member clusters, without the ApplicationSet controller and the quiet
 // minute, failing when Kokumi's Serving → N takes more than maxRatio times the bare client's
-// time to create the same Applications. It is built with the tag bench only, so that it runs
+// time to create the same Applications; and one roll-out run of 100 clusters, which must promote a
+// Serving through two waves in order, the second no more than its maxUnavailable at a time. It
+// is built with the tag bench only, so that it runs
 // alone (go test -tags bench ./test/bench) and not beside the other packages of go test ./...,
 // whose load would skew the ratio.
 package bench
 
 import (
 	"context"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,14 +34,7 @@ func TestFanOutWithinThreeTimesTheBareClient(t *testing.T) {
 	harness.QuietLogs()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	assets, err := sandbox.FindAssets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin, err := bench.BuildKokumi(ctx, assets.Root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := kokumi(ctx, t)
 	row, err := bench.Run(ctx, bench.Options{
 		N: clusters, KokumiBinary: bin, Timeout: 3 * time.Minute, Log: testWriter{t},
 	})
@@ -49,6 +46,72 @@ func TestFanOutWithinThreeTimesTheBareClient(t *testing.T) {
 		t.Errorf("Kokumi's Serving → %d Applications took %s, %.2f× the bare client's %s: more than %d×",
 			clusters, row.Serving.Round(time.Millisecond), got, row.Bare.Round(time.Millisecond), maxRatio)
 	}
+}
+
+// rolloutClusters is the fleet's size in the roll-out check: one canary, 99 in the rest wave.
+const rolloutClusters = 100
+
+func TestRolloutInTwoWavesInOrder(t *testing.T) {
+	harness.QuietLogs()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := kokumi(ctx, t)
+	start := time.Now()
+	row, err := bench.RunRollout(ctx, bench.RolloutOptions{
+		Options: bench.Options{N: rolloutClusters, KokumiBinary: bin, Timeout: 2 * time.Minute, Log: testWriter{t}},
+		Soak:    2 * time.Second, HealthDelay: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the roll-out run took %s\n%s", time.Since(start).Round(time.Second), bench.RolloutTable([]bench.RolloutRow{*row}))
+	if !row.InOrder() {
+		t.Errorf("the rest wave started %s after the promotion, the canary wave was all healthy %s after it: not %s (its soak) later",
+			row.RestStarted.Round(time.Millisecond), row.CanaryHealthy.Round(time.Millisecond), row.Soak)
+	}
+	if row.MostUnavailable > row.MaxUnavailable {
+		t.Errorf("%d clusters of the rest wave were unavailable at once, more than its maxUnavailable %d", row.MostUnavailable, row.MaxUnavailable)
+	}
+	if row.MostUnavailable == 0 {
+		t.Error("no cluster of the rest wave was seen updating")
+	}
+}
+
+// The kokumi binary both tests run, built once into binDir.
+var (
+	build     sync.Once
+	binDir    string
+	kokumiBin string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// kokumi builds cmd/kokumi the first time it is called, and returns the binary.
+func kokumi(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	build.Do(func() {
+		assets, err := sandbox.FindAssets()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		if binDir, err = os.MkdirTemp("", "kokumi-bench-test-"); err != nil {
+			buildErr = err
+			return
+		}
+		kokumiBin, buildErr = bench.BuildKokumi(ctx, assets.Root, binDir)
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return kokumiBin
 }
 
 // testWriter logs each write as a line of the test's log.

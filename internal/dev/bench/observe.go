@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -101,6 +102,18 @@ func (o *observer) servingReady(ctx context.Context, namespace, name string) (st
 		return "", nil
 	}
 	return ready.Reason, nil
+}
+
+// serving returns the Serving namespace/name, or nil when there is none.
+func (o *observer) serving(ctx context.Context, namespace, name string) (*v1.Serving, error) {
+	var s v1.Serving
+	if err := o.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get Serving %s/%s: %w", namespace, name, err)
+	}
+	return &s, nil
 }
 
 // servingDegraded returns how many clusters the Serving's status counts Degraded.

@@ -471,9 +471,9 @@ func (r *run) bare() error {
 // kokumiLabels select the Applications of the benchmark's Serving.
 var kokumiLabels = map[string]string{argocd.LabelManagedBy: argocd.ManagedByKokumi, argocd.LabelServing: orderName}
 
-// kokumiRun starts the controller and measures its columns.
-func (r *run) kokumiRun() error {
-	n := r.opts.N
+// startController starts `kokumi controller` with the run's options and waits until it probed
+// a warm-up Cluster Ready.
+func (r *run) startController() error {
 	args := []string{"controller",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
 		"--argocd-namespace=" + argocdNamespace, "--namespace=" + ControllerNamespace,
@@ -495,12 +495,19 @@ func (r *run) kokumiRun() error {
 	if err != nil {
 		return err
 	}
-	alive := r.kokumi.alive
 	r.logf("GOMEMLIMIT=%s kokumi %s", r.opts.GoMemLimit, strings.Join(args, " "))
 
-	if err := r.warmUp(); err != nil {
+	return r.warmUp()
+}
+
+// kokumiRun starts the controller and measures its columns.
+func (r *run) kokumiRun() error {
+	n := r.opts.N
+	if err := r.startController(); err != nil {
 		return err
 	}
+	alive := r.kokumi.alive
+	var err error
 
 	// N Clusters and their credentials, until the controller probed them all Ready.
 	start := time.Now()
@@ -600,6 +607,11 @@ func (r *run) kokumiRun() error {
 
 // createCluster creates the Cluster name of tier and its credentials.
 func (r *run) createCluster(name, tier string) error {
+	return r.createLabeledCluster(name, map[string]string{"tier": tier})
+}
+
+// createLabeledCluster creates the Cluster name with labels, and its credentials.
+func (r *run) createLabeledCluster(name string, labels map[string]string) error {
 	if err := r.admin.Create(r.ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ControllerNamespace},
 		Data:       map[string][]byte{cluster.KeyToken: []byte(Token(name)), cluster.KeyCA: r.members.CA},
@@ -607,7 +619,7 @@ func (r *run) createCluster(name, tier string) error {
 		return fmt.Errorf("create the credentials of %s: %w", name, err)
 	}
 	if err := r.admin.Create(r.ctx, &v1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tier": tier}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec:       v1.ClusterSpec{Server: r.members.Server(name), CredentialsRef: v1.LocalObjectReference{Name: name}},
 	}); err != nil {
 		return fmt.Errorf("create Cluster %s: %w", name, err)

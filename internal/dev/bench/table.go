@@ -130,3 +130,56 @@ func byVerb(by map[string]int64) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// RolloutHeader is the header of the roll-out table (RunRollout).
+const RolloutHeader = "| N | waves: canary + rest (rest's maxUnavailable) | canary soak | health delay × batches | all at once | two waves | ideal | overhead | two waves / ideal | rest started after canary healthy | most of rest unavailable at once |\n" +
+	"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+
+// Markdown is the roll-out row as a line of its table.
+func (r RolloutRow) Markdown() string {
+	started, most := "–", "–"
+	if r.RestStarted > 0 && r.CanaryHealthy > 0 {
+		started = secs(r.RestStarted - r.CanaryHealthy)
+	}
+	if r.Waves > 0 {
+		most = fmt.Sprintf("%d (limit %d)", r.MostUnavailable, r.MaxUnavailable)
+	}
+	overhead := "–"
+	if r.Waves > 0 && r.Ideal() > 0 {
+		overhead = fmt.Sprintf("%+.2f s", r.Overhead().Seconds())
+	}
+	return fmt.Sprintf("| %s | %d + %d (%d) | %s | %d ms × %d | %s | %s | %s | %s | %s | %s | %s |\n", text.Thousands(r.N), r.Canary, r.Rest, r.MaxUnavailable,
+		r.Soak, r.HealthDelay.Milliseconds(), r.Batches, secs(r.AllAtOnce), secs(r.Waves), secs(r.Ideal()), overhead,
+		times(ratio(r.Waves, r.Ideal())), started, most)
+}
+
+// RolloutTable renders roll-out rows as a table, what it means, and their notes.
+func RolloutTable(rows []RolloutRow) string {
+	var b strings.Builder
+	b.WriteString("Roll-out in two waves against all at once (the same Serving promoted to a new Preparation; the harness reports each Application Synced and Healthy the health delay after Kokumi points it at the new revision; ideal = all at once + soak + (batches − 1) × health delay):\n\n")
+	b.WriteString(RolloutHeader)
+	for _, r := range rows {
+		b.WriteString(r.Markdown())
+	}
+	var notes strings.Builder
+	for _, r := range rows {
+		if r.Waves > 0 && r.InOrder() {
+			fmt.Fprintf(&notes, "- N = %s: after the promotion, the canary wave was healthy in %s, the rest wave's first Application was pointed at the new revision %s after that (the soak is %s), and the Serving was Deployed %s after that\n",
+				text.Thousands(r.N), secs(r.CanaryHealthy), secs(r.RestStarted-r.CanaryHealthy), r.Soak, secs(r.Waves-r.RestStarted))
+		}
+		if r.Waves > 0 && !r.InOrder() {
+			fmt.Fprintf(&notes, "- N = %s: the rest wave started before the canary wave was healthy and had soaked\n", text.Thousands(r.N))
+		}
+		if r.Waves > 0 && r.MostUnavailable > r.MaxUnavailable {
+			fmt.Fprintf(&notes, "- N = %s: %d clusters of the rest wave were unavailable at once, more than its maxUnavailable %d\n", text.Thousands(r.N), r.MostUnavailable, r.MaxUnavailable)
+		}
+		for _, n := range r.Notes {
+			fmt.Fprintf(&notes, "- N = %s: %s\n", text.Thousands(r.N), n)
+		}
+	}
+	if notes.Len() > 0 {
+		b.WriteString("\n")
+		b.WriteString(notes.String())
+	}
+	return b.String()
+}
