@@ -128,7 +128,7 @@ func planOf(ctx context.Context, c client.Client, ns, name string, now time.Time
 		cond := apimeta.FindStatusCondition(cl.Status.Conditions, v1.ConditionReady)
 		clusters = append(clusters, rollout.PreviewCluster{Name: cl.Name, Labels: cl.Labels, Ready: cond != nil && cond.Status == metav1.ConditionTrue})
 	}
-	p.PlanPreview = rollout.Preview(envt.Spec.Rollout, clusters, now)
+	p.PlanPreview = rollout.PreviewPaced(envt.Spec.Rollout, order.Spec.RolloutPace, clusters, now)
 	return p, nil
 }
 

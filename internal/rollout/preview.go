@@ -75,21 +75,32 @@ type WindowsPreview struct {
 }
 
 // Preview decides what a roll-out under policy (nil: no policy) would do with these clusters if
-// a Preparation were promoted at now.
+// a Preparation were promoted at now, for an Order that asks no slower pace.
 func Preview(policy *v1.RolloutPolicy, clusters []PreviewCluster, now time.Time) PlanPreview {
+	return PreviewPaced(policy, nil, clusters, now)
+}
+
+// PreviewPaced is Preview for an Order that asks the pace pace (its spec.rolloutPace; nil asks
+// none): each wave's maxUnavailable and soak as the roll-out counts them (waveMaxUnavailable,
+// waveSoak).
+func PreviewPaced(policy *v1.RolloutPolicy, pace *v1.RolloutPace, clusters []PreviewCluster, now time.Time) PlanPreview {
 	sorted := append([]PreviewCluster(nil), clusters...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	out := PlanPreview{Clusters: len(sorted), Waves: []WavePreview{}, Summary: []string{}}
 
 	if policy == nil {
 		out.AllAtOnce = true
-		w := previewWave(AllAtOnceWave, sorted, nil)
+		implicit := Effective(nil, nil, pace, "")
+		w := previewWave(AllAtOnceWave, sorted, implicit, pace, 0)
 		out.Waves = append(out.Waves, w)
 		if len(sorted) == 0 {
 			out.Summary = append(out.Summary, "the Environment selects no cluster: a promotion deploys nowhere")
 			return out
 		}
 		s := "every cluster at once, as without a policy: " + clusterCount(len(sorted))
+		if ready := w.Clusters - w.NotReady; implicit != nil && w.MaxUnavailable < ready {
+			s = fmt.Sprintf("every cluster in one wave, at most %d of %s at once (the Order's rolloutPace.maxUnavailable); no failure halts it", w.MaxUnavailable, clusterCount(ready))
+		}
 		if w.NotReady > 0 {
 			s += fmt.Sprintf(" (%d not ready: held, not counted as failures)", w.NotReady)
 		}
@@ -113,7 +124,7 @@ func Preview(policy *v1.RolloutPolicy, clusters []PreviewCluster, now time.Time)
 		} else if len(byWave[i]) == 0 {
 			break // the implicit last wave, when no cluster is left to it
 		}
-		w := previewWave(name, byWave[i], wave)
+		w := previewWave(name, byWave[i], policy, pace, i)
 		out.Waves = append(out.Waves, w)
 		if len(sorted) == 0 {
 			continue
@@ -169,30 +180,29 @@ func PolicySentences(policy *v1.RolloutPolicy, now time.Time) ([]string, *Window
 	return out, wp
 }
 
-// previewWave lists a wave's clusters; wave is nil for the implicit last wave and without a
-// policy (every cluster at once).
-func previewWave(name string, clusters []PreviewCluster, wave *v1.RolloutWave) WavePreview {
-	w := WavePreview{Name: name, Clusters: len(clusters), Names: []string{}}
+// previewWave lists wave w of policy (nil: no policy, every cluster at once), of these clusters,
+// with its maxUnavailable and soak as the roll-out counts them under the Order's pace.
+func previewWave(name string, clusters []PreviewCluster, policy *v1.RolloutPolicy, pace *v1.RolloutPace, w int) WavePreview {
+	wp := WavePreview{Name: name, Clusters: len(clusters), Names: []string{}}
 	for i, c := range clusters {
 		if i < PreviewNames {
-			w.Names = append(w.Names, c.Name)
+			wp.Names = append(wp.Names, c.Name)
 		}
 		if !c.Ready {
-			w.NotReady++
+			wp.NotReady++
 		}
 	}
-	w.MoreNames = len(clusters) - len(w.Names)
-	ready := w.Clusters - w.NotReady
-	if wave != nil {
+	wp.MoreNames = len(clusters) - len(wp.Names)
+	ready := wp.Clusters - wp.NotReady
+	wp.MaxUnavailable = ready
+	if policy != nil {
 		// As Decide counts it: a percent of the clusters that are not held.
-		w.MaxUnavailable = min(MaxUnavailable(wave.MaxUnavailable, ready), ready)
-		if wave.Soak != nil && wave.Soak.Duration > 0 && ready > 0 {
-			w.Soak = wave.Soak.Duration.String()
+		wp.MaxUnavailable = min(waveMaxUnavailable(policy, pace, w, ready), ready)
+		if soak := waveSoak(policy, pace, w); soak > 0 && ready > 0 {
+			wp.Soak = soak.String()
 		}
-	} else {
-		w.MaxUnavailable = ready
 	}
-	return w
+	return wp
 }
 
 // waveSentence says what a wave holds and how long it soaks; last is true for the last wave

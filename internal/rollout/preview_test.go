@@ -155,3 +155,15 @@ func TestAPreviewSaysWhatTheLastSoakAndAClosingWindowDo(t *testing.T) {
 		t.Errorf("windows = %+v, want open", p.Windows)
 	}
 }
+
+func TestThePlanCountsTheOrdersSlowerPace(t *testing.T) {
+	one := intstr.FromInt32(1)
+	pace := &v1.RolloutPace{MinSoak: &metav1.Duration{Duration: time.Hour}, MaxUnavailable: &one}
+	p := PreviewPaced(twoWaves(v1.RolloutHalt, 0), pace, fleetOf(2, 20), time.Now())
+	if len(p.Waves) != 2 || p.Waves[0].Soak != "1h0m0s" || p.Waves[1].MaxUnavailable != 1 {
+		t.Fatalf("waves %+v: want the canary soaking the Order's hour and the rest one at a time", p.Waves)
+	}
+	hasSentence(t, p, "at most 1 of 20 clusters of wave rest update at once")
+	p = PreviewPaced(nil, pace, fleetOf(0, 4), time.Now())
+	hasSentence(t, p, "every cluster in one wave, at most 1 of 4 clusters at once (the Order's rolloutPace.maxUnavailable); no failure halts it")
+}

@@ -49,7 +49,7 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("the Order %s of Serving %s is gone: it deploys nowhere", sv.Spec.OrderRef.Name, key))
 		return
 	}
-	p, err := s.planOf(r.Context(), sv.Namespace, order.Spec.EnvironmentRef.Name, time.Now())
+	p, err := s.planOf(r.Context(), sv.Namespace, order.Spec.EnvironmentRef.Name, order.Spec.RolloutPace, time.Now())
 	if err != nil {
 		writeAPIError(w, "read the roll-out plan", err)
 		return
@@ -58,7 +58,7 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 }
 
 // planOf previews a roll-out to the Environment name of namespace ns at now.
-func (s *Server) planOf(ctx context.Context, ns, name string, now time.Time) (*Plan, error) {
+func (s *Server) planOf(ctx context.Context, ns, name string, pace *v1.RolloutPace, now time.Time) (*Plan, error) {
 	var envt v1.Environment
 	if err := s.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &envt); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -90,5 +90,5 @@ func (s *Server) planOf(ctx context.Context, ns, name string, now time.Time) (*P
 		cond := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady)
 		clusters = append(clusters, rollout.PreviewCluster{Name: c.Name, Labels: c.Labels, Ready: cond != nil && cond.Status == metav1.ConditionTrue})
 	}
-	return &Plan{Environment: name, Found: true, PlanPreview: rollout.Preview(envt.Spec.Rollout, clusters, now)}, nil
+	return &Plan{Environment: name, Found: true, PlanPreview: rollout.PreviewPaced(envt.Spec.Rollout, pace, clusters, now)}, nil
 }
