@@ -111,9 +111,9 @@ type RolloutWave struct {
 type RolloutWindowKind string
 
 const (
-	// WindowAllow: waves start only while a window of this kind is open (when there is one).
+	// WindowAllow means waves start only while a window of this kind is open (when there is one).
 	WindowAllow RolloutWindowKind = "Allow"
-	// WindowDeny: no wave starts while a window of this kind is open.
+	// WindowDeny means no wave starts while a window of this kind is open.
 	WindowDeny RolloutWindowKind = "Deny"
 )
 
@@ -152,9 +152,9 @@ type RolloutWindow struct {
 type WindowCloseAction string
 
 const (
-	// WindowCloseFinish: the wave under way finishes; the next one waits for a window.
+	// WindowCloseFinish means the wave under way finishes; the next one waits for a window.
 	WindowCloseFinish WindowCloseAction = "Finish"
-	// WindowClosePause: no further cluster is changed until a window opens.
+	// WindowClosePause means no further cluster is changed until a window opens.
 	WindowClosePause WindowCloseAction = "Pause"
 )
 

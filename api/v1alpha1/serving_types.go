@@ -131,18 +131,18 @@ type RevisionCount struct {
 type RolloutState string
 
 const (
-	// RolloutProgressing: waves are rolling out or soaking.
+	// RolloutProgressing means waves are rolling out or soaking.
 	RolloutProgressing RolloutState = "Progressing"
-	// RolloutComplete: every wave was reached.
+	// RolloutComplete means every wave was reached.
 	RolloutComplete RolloutState = "Complete"
-	// RolloutHalted: the failure budget was spent; no further cluster is changed.
+	// RolloutHalted means the failure budget was spent; no further cluster is changed.
 	RolloutHalted RolloutState = "Halted"
-	// RolloutRolledBack: the failure budget was spent, and the clusters changed went back to
+	// RolloutRolledBack means the failure budget was spent, and the clusters changed went back to
 	// rollbackTo.
 	RolloutRolledBack RolloutState = "RolledBack"
-	// RolloutPaused: a person paused it (spec.rollout.paused); no further cluster is changed.
+	// RolloutPaused means a person paused it (spec.rollout.paused); no further cluster is changed.
 	RolloutPaused RolloutState = "Paused"
-	// RolloutAborted: a person aborted it (spec.rollout.abort): the clusters changed went back
+	// RolloutAborted means a person aborted it (spec.rollout.abort): the clusters changed went back
 	// to rollbackTo, or, without one, stay as they are.
 	RolloutAborted RolloutState = "Aborted"
 )

@@ -3,9 +3,7 @@ package rollout
 import (
 	"fmt"
 	"time"
-	// The windows' time zones come with the binary: a controller image without a zoneinfo
-	// database reads them as a cluster with one does.
-	_ "time/tzdata"
+	_ "time/tzdata" // the windows' time zones come with the binary, whatever the image has
 
 	"github.com/robfig/cron/v3"
 

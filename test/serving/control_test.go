@@ -64,7 +64,7 @@ func (f *fixture) controlEvent(reason, msg string) {
 
 func TestRolloutAPersonPausesResumesAndAbortsIt(t *testing.T) {
 	f := newFixture(t)
-	f.setRollout(canaryThenRest(0, nil, v1.RolloutHalt))
+	f.setRollout(canaryThenRest(0, v1.RolloutHalt))
 	f.ringCluster("pz-canary", "canary", true)
 	f.ringCluster("pz-a", "", true)
 	f.ringCluster("pz-b", "", true)
@@ -183,7 +183,7 @@ func windowAt(at time.Time) v1.RolloutWindow {
 func TestRolloutWavesStartOnlyInsideTheWindows(t *testing.T) {
 	f := newFixture(t)
 	opens := time.Now().UTC().Add(2 * time.Hour).Truncate(time.Hour)
-	policy := canaryThenRest(0, nil, v1.RolloutHalt)
+	policy := canaryThenRest(0, v1.RolloutHalt)
 	policy.Windows = []v1.RolloutWindow{windowAt(opens)}
 	f.setRollout(policy)
 	f.ringCluster("wn-canary", "canary", true)
@@ -260,7 +260,7 @@ func TestRolloutAnOrdersPaceIsSlowerThanItsEnvironment(t *testing.T) {
 	f.ready(v1.ReasonDeployed, "Deployed Preparation "+one.Name)
 
 	// With the Environment's waves that do not soak, the Order's hour holds the rest back.
-	f.setRollout(canaryThenRest(0, nil, v1.RolloutHalt))
+	f.setRollout(canaryThenRest(0, v1.RolloutHalt))
 	f.ringCluster("pc-canary", "canary", true)
 	time.Sleep(time.Second)
 	two := f.preparation("podinfo-edge-2", "podinfo", false)
@@ -300,7 +300,7 @@ func (f *fixture) stageAfter(req v1.StageRequirement, prep *v1.Preparation) prom
 // require that wave rather than the whole Environment.
 func TestRolloutAWavePassedIsRecordedAndPassesAStageThatRequiresIt(t *testing.T) {
 	f := newFixture(t)
-	f.setRollout(canaryThenRest(time.Hour, nil, v1.RolloutHalt))
+	f.setRollout(canaryThenRest(time.Hour, v1.RolloutHalt))
 	f.ringCluster("wr-canary", "canary", true)
 	f.ringCluster("wr-a", "", true)
 	one := f.preparation("podinfo-edge-1", "podinfo", false)
@@ -337,7 +337,7 @@ func TestRolloutAWavePassedIsRecordedAndPassesAStageThatRequiresIt(t *testing.T)
 	// A wave's record is no evidence of the Environment for a rollback either.
 	time.Sleep(time.Second)
 	two := f.preparation("podinfo-edge-2", "podinfo", false)
-	f.setRollout(canaryThenRest(time.Hour, nil, v1.RolloutRollback))
+	f.setRollout(canaryThenRest(time.Hour, v1.RolloutRollback))
 	f.promote(two.Name)
 	f.targets(two.Spec.Artifact.Digest, "wr-canary")
 	f.playArgoCD("wr-canary", "Synced", "Degraded", two.Spec.Artifact.Digest)

@@ -22,7 +22,7 @@ import (
 
 // ringCluster registers a Ready Cluster of the fixture's tier, labelled ring=ring when ring is
 // not empty.
-func (f *fixture) ringCluster(name, ring string, ready bool) *v1.Cluster {
+func (f *fixture) ringCluster(name, ring string, ready bool) {
 	f.t.Helper()
 	c := &v1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tier": f.tier}},
@@ -33,7 +33,6 @@ func (f *fixture) ringCluster(name, ring string, ready bool) *v1.Cluster {
 	}
 	must(f.t, env.Client.Create(f.ctx, c))
 	f.setReady(c, ready)
-	return c
 }
 
 // setRollout sets the Environment edge's spec.rollout.
@@ -70,10 +69,10 @@ func (f *fixture) laterStage(prep *v1.Preparation, why string) {
 
 // canaryThenRest is a policy of two waves: the clusters of ring canary, with soak, then the
 // others.
-func canaryThenRest(soak time.Duration, maxUnavailable *intstr.IntOrString, onFailure v1.RolloutFailureAction) *v1.RolloutPolicy {
+func canaryThenRest(soak time.Duration, onFailure v1.RolloutFailureAction) *v1.RolloutPolicy {
 	return &v1.RolloutPolicy{Waves: []v1.RolloutWave{
 		{Name: "canary", ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}, Soak: &metav1.Duration{Duration: soak}},
-		{Name: "rest", MaxUnavailable: maxUnavailable},
+		{Name: "rest"},
 	}, OnFailure: onFailure}
 }
 
@@ -182,7 +181,7 @@ func (f *fixture) deployAll(prep *v1.Preparation, canaries, rest []string) {
 
 func TestRolloutWavesRollInOrderAfterTheSoak(t *testing.T) {
 	f := newFixture(t)
-	f.setRollout(canaryThenRest(time.Hour, nil, ""))
+	f.setRollout(canaryThenRest(time.Hour, ""))
 	f.ringCluster("wv-canary", "canary", true)
 	f.ringCluster("wv-a", "", true)
 	f.ringCluster("wv-b", "", true)
@@ -301,7 +300,7 @@ func TestRolloutMaxUnavailableIsHonouredAtEveryMomentCountedFromTheApplications(
 
 func TestRolloutAFailureInTheCanaryHaltsBeforeTheSecondWave(t *testing.T) {
 	f := newFixture(t)
-	f.setRollout(canaryThenRest(0, nil, v1.RolloutHalt))
+	f.setRollout(canaryThenRest(0, v1.RolloutHalt))
 	f.ringCluster("hl-canary", "canary", true)
 	f.ringCluster("hl-a", "", true)
 	one := f.preparation("podinfo-edge-1", "podinfo", false)
@@ -335,7 +334,7 @@ func TestRolloutAFailureInTheCanaryHaltsBeforeTheSecondWave(t *testing.T) {
 
 func TestRolloutRollsBackToTheLastRecordedGoodPreparation(t *testing.T) {
 	f := newFixture(t)
-	f.setRollout(canaryThenRest(0, nil, v1.RolloutRollback))
+	f.setRollout(canaryThenRest(0, v1.RolloutRollback))
 	f.ringCluster("rb-canary", "canary", true)
 	f.ringCluster("rb-a", "", true)
 	one := f.preparation("podinfo-edge-1", "podinfo", false)
@@ -379,7 +378,7 @@ func TestRolloutRollsBackToTheLastRecordedGoodPreparation(t *testing.T) {
 
 func TestRolloutAClusterThatJoinsGetsTheReleaseOfItsWave(t *testing.T) {
 	f := newFixture(t)
-	f.setRollout(canaryThenRest(time.Hour, nil, ""))
+	f.setRollout(canaryThenRest(time.Hour, ""))
 	f.ringCluster("jn-canary", "canary", true)
 	f.ringCluster("jn-a", "", true)
 	one := f.preparation("podinfo-edge-1", "podinfo", false)
@@ -417,7 +416,7 @@ func TestRolloutAClusterThatJoinsGetsTheReleaseOfItsWave(t *testing.T) {
 
 func TestRolloutHeldClustersNeitherFailNorBlockAWave(t *testing.T) {
 	f := newFixture(t)
-	f.setRollout(canaryThenRest(0, nil, v1.RolloutHalt))
+	f.setRollout(canaryThenRest(0, v1.RolloutHalt))
 	f.ringCluster("hd-canary", "canary", true)
 	f.ringCluster("hd-canary-down", "canary", false)
 	f.ringCluster("hd-a", "", true)

@@ -75,7 +75,7 @@ func (r *run) appSet() error {
 	if err != nil {
 		return err
 	}
-	defer p.stop(10 * time.Second)
+	defer p.stop()
 	r.logf("argocd-applicationset-controller %v", args)
 
 	// The template is Kokumi's Application, at the server the generator gives.

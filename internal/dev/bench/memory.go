@@ -336,7 +336,7 @@ func (r *run) memoryController(row *MemoryRow, preps []prep, opts MemoryOptions)
 		return err
 	}
 	end := time.Now()
-	r.kokumi.stop(10 * time.Second)
+	r.kokumi.stop()
 	time.Sleep(time.Second) // the audit log is written as the requests complete
 	if row.Writes, row.WritesBy, err = r.hub.controllerWrites(began, end); err != nil {
 		return err

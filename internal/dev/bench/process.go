@@ -70,8 +70,12 @@ func tail(path string, n int) string {
 	return strings.Join(lines, " | ")
 }
 
-// stop sends SIGTERM to the process group, waits up to grace, then kills it.
-func (p *process) stop(grace time.Duration) {
+// stopGrace is how long stop waits after SIGTERM before it kills.
+const stopGrace = 10 * time.Second
+
+// stop sends SIGTERM to the process group, waits up to stopGrace, then kills it.
+func (p *process) stop() {
+	grace := stopGrace
 	if p.alive() != nil {
 		return
 	}

@@ -169,7 +169,7 @@ func RunRender(ctx context.Context, opts RenderOptions) (row *RenderRow, err err
 	if err := r.kokumiPasses(row); err != nil {
 		return row, fmt.Errorf("run kokumi controller: %w", err)
 	}
-	r.kokumi.stop(10 * time.Second)
+	r.kokumi.stop()
 	if row.Bare, err = r.bare("bare", nil); err != nil {
 		return row, fmt.Errorf("bare pipeline: %w", err)
 	}

@@ -286,7 +286,7 @@ func (r *run) finish(err *error) {
 
 func (r *run) close() {
 	if r.kokumi != nil {
-		r.kokumi.stop(10 * time.Second)
+		r.kokumi.stop()
 	}
 	if r.reg != nil {
 		_ = r.reg.Stop()
@@ -593,7 +593,7 @@ func (r *run) kokumiRun() error {
 		r.row.Notes = append(r.row.Notes, fmt.Sprintf("Kokumi's peak RSS rose to %s during the deletion", mib(m.HWM)))
 	}
 	// The ApplicationSet controller gets the machine to itself, as the bare client did.
-	r.kokumi.stop(10 * time.Second)
+	r.kokumi.stop()
 	time.Sleep(time.Second) // the audit log is written as the requests complete
 	for _, w := range r.windows {
 		n, by, err := r.hub.controllerWrites(w.from, w.to)
