@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -119,16 +118,7 @@ func planOf(ctx context.Context, c client.Client, ns, name string, now time.Time
 		p.Summary, p.Windows = rollout.PolicySentences(envt.Spec.Rollout, now)
 		return p, nil
 	}
-	clusters := make([]rollout.PreviewCluster, 0, len(list.Items))
-	for i := range list.Items {
-		cl := &list.Items[i]
-		if !cl.DeletionTimestamp.IsZero() {
-			continue // a Cluster being deleted has left the Environment
-		}
-		cond := apimeta.FindStatusCondition(cl.Status.Conditions, v1.ConditionReady)
-		clusters = append(clusters, rollout.PreviewCluster{Name: cl.Name, Labels: cl.Labels, Ready: cond != nil && cond.Status == metav1.ConditionTrue})
-	}
-	p.PlanPreview = rollout.PreviewPaced(envt.Spec.Rollout, order.Spec.RolloutPace, clusters, now)
+	p.PlanPreview = rollout.PreviewPaced(envt.Spec.Rollout, order.Spec.RolloutPace, rollout.PreviewClusters(list.Items), now)
 	return p, nil
 }
 

@@ -5,6 +5,9 @@ import (
 	"sort"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 )
 
@@ -244,4 +247,19 @@ func clusterCount(n int) string {
 		return "1 cluster"
 	}
 	return fmt.Sprintf("%d clusters", n)
+}
+
+// PreviewClusters are the Clusters of a list as a plan reads them: those not being deleted (a
+// Cluster being deleted has left the Environment), Ready as their Ready condition says.
+func PreviewClusters(items []v1.Cluster) []PreviewCluster {
+	out := make([]PreviewCluster, 0, len(items))
+	for i := range items {
+		c := &items[i]
+		if !c.DeletionTimestamp.IsZero() {
+			continue
+		}
+		cond := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady)
+		out = append(out, PreviewCluster{Name: c.Name, Labels: c.Labels, Ready: cond != nil && cond.Status == metav1.ConditionTrue})
+	}
+	return out
 }

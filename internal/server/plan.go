@@ -7,7 +7,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -81,14 +80,5 @@ func (s *Server) planOf(ctx context.Context, ns, name string, pace *v1.RolloutPa
 	if err := s.client.List(ctx, &list, client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return nil, fmt.Errorf("list the Clusters of Environment %s/%s: %w", ns, name, err)
 	}
-	clusters := make([]rollout.PreviewCluster, 0, len(list.Items))
-	for i := range list.Items {
-		c := &list.Items[i]
-		if !c.DeletionTimestamp.IsZero() {
-			continue // a Cluster being deleted has left the Environment
-		}
-		cond := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady)
-		clusters = append(clusters, rollout.PreviewCluster{Name: c.Name, Labels: c.Labels, Ready: cond != nil && cond.Status == metav1.ConditionTrue})
-	}
-	return &Plan{Environment: name, Found: true, PlanPreview: rollout.PreviewPaced(envt.Spec.Rollout, pace, clusters, now)}, nil
+	return &Plan{Environment: name, Found: true, PlanPreview: rollout.PreviewPaced(envt.Spec.Rollout, pace, rollout.PreviewClusters(list.Items), now)}, nil
 }

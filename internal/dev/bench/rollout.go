@@ -175,16 +175,8 @@ func (r *run) rollout(row *RolloutRow, opts RolloutOptions) error {
 
 	// The first Preparation, until Deployed: the starting point of both promotions.
 	start = time.Now()
-	if err := r.admin.Create(r.ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}, Spec: v1.OrderSpec{
-		ProductRef: v1.LocalObjectReference{Name: productName}, EnvironmentRef: v1.LocalObjectReference{Name: environmentName},
-		Promotion: v1.Promotion{Mode: v1.PromotionManual},
-	}}); err != nil {
-		return fmt.Errorf("create the Order: %w", err)
-	}
-	if err := r.admin.Create(r.ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}, Spec: v1.ServingSpec{
-		OrderRef: v1.LocalObjectReference{Name: orderName}, PreparationName: preps[0].name,
-	}}); err != nil {
-		return fmt.Errorf("create the Serving: %w", err)
+	if err := r.createOrder(preps[0].name); err != nil {
+		return err
 	}
 	d, err := r.waitDeployed(start, preps[0], alive)
 	if err != nil {

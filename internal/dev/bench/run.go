@@ -528,16 +528,8 @@ func (r *run) kokumiRun() error {
 
 	// The Order and its Serving, until N Applications at the first Preparation's digest.
 	start = time.Now()
-	if err := r.admin.Create(r.ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}, Spec: v1.OrderSpec{
-		ProductRef: v1.LocalObjectReference{Name: productName}, EnvironmentRef: v1.LocalObjectReference{Name: environmentName},
-		Promotion: v1.Promotion{Mode: v1.PromotionManual},
-	}}); err != nil {
-		return fmt.Errorf("create the Order: %w", err)
-	}
-	if err := r.admin.Create(r.ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}, Spec: v1.ServingSpec{
-		OrderRef: v1.LocalObjectReference{Name: orderName}, PreparationName: r.preps[0].name,
-	}}); err != nil {
-		return fmt.Errorf("create the Serving: %w", err)
+	if err := r.createOrder(r.preps[0].name); err != nil {
+		return err
 	}
 	if r.row.Serving, err = r.waitApps(start, "Applications at "+r.preps[0].name, n, r.preps[0].digest, alive); err != nil {
 		return err
@@ -806,4 +798,20 @@ func parallel(workers, n int, do func(i int) error) error {
 	close(work)
 	wg.Wait()
 	return first
+}
+
+// createOrder creates the bench's Order, which promotes by hand, and its Serving of preparation.
+func (r *run) createOrder(preparation string) error {
+	if err := r.admin.Create(r.ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}, Spec: v1.OrderSpec{
+		ProductRef: v1.LocalObjectReference{Name: productName}, EnvironmentRef: v1.LocalObjectReference{Name: environmentName},
+		Promotion: v1.Promotion{Mode: v1.PromotionManual},
+	}}); err != nil {
+		return fmt.Errorf("create the Order: %w", err)
+	}
+	if err := r.admin.Create(r.ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}, Spec: v1.ServingSpec{
+		OrderRef: v1.LocalObjectReference{Name: orderName}, PreparationName: preparation,
+	}}); err != nil {
+		return fmt.Errorf("create the Serving: %w", err)
+	}
+	return nil
 }
