@@ -164,13 +164,8 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 func (s *Server) promoteTo(w http.ResponseWriter, r *http.Request, field string, pick func(*v1.Serving, *v1.Order) (string, error)) {
 	ctx := r.Context()
 	var sv v1.Serving
-	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
-	if !s.authorize(w, r, access{verb: "patch", group: deliveryGroup, resource: "servings", namespace: key.Namespace, name: key.Name}) {
-		return
-	}
-	as, err := s.clientFor(ctx)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
+	key, as, ok := s.servingWriter(w, r)
+	if !ok {
 		return
 	}
 	if err := s.client.Get(ctx, key, &sv); err != nil {
@@ -227,4 +222,20 @@ func writePromotionError(w http.ResponseWriter, field string, err error) {
 // writeFieldError answers 422, naming the field and how to fix it.
 func writeFieldError(w http.ResponseWriter, errs ...FieldError) {
 	writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": errs[0].Field + ": " + errs[0].Message, "fields": errs})
+}
+
+// servingWriter answers who may patch the Serving of the request's path: its key and a client
+// of the person who asks, once RBAC says they may patch it (before anything of it is read); ok
+// is false when the answer was written already.
+func (s *Server) servingWriter(w http.ResponseWriter, r *http.Request) (key client.ObjectKey, as client.Client, ok bool) {
+	key = client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
+	if !s.authorize(w, r, access{verb: "patch", group: deliveryGroup, resource: "servings", namespace: key.Namespace, name: key.Name}) {
+		return key, nil, false
+	}
+	as, err := s.clientFor(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return key, nil, false
+	}
+	return key, as, true
 }

@@ -66,13 +66,8 @@ func (s *Server) abortRollout(w http.ResponseWriter, r *http.Request) {
 // kokumi-serving-rollout checks. A refusal is 422 naming its field, or 409.
 func (s *Server) askRollout(w http.ResponseWriter, r *http.Request, act rollout.Action, preparation string) {
 	ctx := r.Context()
-	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
-	if !s.authorize(w, r, access{verb: "patch", group: deliveryGroup, resource: "servings", namespace: key.Namespace, name: key.Name}) {
-		return
-	}
-	as, err := s.clientFor(ctx)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
+	key, as, ok := s.servingWriter(w, r)
+	if !ok {
 		return
 	}
 	by, err := s.writerName(ctx)
