@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -53,6 +54,19 @@ const bidiValue = "admin\u202Enimda"
 
 // actions are what scenarios.mjs may ask the test to do, by name (startControl).
 var actions = map[string]func(context.Context) error{
+	// The Serving fleet was Deployed a moment ago, whenever the scenario runs: its "… ago"
+	// reads in seconds, and moves by the second.
+	"fleet-deployed-now": func(ctx context.Context) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var sv v1.Serving
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: teamNS, Name: "fleet"}, &sv); err != nil {
+				return err
+			}
+			deployed := metav1.NewTime(time.Now().Truncate(time.Second))
+			sv.Status.DeployedSince = &deployed
+			return env.Client.Status().Update(ctx, &sv)
+		})
+	},
 	"stop-server":  func(context.Context) error { return gate.Stop() },
 	"start-server": func(context.Context) error { return gate.Start() },
 	// edge-1 degrades: Argo CD reports it, and the Serving counts it.

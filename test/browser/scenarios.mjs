@@ -280,6 +280,7 @@ const scenarios = {
 
   // Nothing changes in the fleet: what the page says of time moves on all the same.
   async clock(page) {
+    await act("fleet-deployed-now");
     await login(page);
     await page.goto(`${base}/#/servings/team-web/fleet`);
     await page.waitForSelector("#deployed-since");
