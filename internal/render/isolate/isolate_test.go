@@ -133,6 +133,9 @@ func TestWarmChildrenRenderOnceEachAndKeepTheLimits(t *testing.T) {
 	if took := time.Since(start); took < 3*time.Second || took > 10*time.Second {
 		t.Errorf("killed after %s, its timeout being 3s", took)
 	}
+	// The memory limit, with a timeout long enough that a loaded machine reaches the memory
+	// first.
+	p = isolate.Process{Memory: 256 << 20, Timeout: 60 * time.Second, Warm: 1}
 	_, err = p.Render(context.Background(), bomb(t, "{{ range until 4000000 }}{{ range until 4000000 }}xxxxxxxx{{ end }}{{ end }}"), render.Options{ReleaseName: "b", TargetNamespace: "b"})
 	var le *oci.LimitError
 	if !errors.As(err, &le) || le.Limit != render.LimitMemory {
