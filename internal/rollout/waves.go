@@ -440,8 +440,17 @@ func Decide(in Input) Plan {
 		plan.Ready = &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonRolloutAborted, Message: st.Message}
 	}
 	plan.Status = st
+	last := -1 // the last wave with clusters: its record would be the Environment's
+	for w, ms := range byWave {
+		if len(ms) > 0 {
+			last = w
+		}
+	}
 	var healthy []string
 	for w, name := range PassedWaves(&st, in.Preparation) {
+		if w >= last {
+			break
+		}
 		for _, m := range byWave[w] {
 			if m.Standing == Healthy {
 				healthy = append(healthy, m.Name)

@@ -320,8 +320,8 @@ func TestRolloutAWavePassedIsRecordedAndPassesAStageThatRequiresIt(t *testing.T)
 		}
 		return nil
 	})
-	recs := f.records(one.Name, 1)
-	if recs[0].Wave != "canary" || recs[0].Clusters != 1 || recs[0].Environment != "edge" {
+	recs := f.recordsOf(one.Name, "canary", 1)
+	if recs[0].Clusters != 1 || recs[0].Environment != "edge" {
 		t.Fatalf("record %+v, want one of wave canary naming the canary", recs[0])
 	}
 	// The rest still progresses: a stage of the canary passes, one of the whole Environment not.

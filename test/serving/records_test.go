@@ -15,18 +15,33 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/record"
 )
 
-// records waits for n deployment records in the Preparation's status.
+// records waits for n deployment records of the whole Environment in the Preparation's status
+// (the records of waves, DeploymentRecord.Wave, are left out).
 func (f *fixture) records(prep string, n int) []v1.DeploymentRecord {
 	f.t.Helper()
-	var p v1.Preparation
-	f.eventually(fmt.Sprintf("%d deployment records of %s", n, prep), func() error {
+	return f.recordsOf(prep, "", n)
+}
+
+// recordsOf waits for n deployment records of wave (empty: of the whole Environment) in the
+// Preparation's status.
+func (f *fixture) recordsOf(prep, wave string, n int) []v1.DeploymentRecord {
+	f.t.Helper()
+	var out []v1.DeploymentRecord
+	f.eventually(fmt.Sprintf("%d deployment records of %s, wave %q", n, prep, wave), func() error {
+		var p v1.Preparation
 		must(f.t, env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: prep}, &p))
-		if len(p.Status.DeploymentRecords) != n {
-			return fmt.Errorf("%d records: %+v", len(p.Status.DeploymentRecords), p.Status.DeploymentRecords)
+		out = nil
+		for _, r := range p.Status.DeploymentRecords {
+			if r.Wave == wave {
+				out = append(out, r)
+			}
+		}
+		if len(out) != n {
+			return fmt.Errorf("%d records: %+v", len(out), p.Status.DeploymentRecords)
 		}
 		return nil
 	})
-	return p.Status.DeploymentRecords
+	return out
 }
 
 func TestADeployedServingSignsARecordOfTheHealthyClustersOnly(t *testing.T) {
