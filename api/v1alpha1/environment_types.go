@@ -53,6 +53,12 @@ type StageRequirement struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
 	Wave string `json:"wave,omitempty"`
+
+	// Verified asks more of the record: that it says every verification and approval the
+	// Environment (or the wave) asked for passed (the record's predicate.verified), with the
+	// verifications and approvers it names.
+	// +optional
+	Verified bool `json:"verified,omitempty"`
 }
 
 // UnselectedWave names the last, implicit wave of a roll-out: the clusters no wave selects.
@@ -104,6 +110,18 @@ type RolloutWave struct {
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^([1-9][0-9]?|100)%$')",message="maxUnavailable is a count of at least 1, or a percent from 1% to 100%"
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// Verify are checks run once the wave is healthy, during its soak: the next wave starts
+	// only once they all passed; one that fails counts against the failure budget.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=4
+	// +optional
+	Verify []Verification `json:"verify,omitempty"`
+
+	// Approval asks for people's approval before the wave starts.
+	// +optional
+	Approval *ApprovalPolicy `json:"approval,omitempty"`
 }
 
 // RolloutWindowKind says whether a window allows roll-outs or denies them.
@@ -167,6 +185,7 @@ type RolloutPolicy struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:XValidation:rule="self.all(w, self.exists_one(x, x.name == w.name))",message="wave names must be unique"
 	// +kubebuilder:validation:XValidation:rule="self.all(w, w.name != 'unselected')",message="the wave name unselected is reserved for the Clusters no wave selects"
+	// +kubebuilder:validation:XValidation:rule="self.all(w, w.name != 'environment')",message="the wave name environment is reserved for the Environment's own gate"
 	// +required
 	Waves []RolloutWave `json:"waves"`
 
@@ -224,6 +243,27 @@ type EnvironmentSpec struct {
 	// deploys to every cluster at once.
 	// +optional
 	Rollout *RolloutPolicy `json:"rollout,omitempty"`
+
+	// Verify are checks run once every cluster runs a release healthily, during its soak: the
+	// Environment's deployment record says verified only once they all passed; one that fails
+	// counts against the roll-out's failure budget (without spec.rollout, it halts).
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=4
+	// +optional
+	Verify []Verification `json:"verify,omitempty"`
+
+	// Approval asks for people's approval before a release rolls out to the Environment.
+	// +optional
+	Approval *ApprovalPolicy `json:"approval,omitempty"`
+
+	// Notifications are webhooks told of each roll-out transition of the Environment's
+	// Servings.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Notifications []Notification `json:"notifications,omitempty"`
 }
 
 // EnvironmentStatus is the observed state of an Environment.

@@ -24,6 +24,20 @@ type ServingSpec struct {
 	// Rollout is what a person asks of the roll-out of PreparationName: pause it, or abort it.
 	// +optional
 	Rollout *RolloutControl `json:"rollout,omitempty"`
+
+	// PromotedBy is who set preparationName last, as the API server names them: the admission
+	// policy kokumi-serving-approval admits a change of preparationName only with the writer's
+	// own name here. Kokumi's own name when it promoted on its own.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	PromotedBy string `json:"promotedBy,omitempty"`
+
+	// Approvals are people's approvals of the gates of the roll-out (Environment.spec.approval
+	// and spec.rollout.waves[].approval). Only those naming preparationName count.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Approvals []Approval `json:"approvals,omitempty"`
 }
 
 // RolloutControl is what a person asks of the roll-out of a Serving's Preparation. The
@@ -222,6 +236,19 @@ type RolloutStatus struct {
 	// +kubebuilder:validation:MaxItems=17
 	// +optional
 	Waves []WaveCount `json:"waves,omitempty"`
+
+	// Verifications are where the verifications of the waves reached, and of the Environment,
+	// stand for this Preparation, in roll-out order.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=72
+	// +optional
+	Verifications []VerificationResult `json:"verifications,omitempty"`
+
+	// Awaiting names the gate that waits for approvals: a wave, or "environment"; empty when
+	// none waits.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Awaiting string `json:"awaiting,omitempty"`
 }
 
 // ServingStatus is the observed state of a Serving.

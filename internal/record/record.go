@@ -55,6 +55,33 @@ type Predicate struct {
 	Clusters []string `json:"clusters"`
 	// Time is when the record was made.
 	Time time.Time `json:"time"`
+	// Verified says that every verification and approval the Environment asked for, of the
+	// waves up to Wave (or of all and of the Environment itself when Wave is empty), passed or
+	// was given, and at least one was asked for.
+	Verified bool `json:"verified,omitempty"`
+	// Verifications are the verifications that passed, in roll-out order.
+	Verifications []VerificationEvidence `json:"verifications,omitempty"`
+	// Approvers are the approvals given, in roll-out order.
+	Approvers []ApprovalEvidence `json:"approvers,omitempty"`
+}
+
+// VerificationEvidence is one verification a record says passed.
+type VerificationEvidence struct {
+	// Name of the verification; Wave the wave it verified (empty: the Environment).
+	Name string `json:"name"`
+	Wave string `json:"wave,omitempty"`
+	// Kind is job or http.
+	Kind string `json:"kind"`
+	// Time is when it passed.
+	Time time.Time `json:"time"`
+}
+
+// ApprovalEvidence is one approval a record names.
+type ApprovalEvidence struct {
+	// By is who approved, as the API server named them; Wave the wave approved (empty: the
+	// Environment).
+	By   string `json:"by"`
+	Wave string `json:"wave,omitempty"`
 }
 
 // statement is an in-toto Statement.

@@ -1,0 +1,310 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// This file holds the gates of a roll-out: verifications Kokumi runs once a wave or the whole
+// Environment is healthy, approvals by a person, and the webhooks told of what happens.
+
+// MaxVerifications is the most verifications a wave, or the Environment, asks for.
+const MaxVerifications = 4
+
+// EnvironmentGate names the gate of the whole Environment (Environment.spec.verify and
+// spec.approval) in status.rollout.awaiting; an Approval or a VerificationResult of it has an
+// empty wave.
+const EnvironmentGate = "environment"
+
+// Verification is a check Kokumi runs once a wave, or the whole Environment, runs the release
+// healthily, during its soak: the roll-out goes past it only once it passed. Exactly one of job
+// and http is set.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.job) != has(self.http)",message="a verification sets exactly one of job and http"
+type Verification struct {
+	// Name of the verification, unique in its wave (or in the Environment's spec.verify).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// Job runs a container as a Kubernetes Job in the Order's namespace; the verification's run
+	// passes when the Job succeeds.
+	// +optional
+	Job *JobVerification `json:"job,omitempty"`
+
+	// HTTP sends a request; the run passes when successCondition holds.
+	// +optional
+	HTTP *HTTPVerification `json:"http,omitempty"`
+
+	// Count is how many runs in a row must pass. Default 1.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=1
+	// +optional
+	Count int32 `json:"count,omitempty"`
+
+	// Interval is how long Kokumi waits between two runs, such as 30s. Default 30s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// FailureLimit is how many failed runs fail the verification (they need not be in a row).
+	// Default 1. A failed verification counts as one failure against the roll-out's failure
+	// budget.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=1
+	// +optional
+	FailureLimit int32 `json:"failureLimit,omitempty"`
+}
+
+// JobVerification is a container Kokumi runs as a Job in the Order's namespace, as the
+// namespace's ServiceAccount serviceAccountName (never Kokumi's own), with a restricted security
+// context (non-root, no privilege escalation, every capability dropped, the runtime's default
+// seccomp profile). Its environment holds the release's facts: KOKUMI_ORDER, KOKUMI_NAMESPACE,
+// KOKUMI_ENVIRONMENT, KOKUMI_WAVE, KOKUMI_PREPARATION, KOKUMI_DIGEST, KOKUMI_ARTIFACT,
+// KOKUMI_CLUSTERS (comma-separated, at most 500 names) and KOKUMI_CLUSTER_COUNT.
+type JobVerification struct {
+	// Image of the container.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Image string `json:"image"`
+
+	// Command is the container's entrypoint; absent, the image's.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// Args are the entrypoint's arguments.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +optional
+	Args []string `json:"args,omitempty"`
+
+	// Env are more environment variables, beside the release's facts.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Env []NameValue `json:"env,omitempty"`
+
+	// ServiceAccountName is the ServiceAccount of the Order's namespace the Job runs as.
+	// Default "default".
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:default=default
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// Timeout bounds one run (the Job's activeDeadlineSeconds), such as 5m. Default 5m.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// NameValue is one environment variable.
+type NameValue struct {
+	// Name of the variable; the KOKUMI_ prefix is the release's facts'.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('KOKUMI_')",message="the KOKUMI_ prefix is kept for the release's facts"
+	// +required
+	Name string `json:"name"`
+	// Value of the variable.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Value string `json:"value,omitempty"`
+}
+
+// HTTPMethod is the method of an HTTP verification.
+// +kubebuilder:validation:Enum=GET;POST
+type HTTPMethod string
+
+// HTTPVerification is a request Kokumi sends from the controller; a run passes when
+// successCondition, a CEL expression over response.status (an int), response.body (the
+// body as JSON, or null when it is not JSON) and response.text (the body as a string, at most
+// 1 MiB read), holds. A Prometheus query:
+//
+//	url: http://prometheus.monitoring:9090/api/v1/query?query=sum(rate(http_errors_total[5m]))
+//	successCondition: response.status == 200 && double(response.body.data.result[0].value[1]) < 0.01
+type HTTPVerification struct {
+	// URL to send the request to, http or https.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	// +required
+	URL string `json:"url"`
+
+	// Method is GET (the default) or POST.
+	// +kubebuilder:default=GET
+	// +optional
+	Method HTTPMethod `json:"method,omitempty"`
+
+	// Body is sent with a POST, as application/json.
+	// +kubebuilder:validation:MaxLength=8192
+	// +optional
+	Body string `json:"body,omitempty"`
+
+	// SuccessCondition is the CEL expression that says the run passed.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +required
+	SuccessCondition string `json:"successCondition"`
+
+	// Timeout bounds one request, such as 10s. Default 10s; at most 60s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// ApprovalPolicy asks for approvals by people before a wave, or the Environment's roll-out,
+// starts. A person approves with kubectl kokumi approve, the UI or the API: what they write is
+// an entry of the Serving's spec.approvals naming them, which the admission policy
+// kokumi-serving-approval admits only from who may "approve" servings (the role
+// kokumi-approver grants it; the tenant roles do not).
+type ApprovalPolicy struct {
+	// Required is how many different people must approve. Default 1.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=8
+	// +kubebuilder:default=1
+	// +optional
+	Required int32 `json:"required,omitempty"`
+
+	// SeparateFromPromoter refuses the approval of the person who promoted the Preparation
+	// (the Serving's spec.promotedBy).
+	// +optional
+	SeparateFromPromoter bool `json:"separateFromPromoter,omitempty"`
+}
+
+// NotificationEvent is a roll-out transition a webhook can be told of.
+// +kubebuilder:validation:Enum=WaveStarted;RolloutHalted;RolledBack;RolloutAborted;RolloutPaused;RolloutResumed;VerificationFailed;AwaitingApproval;RolloutComplete
+type NotificationEvent string
+
+// Notification is a webhook Kokumi posts a JSON body of each roll-out transition to, signed
+// with HMAC-SHA256 when a secret is given, and retried with backoff.
+type Notification struct {
+	// Name of the webhook, unique in the Environment.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// URL the body is posted to, http or https.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	// +required
+	URL string `json:"url"`
+
+	// SecretRef names a key of a Secret in the Environment's namespace whose value signs the
+	// body: the header X-Kokumi-Signature carries sha256=<hex HMAC-SHA256 of the body>.
+	// +optional
+	SecretRef *SecretKeyRef `json:"secretRef,omitempty"`
+
+	// Events are the transitions to send; absent, all.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Events []NotificationEvent `json:"events,omitempty"`
+}
+
+// SecretKeyRef names one key of a Secret in the object's namespace.
+type SecretKeyRef struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// Key in the Secret's data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Key string `json:"key"`
+}
+
+// Approval is one person's approval of a gate of a Preparation's roll-out.
+type Approval struct {
+	// Preparation approved: an approval counts while it names spec.preparationName.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Preparation string `json:"preparation"`
+
+	// Wave is the wave approved; empty approves the Environment's gate (spec.approval).
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Wave string `json:"wave,omitempty"`
+
+	// By is who approved, as the API server names them; the admission policy
+	// kokumi-serving-approval admits only the person's own name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	By string `json:"by"`
+}
+
+// VerificationPhase is where a verification stands.
+type VerificationPhase string
+
+const (
+	// VerificationRunning means it runs, or waits for its next run.
+	VerificationRunning VerificationPhase = "Running"
+	// VerificationPassed means count runs in a row passed.
+	VerificationPassed VerificationPhase = "Passed"
+	// VerificationFailed means failureLimit runs failed.
+	VerificationFailed VerificationPhase = "Failed"
+)
+
+// VerificationResult is where one verification of a roll-out stands.
+type VerificationResult struct {
+	// Name of the verification.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Name string `json:"name"`
+
+	// Wave it verifies; empty for the Environment's spec.verify.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Wave string `json:"wave,omitempty"`
+
+	// Kind is job or http.
+	// +kubebuilder:validation:MaxLength=8
+	// +required
+	Kind string `json:"kind"`
+
+	// Phase is Running, Passed or Failed.
+	// +kubebuilder:validation:MaxLength=16
+	// +required
+	Phase VerificationPhase `json:"phase"`
+
+	// Passes counts the runs that passed in a row; Failures those that failed.
+	// +optional
+	Passes int32 `json:"passes"`
+	// +optional
+	Failures int32 `json:"failures"`
+
+	// Runs counts the runs started; the Job of run n is named from it.
+	// +optional
+	Runs int32 `json:"runs"`
+
+	// Started is when the last run started; Finished when the verification passed or failed.
+	// +optional
+	Started *metav1.Time `json:"started,omitempty"`
+	// +optional
+	Finished *metav1.Time `json:"finished,omitempty"`
+
+	// Message is what the last run said: the HTTP status and the body's first lines, or the
+	// Job's result and its container's last output, shortened.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Message string `json:"message,omitempty"`
+}

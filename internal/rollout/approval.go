@@ -1,0 +1,115 @@
+package rollout
+
+import (
+	"fmt"
+	"slices"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+)
+
+// This file holds the one rule of approvals: which gates ask for them, which approvals of a
+// Serving count, and whether a person may approve now. The reconciler counts with Approvers;
+// Kokumi's API server and the kubectl plugin refuse with Approve before they write, so that
+// every surface says the same.
+
+// ApprovalGate returns the approval policy of a gate of the Environment: wave names a wave of
+// its spec.rollout, empty the Environment's own (spec.approval); nil when the gate asks for none.
+func ApprovalGate(env *v1.Environment, wave string) *v1.ApprovalPolicy {
+	if env == nil {
+		return nil
+	}
+	if wave == "" {
+		return env.Spec.Approval
+	}
+	if env.Spec.Rollout == nil {
+		return nil
+	}
+	for i := range env.Spec.Rollout.Waves {
+		if env.Spec.Rollout.Waves[i].Name == wave {
+			return env.Spec.Rollout.Waves[i].Approval
+		}
+	}
+	return nil
+}
+
+// Required is how many approvals a policy asks for (at least 1).
+func Required(p *v1.ApprovalPolicy) int {
+	if p == nil {
+		return 0
+	}
+	return max(int(p.Required), 1)
+}
+
+// Approvers returns the people whose approvals of the gate wave (empty: the Environment's) of
+// preparation count, in the order they approved, each once; the promoter's does not when the
+// policy asks for separation. refused names the promoter when their approval was left out.
+func Approvers(p *v1.ApprovalPolicy, approvals []v1.Approval, preparation, wave, promotedBy string) (by []string, refused string) {
+	for _, a := range approvals {
+		if a.Preparation != preparation || a.Wave != wave || a.By == "" || slices.Contains(by, a.By) {
+			continue
+		}
+		if p != nil && p.SeparateFromPromoter && a.By == promotedBy {
+			refused = a.By
+			continue
+		}
+		by = append(by, a.By)
+	}
+	return by, refused
+}
+
+// GateName is how a message names a gate: "wave canary", or "the Environment".
+func GateName(wave string) string {
+	if wave == "" {
+		return "the Environment's gate"
+	}
+	return "wave " + wave
+}
+
+// Approve returns the Serving's spec.approvals once the person named by (as the API server
+// names them) approved the gate wave (empty: the Environment's) of the Preparation the Serving
+// rolls out now, or refuses: the gate asks for no approval, nothing is promoted, preparation
+// names another Preparation, the person promoted it and the gate asks for separation, or they
+// approved already. Approvals of other Preparations are dropped, so that the list stays short.
+func Approve(env *v1.Environment, sv *v1.Serving, wave, preparation, by string) ([]v1.Approval, error) {
+	if by == "" {
+		return nil, fmt.Errorf("approve %s of Serving %s/%s as nobody: the person who approves is not known", GateName(wave), sv.Namespace, sv.Name)
+	}
+	current := sv.Spec.PreparationName
+	if current == "" {
+		return nil, &Refusal{Message: fmt.Sprintf("Serving %s/%s deploys no Preparation yet, so there is nothing to approve: promote one first", sv.Namespace, sv.Name)}
+	}
+	if preparation != "" && preparation != current {
+		return nil, &Refusal{Field: "preparation", Message: fmt.Sprintf(
+			"Serving %s/%s rolls out Preparation %s, not %s: an approval names the Preparation rolled out now (leave it out to approve %s)",
+			sv.Namespace, sv.Name, current, preparation, current)}
+	}
+	policy := ApprovalGate(env, wave)
+	if policy == nil {
+		field := "wave"
+		msg := fmt.Sprintf("Environment %s asks for no approval of %s", env.Name, GateName(wave))
+		if wave == "" {
+			field = ""
+			msg += ": name the wave to approve"
+		}
+		return nil, &Refusal{Field: field, Message: msg}
+	}
+	if policy.SeparateFromPromoter && by == sv.Spec.PromotedBy {
+		return nil, &Refusal{Message: fmt.Sprintf(
+			"%s promoted Preparation %s, and Environment %s asks that someone else approve %s (approval.separateFromPromoter)",
+			by, current, env.Name, GateName(wave))}
+	}
+	var out []v1.Approval
+	for _, a := range sv.Spec.Approvals {
+		if a.Preparation != current {
+			continue
+		}
+		if a.Wave == wave && a.By == by {
+			return nil, &Refusal{Message: fmt.Sprintf("%s already approved %s of Preparation %s", by, GateName(wave), current)}
+		}
+		out = append(out, a)
+	}
+	if len(out) >= 32 {
+		return nil, &Refusal{Message: fmt.Sprintf("Serving %s/%s holds 32 approvals of Preparation %s, the most it keeps", sv.Namespace, sv.Name, current)}
+	}
+	return append(out, v1.Approval{Preparation: current, Wave: wave, By: by}), nil
+}
