@@ -546,10 +546,18 @@ func (p *Plan) Note() string {
 	return note
 }
 
-// Event is what an Event records of a change a person made to a roll-out: its reason and
-// message, or an empty reason when there is none to record. by is the Serving's
-// spec.rollout.by.
-func Event(previous *v1.RolloutStatus, next *v1.RolloutStatus, by string) (reason, message string, warning bool) {
+// Transition is a change of a roll-out worth an Event, and a notification to the Environment's
+// webhooks: its reason (one of v1.NotificationEvent's values), message and whether it warns.
+type Transition struct {
+	Reason  v1.NotificationEvent
+	Message string
+	Warning bool
+}
+
+// Transitions returns the changes of a roll-out from previous to next worth an Event, in the
+// order they happened: a person paused, resumed or aborted it (by is the Serving's
+// spec.rollout.by).
+func Transitions(previous *v1.RolloutStatus, next *v1.RolloutStatus, by string) []Transition {
 	was := v1.RolloutState("")
 	if previous != nil && next != nil && previous.Preparation == next.Preparation {
 		was = previous.State
@@ -557,13 +565,13 @@ func Event(previous *v1.RolloutStatus, next *v1.RolloutStatus, by string) (reaso
 	switch {
 	case next == nil:
 	case next.State == v1.RolloutPaused && was != v1.RolloutPaused:
-		return "RolloutPaused", next.Message, false
+		return []Transition{{Reason: "RolloutPaused", Message: next.Message}}
 	case was == v1.RolloutPaused && (next.State == v1.RolloutProgressing || next.State == v1.RolloutComplete):
-		return "RolloutResumed", who(by) + " resumed the roll-out of Preparation " + next.Preparation, false
+		return []Transition{{Reason: "RolloutResumed", Message: who(by) + " resumed the roll-out of Preparation " + next.Preparation}}
 	case next.State == v1.RolloutAborted && was != v1.RolloutAborted:
-		return v1.ReasonRolloutAborted, next.Message, true
+		return []Transition{{Reason: v1.ReasonRolloutAborted, Message: next.Message, Warning: true}}
 	}
-	return "", "", false
+	return nil
 }
 
 func pacePart(pace *v1.RolloutPace) string {

@@ -118,8 +118,8 @@ func TestAPausedRolloutChangesNoFurtherClusterAndResumes(t *testing.T) {
 	if !strings.Contains(paused.Waiting["r2"], "paused") {
 		t.Errorf("r2 is changed while paused: %v", paused.Waiting)
 	}
-	if reason, msg, _ := Event(&v1.RolloutStatus{Preparation: "p-2", State: v1.RolloutProgressing}, &paused.Status, "alice"); reason != "RolloutPaused" || !strings.Contains(msg, "alice") {
-		t.Errorf("event %q %q", reason, msg)
+	if ts := Transitions(&v1.RolloutStatus{Preparation: "p-2", State: v1.RolloutProgressing}, &paused.Status, "alice"); len(ts) != 1 || ts[0].Reason != "RolloutPaused" || !strings.Contains(ts[0].Message, "alice") {
+		t.Errorf("transitions %+v", ts)
 	}
 
 	resumed := Decide(Input{Policy: p, Preparation: "p-2", Now: time.Now(), Members: members, Previous: &paused.Status,
@@ -130,8 +130,8 @@ func TestAPausedRolloutChangesNoFurtherClusterAndResumes(t *testing.T) {
 	if _, waits := resumed.Waiting["r2"]; waits {
 		t.Errorf("r2 still waits once resumed: %v", resumed.Waiting)
 	}
-	if reason, msg, _ := Event(&paused.Status, &resumed.Status, "bob"); reason != "RolloutResumed" || !strings.Contains(msg, "bob resumed") {
-		t.Errorf("event %q %q", reason, msg)
+	if ts := Transitions(&paused.Status, &resumed.Status, "bob"); len(ts) != 1 || ts[0].Reason != "RolloutResumed" || !strings.Contains(ts[0].Message, "bob resumed") {
+		t.Errorf("transitions %+v", ts)
 	}
 
 	// A failure past the budget still halts a paused roll-out.

@@ -81,6 +81,8 @@ type Reconciler struct {
 	Config config.Config
 	// Recorder records events on transitions.
 	Recorder events.EventRecorder
+	// Notifier tells the Environments' webhooks of roll-out transitions; nil tells none.
+	Notifier Notifier
 	// Now stamps status times.
 	Now func() time.Time
 	// Pipeline holds back a promoted Preparation that has not passed the stages its
@@ -316,6 +318,9 @@ type target struct {
 	waves map[string]int
 	// pace is the slower pace the Order asks for (spec.rolloutPace).
 	pace *v1.RolloutPace
+	// env is the Environment (its gates and webhooks); nil for the Environment local Kokumi
+	// provides.
+	env *v1.Environment
 }
 
 // deployment is a Deployed roll-out, or a wave a roll-out passed, for its deployment record.
@@ -468,7 +473,7 @@ func (r *Reconciler) readTarget(ctx context.Context, in *reading) error {
 	if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: selector}, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list Clusters of Environment %q: %w", name, err)
 	}
-	t := target{environment: name, project: env.Spec.Project, rollout: env.Spec.Rollout}
+	t := target{environment: name, project: env.Spec.Project, rollout: env.Spec.Rollout, env: &env}
 	if t.rollout != nil {
 		t.waves = make(map[string]int, len(list.Items))
 	}
@@ -534,7 +539,7 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 		if plan, err = r.planWaves(ctx, s, prep, &req, tgt, byName, previous, now); err != nil {
 			return ctrl.Result{}, err
 		}
-		r.controlEvent(s, s.Status.Rollout, &plan.Status)
+		r.rolloutEvents(s, tgt.env, s.Status.Rollout, &plan.Status)
 		if rollout.GoesBack(&plan.Status) {
 			if req, err = r.rollbackRequest(ctx, s, req, plan.Status.RollbackTo, byName); err != nil {
 				return ctrl.Result{}, err

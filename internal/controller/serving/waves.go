@@ -193,21 +193,29 @@ func withPreparation(req fleet.Request, bundledRegistry string, prep *v1.Prepara
 	return req
 }
 
-// controlEvent records an Event when a person paused, resumed or aborted the roll-out, naming
-// them (spec.rollout.by, which the admission policy kokumi-serving-rollout holds to the
-// person who wrote it).
-func (r *Reconciler) controlEvent(s *v1.Serving, previous, next *v1.RolloutStatus) {
+// Notifier tells an Environment's webhooks (spec.notifications) of a transition of a Serving's
+// roll-out; it must not block.
+type Notifier interface {
+	Notify(env *v1.Environment, s *v1.Serving, t rollout.Transition)
+}
+
+// rolloutEvents records an Event of each transition of the roll-out (rollout.Transitions), and
+// tells the Environment's webhooks of it. A person's pause, resume or abort names them
+// (spec.rollout.by, which the admission policy kokumi-serving-rollout holds to the person who
+// wrote it).
+func (r *Reconciler) rolloutEvents(s *v1.Serving, env *v1.Environment, previous, next *v1.RolloutStatus) {
 	by := ""
 	if s.Spec.Rollout != nil {
 		by = s.Spec.Rollout.By
 	}
-	reason, message, warning := rollout.Event(previous, next, by)
-	if reason == "" {
-		return
+	for _, t := range rollout.Transitions(previous, next, by) {
+		kind := corev1.EventTypeNormal
+		if t.Warning {
+			kind = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(s, nil, kind, string(t.Reason), "Rollout", "%s", t.Message)
+		if r.Notifier != nil && env != nil && len(env.Spec.Notifications) > 0 {
+			r.Notifier.Notify(env, s, t)
+		}
 	}
-	kind := corev1.EventTypeNormal
-	if warning {
-		kind = corev1.EventTypeWarning
-	}
-	r.Recorder.Eventf(s, nil, kind, reason, "Rollout", "%s", message)
 }
