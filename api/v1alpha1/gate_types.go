@@ -292,9 +292,12 @@ type VerificationResult struct {
 	// +optional
 	Failures int32 `json:"failures"`
 
-	// Runs counts the runs started; the Job of run n is named from it.
+	// Runs counts the runs started; the Job of run n is named from it. Completed counts those
+	// that finished: while it is less than runs, a run is under way.
 	// +optional
 	Runs int32 `json:"runs"`
+	// +optional
+	Completed int32 `json:"completed"`
 
 	// Started is when the last run started; Finished when the verification passed or failed.
 	// +optional

@@ -172,6 +172,11 @@ type DeploymentRecord struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	KeyID string `json:"keyID,omitempty"`
+
+	// Verified says the record says every verification and approval the Environment (or the
+	// wave) asked for passed (its predicate.verified).
+	// +optional
+	Verified bool `json:"verified,omitempty"`
 }
 
 // PreparationStatus is the observed state of a Preparation.

@@ -34,7 +34,7 @@ func (g Graph) Stages(environment string) []Stage {
 	reqs := g.requires[environment]
 	out := make([]Stage, 0, len(reqs))
 	for _, r := range reqs {
-		st := Stage{Environment: r.Environment, Match: r.Match, Wave: r.Wave}
+		st := Stage{Environment: r.Environment, Match: r.Match, Wave: r.Wave, Verified: r.Verified}
 		if st.Match == "" {
 			st.Match = v1.MatchArtifact
 		}

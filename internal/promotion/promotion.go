@@ -30,6 +30,9 @@ type Stage struct {
 	// Wave, when set, asks only that the release rolled out past this wave of the Environment's
 	// roll-out, with a record of it (StageRequirement.Wave).
 	Wave string
+	// Verified asks for a record that says every verification and approval the Environment
+	// asked for passed (StageRequirement.Verified, record.Predicate.Verified).
+	Verified bool
 }
 
 // Run is what one Order of the namespace runs in a required Environment.
@@ -246,14 +249,17 @@ func evaluateRun(in Input, stage Stage, run *Run) StageStatus {
 	if !run.Deployed {
 		wave = stage.Wave // only the wave's record proves it; the Environment's, when Deployed
 	}
-	rec, problem := evidence(in.Namespace, run, wave)
+	rec, problem := evidence(in.Namespace, run, wave, stage.Verified)
 	if rec == nil && run.RecordsError != "" {
 		problem = run.RecordsError
 	}
 	if rec == nil {
-		if problem != "" {
+		switch {
+		case problem == unverifiedProblem:
+			st.Message = fmt.Sprintf("%s runs this release; its deployment record does not say verified yet (the verifications and approvals %s asks for have not all passed)", stage.Environment, stage.Environment)
+		case problem != "":
 			st.Message = fmt.Sprintf("%s runs this release but its deployment record does not verify (%s), so Kokumi ignores it", stage.Environment, problem)
-		} else {
+		default:
 			st.Message = fmt.Sprintf("%s runs this release; its deployment record is not written yet", stage.Environment)
 		}
 		return st
@@ -281,10 +287,13 @@ func evaluateRun(in Input, stage Stage, run *Run) StageStatus {
 	return st
 }
 
+// unverifiedProblem is evidence's problem when the run's records verify but none says verified.
+const unverifiedProblem = "not verified"
+
 // evidence returns the newest verified record of the run made by its Order in its
-// Environment and namespace, of the wave (the whole Environment when wave is empty), or the
-// problem of the newest record that did not verify.
-func evidence(namespace string, run *Run, wave string) (*record.Record, string) {
+// Environment and namespace, of the wave (the whole Environment when wave is empty), that says
+// verified when verified is asked; or the problem of the newest record that did not verify.
+func evidence(namespace string, run *Run, wave string, verified bool) (*record.Record, string) {
 	problem := ""
 	for i := len(run.Records) - 1; i >= 0; i-- { // attached oldest first
 		r := &run.Records[i]
@@ -301,6 +310,12 @@ func evidence(namespace string, run *Run, wave string) (*record.Record, string) 
 		if p.Namespace != namespace || p.Environment != run.Environment || p.Order != run.Order {
 			if problem == "" {
 				problem = fmt.Sprintf("record %s was made for Order %s/%s in Environment %s", shortDigest(r.Digest), p.Namespace, p.Order, p.Environment)
+			}
+			continue
+		}
+		if verified && !p.Verified {
+			if problem == "" {
+				problem = unverifiedProblem
 			}
 			continue
 		}

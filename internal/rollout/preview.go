@@ -93,7 +93,7 @@ func PreviewPaced(policy *v1.RolloutPolicy, pace *v1.RolloutPace, clusters []Pre
 
 	if policy == nil {
 		out.AllAtOnce = true
-		implicit := Effective(nil, nil, pace, "")
+		implicit := Effective(nil, nil, pace, "", false)
 		w := previewWave(AllAtOnceWave, sorted, implicit, pace, 0)
 		out.Waves = append(out.Waves, w)
 		if len(sorted) == 0 {

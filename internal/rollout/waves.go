@@ -91,7 +91,26 @@ type Input struct {
 	// RollbackTo finds the Preparation a roll-out past its budget, or aborted, goes back to:
 	// its name, or empty with why there is none. Called only when one goes back.
 	RollbackTo func() (name, why string)
+	// Gates are the Environment's own verifications and approval, and the approvals the
+	// Serving holds.
+	Gates Gates
 }
+
+// Gates are what the gates of a roll-out are decided from, beside the waves' own (the
+// policy's waves[].verify and waves[].approval).
+type Gates struct {
+	// Verify and Approval are the Environment's spec.verify and spec.approval.
+	Verify   []v1.Verification
+	Approval *v1.ApprovalPolicy
+	// Approvals and PromotedBy are the Serving's spec.approvals and spec.promotedBy.
+	Approvals  []v1.Approval
+	PromotedBy string
+	// Serving names the Serving in messages that say how to approve.
+	Serving string
+}
+
+// Gated says whether the Environment asks for a verification or an approval of its own.
+func (g Gates) Gated() bool { return len(g.Verify) > 0 || g.Approval != nil }
 
 // Plan is what the roll-out does now.
 type Plan struct {
@@ -111,13 +130,35 @@ type Plan struct {
 	// Passed are the waves the roll-out went past (PassedWaves), each with the clusters of it
 	// and of the waves before it that run the release healthily: a deployment record of each.
 	Passed []PassedWave
+	// Verify, when set, are the verifications to run now (the runner steps them and writes
+	// their results into Status.Verifications).
+	Verify *VerifyStep
+	// Evidence is what the Environment's deployment record says of the gates.
+	Evidence Evidence
 }
 
 // PassedWave is a wave a roll-out went past, and the clusters up to it that ran the release
-// healthily, sorted.
+// healthily, sorted; Evidence is what its record says of the gates up to it.
 type PassedWave struct {
-	Name    string
-	Healthy []string
+	Name     string
+	Healthy  []string
+	Evidence Evidence
+}
+
+// VerifyStep is the verifications of one gate (a wave's, or the Environment's when Wave is
+// empty) that run now, and the healthy clusters they verify.
+type VerifyStep struct {
+	Wave     string
+	Specs    []v1.Verification
+	Clusters []string
+}
+
+// Evidence is what a deployment record says of the gates: the verifications that passed and
+// the approvals given, and whether every one asked for was (and at least one was asked for).
+type Evidence struct {
+	Verified      bool
+	Verifications []v1.VerificationResult
+	Approvals     []v1.Approval
 }
 
 // waveNames returns the names of the waves, the implicit last one included.
@@ -147,15 +188,16 @@ func MaxUnavailable(w *intstr.IntOrString, selected int) int {
 const AllAtOnceWave = "all"
 
 // Effective returns the policy a Serving's roll-out of preparation follows: the Environment's;
-// without one, while the Serving's spec.rollout pauses or aborts it, one wave of every cluster
+// without one, while the Serving's spec.rollout pauses or aborts it, the Order's pace slows it,
+// or the Environment has gates of its own (gated), one wave of every cluster
 // that no failure halts (so that a person can pause or abort a release that rolls out all at
 // once, as the spec deploys it); else nil, every cluster at once.
-func Effective(policy *v1.RolloutPolicy, control *v1.RolloutControl, pace *v1.RolloutPace, preparation string) *v1.RolloutPolicy {
+func Effective(policy *v1.RolloutPolicy, control *v1.RolloutControl, pace *v1.RolloutPace, preparation string, gated bool) *v1.RolloutPolicy {
 	if policy != nil {
 		return policy
 	}
 	paced := pace != nil && pace.MaxUnavailable != nil
-	if !paced && (control == nil || (!control.Paused && control.Abort != preparation)) {
+	if !paced && !gated && (control == nil || (!control.Paused && control.Abort != preparation)) {
 		return nil
 	}
 	return &v1.RolloutPolicy{Waves: []v1.RolloutWave{{Name: AllAtOnceWave}}, FailureBudget: math.MaxInt32, OnFailure: v1.RolloutHalt}
@@ -231,6 +273,8 @@ func Decide(in Input) Plan {
 	if st.State == v1.RolloutPaused && !control.Paused {
 		st.State, st.By, st.Message = v1.RolloutProgressing, "", ""
 	}
+	st.Awaiting = ""
+	gates := gateRule{in: &in, names: names, byWave: byWave}
 
 	windows, windowErr := ParseWindows(in.Policy.Windows)
 	open := windowErr == nil && windows.Open(in.Now)
@@ -245,8 +289,19 @@ func Decide(in Input) Plan {
 			current = i
 		}
 	}
+	// waitsFor says why the next wave does not start, when a gate holds it.
+	waitsFor := ""
 	if st.Wave == "" && (open || touchedAny(byWave)) {
-		current, st.Wave = 0, names[0]
+		// The Environment's approval, and the first wave's, come before the first cluster.
+		gate, msg := gates.awaiting(-1)
+		if gate == "" {
+			gate, msg = gates.awaiting(0)
+		}
+		if gate == "" || touchedAny(byWave) {
+			current, st.Wave = 0, names[0]
+		} else if !Stopped(st.State) {
+			st.Awaiting, waitsFor = gate, msg
+		}
 	}
 
 	var failed []string
@@ -256,6 +311,20 @@ func Decide(in Input) Plan {
 		}
 	}
 	sort.Strings(failed)
+	failedChecks := 0
+	for _, v := range st.Verifications {
+		if v.Phase == v1.VerificationFailed {
+			failed = append(failed, "verification "+v.Name+" of "+GateName(v.Wave))
+			failedChecks++
+		}
+	}
+	// Without a policy of its own (the one implicit wave), no failed cluster stops a roll-out,
+	// as the spec deploys it; a failed verification does.
+	budget := len(failed) > int(in.Policy.FailureBudget) || (implicit(in.Policy) && failedChecks > 0)
+	budgetPart := fmt.Sprintf(", past the failure budget of %d", in.Policy.FailureBudget)
+	if implicit(in.Policy) {
+		budgetPart = ""
+	}
 	plan := Plan{Waiting: map[string]string{}}
 	goBack := func() (string, string) {
 		if in.RollbackTo == nil {
@@ -274,19 +343,19 @@ func Decide(in Input) Plan {
 			st.Message = fmt.Sprintf("%s aborted the roll-out of Preparation %s: no further cluster is changed; it cannot roll back: %s", who(control.By), in.Preparation, why)
 		}
 		st.Message = text.Truncate(st.Message, 1024)
-	case (st.State == v1.RolloutProgressing || st.State == v1.RolloutPaused) && len(failed) > int(in.Policy.FailureBudget):
+	case (st.State == v1.RolloutProgressing || st.State == v1.RolloutPaused) && budget:
 		at := st.Wave
 		if at == "" {
 			at = names[0]
 		}
 		st.State, st.By = v1.RolloutHalted, ""
-		st.Message = fmt.Sprintf("the roll-out of Preparation %s halted in wave %s: it failed on %s, past the failure budget of %d; no further cluster is changed",
-			in.Preparation, at, text.Names(failed), in.Policy.FailureBudget)
+		st.Message = fmt.Sprintf("the roll-out of Preparation %s halted in wave %s: it failed on %s%s; no further cluster is changed",
+			in.Preparation, at, text.Names(failed), budgetPart)
 		if in.Policy.OnFailure == v1.RolloutRollback {
 			if to, why := goBack(); to != "" {
 				st.State, st.RollbackTo = v1.RolloutRolledBack, to
-				st.Message = fmt.Sprintf("the roll-out of Preparation %s failed in wave %s on %s, past the failure budget of %d: every cluster it changed goes back to Preparation %s, the last with a deployment record in the Environment",
-					in.Preparation, at, text.Names(failed), in.Policy.FailureBudget, to)
+				st.Message = fmt.Sprintf("the roll-out of Preparation %s failed in wave %s on %s%s: every cluster it changed goes back to Preparation %s, the last with a deployment record in the Environment",
+					in.Preparation, at, text.Names(failed), budgetPart, to)
 			} else {
 				st.Message += "; it cannot roll back: " + why
 			}
@@ -331,9 +400,17 @@ func Decide(in Input) Plan {
 				break
 			}
 			if current == len(names)-1 {
+				// The Environment's own verifications, once every wave is healthy.
+				if step, msg := gates.verify(st.Verifications, -1); step != nil {
+					plan.Verify, waitsFor = step, msg
+					break
+				}
 				st.State, st.By, st.Message = v1.RolloutComplete, "", ""
 				break
 			}
+			// The wave's verifications run while it soaks.
+			step, verifying := gates.verify(st.Verifications, current)
+			plan.Verify = step
 			soak := time.Duration(0)
 			if members > 0 {
 				soak = waveSoak(in.Policy, in.Pace, current)
@@ -346,6 +423,15 @@ func Decide(in Input) Plan {
 				if plan.RecheckAfter == 0 || left < plan.RecheckAfter {
 					plan.RecheckAfter = left
 				}
+				waitsFor = verifying
+				break
+			}
+			if step != nil {
+				waitsFor = verifying
+				break
+			}
+			if gate, msg := gates.awaiting(current + 1); gate != "" {
+				st.Awaiting, waitsFor = gate, msg
 				break
 			}
 			if st.State == v1.RolloutPaused || !open {
@@ -363,7 +449,7 @@ func Decide(in Input) Plan {
 		}
 		st.Message = text.Truncate(msg, 1024)
 	case v1.RolloutProgressing:
-		st.Message = text.Truncate(held, 1024)
+		st.Message = text.Truncate(joinParts(waitsFor, held), 1024)
 	}
 	if held == "" || Stopped(st.State) || st.State == v1.RolloutComplete {
 		st.NextWindow = nil
@@ -421,6 +507,8 @@ func Decide(in Input) Plan {
 					plan.Joiners = append(plan.Joiners, m.Name)
 				case current < 0:
 					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits for the roll-out to start: %s", names[w], held)
+				case waitsFor != "" && (w == current+1 || current < 0):
+					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits: %s", names[w], waitsFor)
 				case held != "" && w == current+1:
 					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits for a roll-out window: %s", names[w], held)
 				default:
@@ -457,10 +545,29 @@ func Decide(in Input) Plan {
 			}
 		}
 		if len(healthy) > 0 {
-			plan.Passed = append(plan.Passed, PassedWave{Name: name, Healthy: slices.Sorted(slices.Values(healthy))})
+			plan.Passed = append(plan.Passed, PassedWave{Name: name, Healthy: slices.Sorted(slices.Values(healthy)),
+				Evidence: gates.evidence(st.Verifications, w, false)})
 		}
 	}
+	plan.Evidence = gates.evidence(st.Verifications, len(names)-1, st.State == v1.RolloutComplete)
 	return plan
+}
+
+// implicit says whether the policy is the one wave Effective gives a Serving whose Environment
+// has no roll-out policy.
+func implicit(p *v1.RolloutPolicy) bool {
+	return len(p.Waves) == 1 && p.Waves[0].Name == AllAtOnceWave
+}
+
+// joinParts joins the non-empty parts of a message with "; ".
+func joinParts(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // who names a person in a message: by, or "someone" when the Serving does not say.
@@ -556,22 +663,56 @@ type Transition struct {
 
 // Transitions returns the changes of a roll-out from previous to next worth an Event, in the
 // order they happened: a person paused, resumed or aborted it (by is the Serving's
-// spec.rollout.by).
+// spec.rollout.by), a wave started, a verification failed, a gate awaits approval, the
+// roll-out halted, rolled back or completed.
 func Transitions(previous *v1.RolloutStatus, next *v1.RolloutStatus, by string) []Transition {
-	was := v1.RolloutState("")
-	if previous != nil && next != nil && previous.Preparation == next.Preparation {
-		was = previous.State
+	if next == nil {
+		return nil
+	}
+	was := &v1.RolloutStatus{}
+	if previous != nil && previous.Preparation == next.Preparation {
+		was = previous
+	}
+	var out []Transition
+	add := func(reason v1.NotificationEvent, warning bool, message string) {
+		out = append(out, Transition{Reason: reason, Message: message, Warning: warning})
 	}
 	switch {
-	case next == nil:
-	case next.State == v1.RolloutPaused && was != v1.RolloutPaused:
-		return []Transition{{Reason: "RolloutPaused", Message: next.Message}}
-	case was == v1.RolloutPaused && (next.State == v1.RolloutProgressing || next.State == v1.RolloutComplete):
-		return []Transition{{Reason: "RolloutResumed", Message: who(by) + " resumed the roll-out of Preparation " + next.Preparation}}
-	case next.State == v1.RolloutAborted && was != v1.RolloutAborted:
-		return []Transition{{Reason: v1.ReasonRolloutAborted, Message: next.Message, Warning: true}}
+	case next.State == v1.RolloutPaused && was.State != v1.RolloutPaused:
+		add("RolloutPaused", false, next.Message)
+	case was.State == v1.RolloutPaused && (next.State == v1.RolloutProgressing || next.State == v1.RolloutComplete):
+		add("RolloutResumed", false, who(by)+" resumed the roll-out of Preparation "+next.Preparation)
 	}
-	return nil
+	if next.Wave != "" && next.Wave != was.Wave && next.Wave != AllAtOnceWave && !Stopped(next.State) {
+		add("WaveStarted", false, "the roll-out of Preparation "+next.Preparation+" started wave "+next.Wave)
+	}
+	for _, v := range next.Verifications {
+		if v.Phase != v1.VerificationFailed {
+			continue
+		}
+		if p := FindResult(was.Verifications, v.Wave, v.Name); p != nil && p.Phase == v1.VerificationFailed {
+			continue
+		}
+		add("VerificationFailed", true, text.Truncate(fmt.Sprintf("verification %s of %s failed for Preparation %s: %s", v.Name, GateName(v.Wave), next.Preparation, v.Message), 1024))
+	}
+	if next.Awaiting != "" && next.Awaiting != was.Awaiting {
+		add("AwaitingApproval", false, next.Message)
+	}
+	if next.State != was.State {
+		switch next.State {
+		case v1.RolloutAborted:
+			add(v1.ReasonRolloutAborted, true, next.Message)
+		case v1.RolloutHalted:
+			add(v1.ReasonRolloutHalted, true, next.Message)
+		case v1.RolloutRolledBack:
+			add(v1.ReasonRolledBack, true, next.Message)
+		case v1.RolloutComplete:
+			if previous != nil && previous.Preparation == next.Preparation {
+				add("RolloutComplete", false, "the roll-out of Preparation "+next.Preparation+" is complete")
+			}
+		}
+	}
+	return out
 }
 
 func pacePart(pace *v1.RolloutPace) string {

@@ -223,15 +223,15 @@ func TestWavesStartOnlyInsideTheirWindows(t *testing.T) {
 }
 
 func TestAServingWithoutAPolicyPausesAsOneWave(t *testing.T) {
-	if Effective(nil, nil, nil, "p-2") != nil || Effective(nil, &v1.RolloutControl{Abort: "p-1"}, nil, "p-2") != nil {
+	if Effective(nil, nil, nil, "p-2", false) != nil || Effective(nil, &v1.RolloutControl{Abort: "p-1"}, nil, "p-2", false) != nil {
 		t.Fatal("a Serving without a policy and without a pause or an abort of its Preparation rolls out at once")
 	}
-	p := Effective(nil, &v1.RolloutControl{Paused: true}, nil, "p-2")
+	p := Effective(nil, &v1.RolloutControl{Paused: true}, nil, "p-2", false)
 	if p == nil || len(p.Waves) != 1 || p.Waves[0].Name != AllAtOnceWave || p.Waves[0].MaxUnavailable != nil || p.FailureBudget < 1<<30 {
 		t.Fatalf("implicit policy %+v", p)
 	}
 	own := policy(v1.RolloutHalt, 0)
-	if Effective(own, &v1.RolloutControl{Paused: true}, nil, "p-2") != own {
+	if Effective(own, &v1.RolloutControl{Paused: true}, nil, "p-2", false) != own {
 		t.Error("the Environment's policy is replaced")
 	}
 }
@@ -257,7 +257,7 @@ func TestAnOrdersPaceSlowsTheEnvironmentsPolicyDown(t *testing.T) {
 	}
 	// Without a policy, the Order's maxUnavailable makes one wave of every cluster, that
 	// nothing halts.
-	implicit := Effective(nil, nil, pace, "p-2")
+	implicit := Effective(nil, nil, pace, "p-2", false)
 	if implicit == nil || len(implicit.Waves) != 1 || waveMaxUnavailable(implicit, pace, 0, 20) != 1 || waveSoak(implicit, pace, 0) != 0 {
 		t.Fatalf("implicit policy %+v", implicit)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/oci/bundled"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/rollout"
 	"github.com/kokumi-dev/kokumi/internal/shard"
 	"github.com/kokumi-dev/kokumi/internal/text"
 )
@@ -43,7 +44,7 @@ func (r *Reconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *dep
 		}
 		since = deployedSince.Truncate(time.Second)
 	}
-	if !needsRecord(d.prep.Status.DeploymentRecords, environment, wave, since, len(healthy)) {
+	if !needsRecord(d.prep.Status.DeploymentRecords, environment, wave, since, len(healthy), d.evidence.Verified) {
 		return nil
 	}
 	// Read again from the API server: the cache may not hold the last record listed yet.
@@ -51,7 +52,7 @@ func (r *Reconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *dep
 	if err := r.apiReader().Get(ctx, client.ObjectKeyFromObject(d.prep), prep); err != nil {
 		return fmt.Errorf("read Preparation %s: %w", d.prep.Name, err)
 	}
-	if !needsRecord(prep.Status.DeploymentRecords, environment, wave, since, len(healthy)) {
+	if !needsRecord(prep.Status.DeploymentRecords, environment, wave, since, len(healthy), d.evidence.Verified) {
 		return nil
 	}
 	signer, err := r.Keys.Ensure(ctx)
@@ -69,6 +70,7 @@ func (r *Reconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *dep
 		Order: s.Spec.OrderRef.Name, Namespace: s.Namespace, Environment: environment, Wave: wave,
 		TargetNamespace: prep.Spec.TargetNamespace, Preparation: prep.Name, Clusters: healthy, Time: now,
 	}
+	evidenceOf(&want, d.evidence)
 	// A record attached by a reconcile whose status write failed is listed, not signed again.
 	entry, found, err := r.attachedRecord(ctx, repository, prep.Spec.Artifact.Digest, signer, want, since)
 	if err != nil {
@@ -82,7 +84,8 @@ func (r *Reconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *dep
 			return fmt.Errorf("attach the deployment record of Preparation %s: %w", prep.Name, err)
 		}
 		kmetrics.RecordSigned()
-		entry = v1.DeploymentRecord{Environment: environment, Wave: wave, Clusters: int32(len(healthy)), Time: metav1.NewTime(now), Digest: digest, KeyID: signer.KeyID()}
+		entry = v1.DeploymentRecord{Environment: environment, Wave: wave, Clusters: int32(len(healthy)), Time: metav1.NewTime(now), Digest: digest, KeyID: signer.KeyID(),
+			Verified: want.Verified}
 	}
 	base := prep.DeepCopy()
 	prep.Status.DeploymentRecords = append([]v1.DeploymentRecord{entry}, prep.Status.DeploymentRecords...)
@@ -123,8 +126,9 @@ func (r *Reconciler) attachedRecord(ctx context.Context, repository, artifactDig
 		p := rec.Predicate
 		if rec.Verified && rec.KeyID == signer.KeyID() && p.Order == want.Order && p.Namespace == want.Namespace &&
 			p.Environment == want.Environment && p.Wave == want.Wave && p.Preparation == want.Preparation && !p.Time.Before(since) &&
-			slices.Equal(p.Clusters, want.Clusters) {
-			return v1.DeploymentRecord{Environment: p.Environment, Wave: p.Wave, Clusters: int32(len(p.Clusters)), Time: metav1.NewTime(p.Time), Digest: rec.Digest, KeyID: rec.KeyID}, true, nil
+			slices.Equal(p.Clusters, want.Clusters) && p.Verified == want.Verified {
+			return v1.DeploymentRecord{Environment: p.Environment, Wave: p.Wave, Clusters: int32(len(p.Clusters)), Time: metav1.NewTime(p.Time), Digest: rec.Digest, KeyID: rec.KeyID,
+				Verified: p.Verified}, true, nil
 		}
 	}
 	return v1.DeploymentRecord{}, false, nil
@@ -139,14 +143,29 @@ func (r *Reconciler) apiReader() client.Reader {
 }
 
 // needsRecord says whether a Serving Deployed since since (or past wave), with healthy
-// clusters, needs a new record: none was made for the Environment (and wave) since then, or the
-// last one names fewer clusters.
-func needsRecord(records []v1.DeploymentRecord, environment, wave string, since time.Time, healthy int) bool {
+// clusters, needs a new record: none was made for the Environment (and wave) since then, the
+// last one names fewer clusters, or it does not say verified and the gates now passed.
+func needsRecord(records []v1.DeploymentRecord, environment, wave string, since time.Time, healthy int, verified bool) bool {
 	for _, rec := range records { // newest first
 		if rec.Environment != environment || rec.Wave != wave {
 			continue
 		}
-		return rec.Time.Time.Before(since) || int(rec.Clusters) < healthy
+		return rec.Time.Time.Before(since) || int(rec.Clusters) < healthy || (verified && !rec.Verified)
 	}
 	return true
+}
+
+// evidenceOf writes what the gates passed into a record's predicate.
+func evidenceOf(p *record.Predicate, ev rollout.Evidence) {
+	p.Verified = ev.Verified
+	for _, v := range ev.Verifications {
+		at := time.Time{}
+		if v.Finished != nil {
+			at = v.Finished.UTC()
+		}
+		p.Verifications = append(p.Verifications, record.VerificationEvidence{Name: v.Name, Wave: v.Wave, Kind: v.Kind, Time: at})
+	}
+	for _, a := range ev.Approvals {
+		p.Approvers = append(p.Approvers, record.ApprovalEvidence{By: a.By, Wave: a.Wave})
+	}
 }

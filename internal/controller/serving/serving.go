@@ -50,6 +50,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/shard"
 	"github.com/kokumi-dev/kokumi/internal/stages"
 	"github.com/kokumi-dev/kokumi/internal/text"
+	"github.com/kokumi-dev/kokumi/internal/verify"
 )
 
 // ServingFinalizer lets a deleted Serving delete its Applications first (what runs stays).
@@ -69,6 +70,8 @@ const (
 // +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=applications,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=appprojects,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;create
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=preparations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=secrets,verbs=create
 // +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=configmaps,verbs=get;list;watch;create;update;patch
@@ -83,6 +86,8 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Notifier tells the Environments' webhooks of roll-out transitions; nil tells none.
 	Notifier Notifier
+	// Verifier runs the verifications of the roll-outs' gates; nil runs none (they wait).
+	Verifier *verify.Runner
 	// Now stamps status times.
 	Now func() time.Time
 	// Pipeline holds back a promoted Preparation that has not passed the stages its
@@ -121,7 +126,8 @@ func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache, pipeline 
 	}
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving"), Now: time.Now,
 		Pipeline: pipeline, Records: pipeline.Records, Keys: keys, ArgoCD: argo,
-		PullSecrets: &registrycreds.PullSecrets{Client: mgr.GetClient(), Cache: pullCache, APIReader: mgr.GetAPIReader(), Config: cfg}, pullCache: pullCache}
+		PullSecrets: &registrycreds.PullSecrets{Client: mgr.GetClient(), Cache: pullCache, APIReader: mgr.GetAPIReader(), Config: cfg}, pullCache: pullCache,
+		Verifier: &verify.Runner{Jobs: &verify.JobRunner{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}, HTTP: &verify.HTTPRunner{}}}
 	// The signing key exists, and its public half is published, from the first start on.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if _, err := keys.Ensure(ctx); err != nil {
@@ -330,6 +336,8 @@ type deployment struct {
 	healthy     []string
 	// wave is the wave passed; empty for the whole Environment.
 	wave string
+	// evidence is what the record says of the gates.
+	evidence rollout.Evidence
 }
 
 func (r *Reconciler) deploy(ctx context.Context, s *v1.Serving, deployed *[]deployment) (_ ctrl.Result, err error) {
@@ -535,8 +543,11 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	// deadline and each cluster's time reach every cluster.
 	previous := r.unlisted.With(key, s.Status.Targets)
 	var plan *rollout.Plan
-	if tgt.rollout = rollout.Effective(tgt.rollout, s.Spec.Rollout, tgt.pace, prep.Name); tgt.rollout != nil {
+	if tgt.rollout = rollout.Effective(tgt.rollout, s.Spec.Rollout, tgt.pace, prep.Name, gatesOf(tgt.env, s).Gated()); tgt.rollout != nil {
 		if plan, err = r.planWaves(ctx, s, prep, &req, tgt, byName, previous, now); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.verifyGate(ctx, s, prep, tgt, plan); err != nil {
 			return ctrl.Result{}, err
 		}
 		r.rolloutEvents(s, tgt.env, s.Status.Rollout, &plan.Status)
@@ -583,11 +594,15 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	s.Status.Running, s.Status.RunningOmitted = sum.Running, sum.RunningOmitted
 	r.outcome(s, sum.Ready.Status, sum.Ready.Reason, sum.Ready.Message)
 	if sum.Ready.Reason == v1.ReasonDeployed {
-		*deployed = append(*deployed, deployment{prep: prep, environment: environment, healthy: sum.HealthyClusters})
+		d := deployment{prep: prep, environment: environment, healthy: sum.HealthyClusters}
+		if plan != nil {
+			d.evidence = plan.Evidence
+		}
+		*deployed = append(*deployed, d)
 	}
 	if plan != nil {
 		for _, w := range plan.Passed {
-			*deployed = append(*deployed, deployment{prep: prep, environment: environment, healthy: w.Healthy, wave: w.Name})
+			*deployed = append(*deployed, deployment{prep: prep, environment: environment, healthy: w.Healthy, wave: w.Name, evidence: w.Evidence})
 		}
 	}
 	more := r.sliceOutcome(s, slice, req.Preparation, entry)

@@ -16,6 +16,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
 	"github.com/kokumi-dev/kokumi/internal/shard"
+	"github.com/kokumi-dev/kokumi/internal/verify"
 )
 
 // observe fills req.Applications and req.Wanted from the Serving's Applications byName: what
@@ -89,6 +90,7 @@ func (r *Reconciler) planWaves(ctx context.Context, s *v1.Serving, prep *v1.Prep
 	}
 	var listErr error
 	plan := rollout.Decide(rollout.Input{
+		Gates:  gatesOf(tgt.env, s),
 		Policy: tgt.rollout, Preparation: prep.Name, From: from, Previous: s.Status.Rollout, Control: s.Spec.Rollout, Pace: tgt.pace, Members: members, Now: now.Time,
 		RollbackTo: func() (string, string) {
 			all, err := listPreps()
@@ -213,9 +215,49 @@ func (r *Reconciler) rolloutEvents(s *v1.Serving, env *v1.Environment, previous,
 		if t.Warning {
 			kind = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(s, nil, kind, string(t.Reason), "Rollout", "%s", t.Message)
+		if t.Reason != v1.ReasonRolloutHalted && t.Reason != v1.ReasonRolledBack {
+			// A halt or a rollback is the Serving's Ready reason: recordTransition records it.
+			r.Recorder.Eventf(s, nil, kind, string(t.Reason), "Rollout", "%s", t.Message)
+		}
 		if r.Notifier != nil && env != nil && len(env.Spec.Notifications) > 0 {
 			r.Notifier.Notify(env, s, t)
 		}
 	}
+}
+
+// gatesOf returns the gates of the Environment env (nil: none) for the Serving.
+func gatesOf(env *v1.Environment, s *v1.Serving) rollout.Gates {
+	g := rollout.Gates{Approvals: s.Spec.Approvals, PromotedBy: s.Spec.PromotedBy, Serving: s.Name}
+	if env != nil {
+		g.Verify, g.Approval = env.Spec.Verify, env.Spec.Approval
+	}
+	return g
+}
+
+// verifyGate steps the verifications the plan runs now (internal/verify), writes their results
+// into the plan's status, and looks again when a run is due or under way. A verification that
+// passed or failed is decided on by the next reconcile, at once.
+func (r *Reconciler) verifyGate(ctx context.Context, s *v1.Serving, prep *v1.Preparation, tgt target, plan *rollout.Plan) error {
+	step := plan.Verify
+	if step == nil || r.Verifier == nil {
+		return nil
+	}
+	repository, revision := preparation.ArtifactLocation(r.Config.BundledRegistry, prep)
+	facts := verify.Facts{Order: s.Spec.OrderRef.Name, Namespace: s.Namespace, Environment: tgt.environment, Wave: step.Wave,
+		Preparation: prep.Name, Digest: prep.Spec.Artifact.Digest, Artifact: repository + "@" + revision, Clusters: step.Clusters, Serving: s}
+	before := plan.Status.Verifications
+	results, after, err := r.Verifier.Step(ctx, step.Specs, step.Wave, before, facts)
+	if err != nil {
+		return fmt.Errorf("verify %s of Serving %s/%s: %w", rollout.GateName(step.Wave), s.Namespace, s.Name, err)
+	}
+	plan.Status.Verifications = results
+	for _, v := range results {
+		if old := rollout.FindResult(before, v.Wave, v.Name); v.Phase != v1.VerificationRunning && (old == nil || old.Phase != v.Phase) {
+			after = time.Second // passed or failed: the next reconcile goes on, or halts
+		}
+	}
+	if after > 0 && (plan.RecheckAfter == 0 || after < plan.RecheckAfter) {
+		plan.RecheckAfter = after
+	}
+	return nil
 }
