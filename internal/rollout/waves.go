@@ -506,8 +506,8 @@ func Decide(in Input) Plan {
 				case !m.HasApplication && st.From != "":
 					plan.Joiners = append(plan.Joiners, m.Name)
 				case current < 0:
-					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits for the roll-out to start: %s", names[w], held)
-				case waitsFor != "" && (w == current+1 || current < 0):
+					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits for the roll-out to start: %s", names[w], joinParts(waitsFor, held))
+				case waitsFor != "" && w == current+1:
 					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits: %s", names[w], waitsFor)
 				case held != "" && w == current+1:
 					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits for a roll-out window: %s", names[w], held)

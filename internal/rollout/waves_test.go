@@ -118,7 +118,7 @@ func TestAPausedRolloutChangesNoFurtherClusterAndResumes(t *testing.T) {
 	if !strings.Contains(paused.Waiting["r2"], "paused") {
 		t.Errorf("r2 is changed while paused: %v", paused.Waiting)
 	}
-	if ts := Transitions(&v1.RolloutStatus{Preparation: "p-2", State: v1.RolloutProgressing}, &paused.Status, "alice"); len(ts) != 1 || ts[0].Reason != "RolloutPaused" || !strings.Contains(ts[0].Message, "alice") {
+	if ts := Transitions(&v1.RolloutStatus{Preparation: "p-2", State: v1.RolloutProgressing, Wave: "rest"}, &paused.Status, "alice"); len(ts) != 1 || ts[0].Reason != "RolloutPaused" || !strings.Contains(ts[0].Message, "alice") {
 		t.Errorf("transitions %+v", ts)
 	}
 

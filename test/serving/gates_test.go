@@ -1,0 +1,255 @@
+package serving
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/verify"
+)
+
+// prometheus answers /api/v1/query as Prometheus does, with an instant vector of one sample
+// whose value is rate (a string, as Prometheus writes sample values).
+func prometheus(t *testing.T, rate *atomic.Value) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/query" || r.URL.Query().Get("query") == "" {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = fmt.Fprint(w, `{"status":"error","errorType":"bad_data","error":"no query"}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job":"podinfo"},"value":[%d.781,"%s"]}]}}`,
+			time.Now().Unix(), rate.Load().(string))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// errorRateBelow1Percent is an http verification of the canary, passing twice in a row.
+func errorRateBelow1Percent(url string) v1.Verification {
+	return v1.Verification{Name: "error-rate", Count: 2, Interval: &metav1.Duration{Duration: time.Second},
+		HTTP: &v1.HTTPVerification{URL: url + "/api/v1/query?query=sum(rate(http_requests_total%7Bcode%3D~%225..%22%7D%5B5m%5D))",
+			SuccessCondition: `response.status == 200 && response.body.status == "success" && double(response.body.data.result[0].value[1]) < 0.01`}}
+}
+
+// attachedRecords reads the records attached to prep's artifact, verified with Kokumi's keys.
+func (f *fixture) attachedRecords(prep *v1.Preparation) []record.Record {
+	f.t.Helper()
+	keys, err := (&record.Keys{Client: env.Client, Namespace: cfg.Namespace}).Trusted(f.ctx)
+	must(f.t, err)
+	repository, _, _ := strings.Cut(oci.TrimScheme(prep.Spec.Artifact.Ref), "@")
+	attached, err := (&record.Store{Client: &oci.Client{}}).Records(f.ctx, repository, prep.Spec.Artifact.Digest, keys)
+	must(f.t, err)
+	return attached
+}
+
+func TestRolloutAnHTTPGateJudgesAPrometheusAnswer(t *testing.T) {
+	f := newFixture(t)
+	var rate atomic.Value
+	rate.Store("0.002")
+	srv := prometheus(t, &rate)
+	p := canaryThenRest(0, v1.RolloutHalt)
+	p.Waves[0].Verify = []v1.Verification{errorRateBelow1Percent(srv.URL)}
+	f.setRollout(p)
+	f.ringCluster("hg-canary", "canary", true)
+	f.ringCluster("hg-a", "", true)
+	one := f.preparation("podinfo-edge-1", "podinfo", false)
+	two := f.preparation("podinfo-edge-2", "podinfo", false)
+	f.order("edge", one.Name)
+
+	// A low error rate, twice in a row: the canary passes, the rest follows.
+	f.targets(one.Spec.Artifact.Digest, "hg-canary")
+	f.stillTargets("", "hg-a")
+	f.healthy(one.Spec.Artifact.Digest, "hg-canary")
+	f.deployAll(one, []string{"hg-canary"}, []string{"hg-a"})
+	s := f.serving()
+	res := s.Status.Rollout.Verifications
+	if len(res) != 1 || res[0].Phase != v1.VerificationPassed || res[0].Passes != 2 || res[0].Kind != "http" ||
+		!strings.Contains(res[0].Message, "successCondition holds; the answer: 200 OK") {
+		t.Fatalf("verifications %+v", res)
+	}
+	if res[0].Finished.Sub(res[0].Started.Time) < 0 {
+		t.Errorf("times %+v", res[0])
+	}
+	// The records say what passed: the canary's, and the Environment's, verified.
+	wave := f.recordsOf(one.Name, "canary", 1)
+	if !wave[0].Verified {
+		t.Errorf("the canary's record does not say verified: %+v", wave[0])
+	}
+	f.eventually("the Environment's record says verified", func() error {
+		for _, r := range f.attachedRecords(one) {
+			pr := r.Predicate
+			if r.Verified && pr.Wave == "" && pr.Verified && len(pr.Verifications) == 1 && pr.Verifications[0].Name == "error-rate" &&
+				pr.Verifications[0].Wave == "canary" && pr.Verifications[0].Kind == "http" && !pr.Verifications[0].Time.IsZero() {
+				return nil
+			}
+		}
+		return fmt.Errorf("records %+v", f.attachedRecords(one))
+	})
+
+	// A high error rate: the verification fails, the roll-out halts, the rest keeps the first.
+	rate.Store("0.5")
+	f.promote(two.Name)
+	f.targets(two.Spec.Artifact.Digest, "hg-canary")
+	f.healthy(two.Spec.Artifact.Digest, "hg-canary")
+	s = f.ready(v1.ReasonRolloutHalted, "halted in wave canary: it failed on verification error-rate of wave canary")
+	v := s.Status.Rollout.Verifications
+	if len(v) != 1 || v[0].Phase != v1.VerificationFailed || !strings.Contains(v[0].Message, `successCondition does not hold; the answer: 200 OK`) ||
+		!strings.Contains(v[0].Message, `"0.5"`) {
+		t.Fatalf("verifications %+v", v)
+	}
+	f.stillTargets(one.Spec.Artifact.Digest, "hg-a")
+	f.controlEvent("VerificationFailed", "verification error-rate of wave canary failed for Preparation podinfo-edge-2")
+}
+
+func TestRolloutAJobGateThatFailsHaltsTheRollout(t *testing.T) {
+	f := newFixture(t)
+	p := canaryThenRest(0, v1.RolloutHalt)
+	p.Waves[0].Verify = []v1.Verification{{Name: "smoke", Job: &v1.JobVerification{Image: "registry.example/smoke:1",
+		Args: []string{"--url", "http://podinfo.podinfo"}, ServiceAccountName: "smoke", Env: []v1.NameValue{{Name: "MODE", Value: "quick"}}}}}
+	f.setRollout(p)
+	f.ringCluster("jg-canary", "canary", true)
+	f.ringCluster("jg-a", "", true)
+	one := f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", one.Name)
+	f.targets(one.Spec.Artifact.Digest, "jg-canary")
+	f.healthy(one.Spec.Artifact.Digest, "jg-canary")
+
+	// The Job runs in the Order's namespace, as the namespace's ServiceAccount, told the facts.
+	var job batchv1.Job
+	f.eventually("the smoke Job", func() error {
+		var jobs batchv1.JobList
+		must(t, env.Client.List(f.ctx, &jobs, client.InNamespace(f.ns), client.MatchingLabels{verify.LabelVerification: "smoke"}))
+		if len(jobs.Items) != 1 {
+			return fmt.Errorf("%d Jobs", len(jobs.Items))
+		}
+		job = jobs.Items[0]
+		return nil
+	})
+	pod := job.Spec.Template.Spec
+	c := pod.Containers[0]
+	facts := map[string]string{}
+	for _, e := range c.Env {
+		facts[e.Name] = e.Value
+	}
+	if pod.ServiceAccountName != "smoke" || *pod.SecurityContext.RunAsNonRoot != true || *c.SecurityContext.AllowPrivilegeEscalation ||
+		c.Image != "registry.example/smoke:1" || facts["KOKUMI_PREPARATION"] != one.Name || facts["KOKUMI_WAVE"] != "canary" ||
+		facts["KOKUMI_CLUSTERS"] != "jg-canary" || facts["KOKUMI_DIGEST"] != one.Spec.Artifact.Digest || facts["KOKUMI_ENVIRONMENT"] != "edge" ||
+		facts["KOKUMI_ORDER"] != "podinfo-edge" || facts["MODE"] != "quick" || *job.Spec.BackoffLimit != 0 {
+		t.Fatalf("Job %+v, env %v", pod, facts)
+	}
+	if len(job.OwnerReferences) != 1 || job.OwnerReferences[0].Kind != "Serving" || job.OwnerReferences[0].Name != "podinfo-edge" {
+		t.Errorf("owner %+v", job.OwnerReferences)
+	}
+	f.waiting("jg-a", "wave canary is being verified: smoke 0 of 1 passes")
+
+	// The Job fails as the Job controller says it: its Pod's last words, then the conditions.
+	failJob(t, f, &job, "smoke: GET http://podinfo.podinfo/healthz answered 500\nretrying is not asked for")
+	s := f.ready(v1.ReasonRolloutHalted, "it failed on verification smoke of wave canary")
+	v := s.Status.Rollout.Verifications
+	if len(v) != 1 || v[0].Phase != v1.VerificationFailed || v[0].Kind != "job" ||
+		!strings.Contains(v[0].Message, "failed (BackoffLimitExceeded") || !strings.Contains(v[0].Message, "answered 500 | retrying is not asked for") {
+		t.Fatalf("verifications %+v", v)
+	}
+	f.waiting("jg-a", "halted")
+	f.stillTargets("", "jg-a")
+	var p1 v1.Preparation
+	must(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(one), &p1))
+	if len(p1.Status.DeploymentRecords) != 0 {
+		t.Errorf("a release that failed its verification has records %+v", p1.Status.DeploymentRecords)
+	}
+}
+
+// failJob plays the Job controller and the kubelet: the Job's Pod ends with message as its
+// termination message, and the Job fails.
+func failJob(t *testing.T, f *fixture, job *batchv1.Job, message string) {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-x1", Namespace: job.Namespace, Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
+		Spec: *job.Spec.Template.Spec.DeepCopy()}
+	must(t, env.Client.Create(f.ctx, pod))
+	pod.Status.Phase = corev1.PodFailed
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "verify", Image: pod.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: message}}}}
+	must(t, env.Client.Status().Update(f.ctx, pod))
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var j batchv1.Job
+		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(job), &j); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		j.Status.StartTime = &now
+		j.Status.Failed = 1
+		j.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now, LastProbeTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now, LastProbeTime: now},
+		}
+		return env.Client.Status().Update(f.ctx, &j)
+	}))
+}
+
+func TestRolloutAWaveWaitsForApprovalsThatCount(t *testing.T) {
+	f := newFixture(t)
+	p := canaryThenRest(0, v1.RolloutHalt)
+	p.Waves[1].Approval = &v1.ApprovalPolicy{Required: 1, SeparateFromPromoter: true}
+	f.setRollout(p)
+	f.ringCluster("ap-canary", "canary", true)
+	f.ringCluster("ap-a", "", true)
+	one := f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", one.Name)
+	// Alice promoted it (spec.promotedBy; the admission policy kokumi-serving-approval holds it
+	// to the writer, tested in test/server).
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s := f.serving()
+		s.Spec.PromotedBy = "alice"
+		return env.Client.Update(f.ctx, s)
+	}))
+	f.targets(one.Spec.Artifact.Digest, "ap-canary")
+	f.healthy(one.Spec.Artifact.Digest, "ap-canary")
+
+	f.waiting("ap-a", "wave rest awaits approval (0 of 1): kubectl kokumi approve podinfo-edge --wave rest")
+	f.eventually("awaiting rest", func() error {
+		if r := f.serving().Status.Rollout; r == nil || r.Awaiting != "rest" {
+			return fmt.Errorf("status.rollout %+v", r)
+		}
+		return nil
+	})
+	f.controlEvent("AwaitingApproval", "wave rest awaits approval")
+
+	// The promoter's own approval does not count; another person's does.
+	approve := func(by string) {
+		must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s := f.serving()
+			s.Spec.Approvals = append(s.Spec.Approvals, v1.Approval{Preparation: one.Name, Wave: "rest", By: by})
+			return env.Client.Update(f.ctx, s)
+		}))
+	}
+	approve("alice")
+	f.waiting("ap-a", "the approval of alice, who promoted Preparation podinfo-edge-1, does not count")
+	f.stillTargets("", "ap-a")
+	approve("bob")
+	f.targets(one.Spec.Artifact.Digest, "ap-a")
+	f.healthy(one.Spec.Artifact.Digest, "ap-a")
+	f.rolloutIs(v1.RolloutComplete, v1.UnselectedWave)
+	f.eventually("the Environment's record names the approver", func() error {
+		for _, r := range f.attachedRecords(one) {
+			pr := r.Predicate
+			if r.Verified && pr.Wave == "" && pr.Verified && len(pr.Approvers) == 1 && pr.Approvers[0].Wave == "rest" && pr.Approvers[0].By == "bob" {
+				return nil
+			}
+		}
+		return fmt.Errorf("records %+v", f.attachedRecords(one))
+	})
+}
