@@ -18,6 +18,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/stages"
 	"github.com/kokumi-dev/kokumi/internal/verify"
 )
 
@@ -251,5 +252,68 @@ func TestRolloutAWaveWaitsForApprovalsThatCount(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("records %+v", f.attachedRecords(one))
+	})
+}
+
+func TestAStageRequiringVerifiedWaitsForTheEnvironmentsVerifications(t *testing.T) {
+	f := newFixture(t)
+	var rate atomic.Value
+	rate.Store("0.5")
+	srv := prometheus(t, &rate)
+	check := errorRateBelow1Percent(srv.URL)
+	check.Count, check.FailureLimit = 1, 100
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var e v1.Environment
+		if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "edge"}, &e); err != nil {
+			return err
+		}
+		e.Spec.Verify = []v1.Verification{check}
+		return env.Client.Update(f.ctx, &e)
+	}))
+	f.cluster("sv-a", true)
+	one := f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", one.Name)
+	f.healthy(one.Spec.Artifact.Digest, "sv-a")
+	f.ready(v1.ReasonDeployed, "Deployed Preparation podinfo-edge-1")
+
+	// Deployed, recorded, not verified: a stage that asks for verified waits, one that does not
+	// passes.
+	recs := f.records(one.Name, 1)
+	if recs[0].Verified {
+		t.Fatalf("recorded verified before the verification passed: %+v", recs[0])
+	}
+	prod := &v1.Environment{ObjectMeta: metav1.ObjectMeta{Name: "prod", Namespace: f.ns}, Spec: v1.EnvironmentSpec{
+		ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": "none"}}, Project: f.project,
+		Requires: []v1.StageRequirement{{Environment: "edge", Verified: true}},
+	}}
+	must(t, env.Client.Create(f.ctx, prod))
+	qa := prod.DeepCopy()
+	qa.ObjectMeta = metav1.ObjectMeta{Name: "qa", Namespace: f.ns}
+	qa.Spec.Requires[0].Verified = false
+	must(t, env.Client.Create(f.ctx, qa))
+	pipeline := stages.NewPipeline(env.Client, env.Client, cfg)
+	if v, err := pipeline.Check(f.ctx, f.ns, "prod", one); err != nil || v.Allowed || !strings.Contains(v.Message, "its deployment record does not say verified yet") {
+		t.Fatalf("prod: %+v %v", v, err)
+	}
+	if v, err := pipeline.Check(f.ctx, f.ns, "qa", one); err != nil || !v.Allowed {
+		t.Fatalf("qa: %+v %v", v, err)
+	}
+	if r := f.serving().Status.Rollout; r == nil || r.State != v1.RolloutProgressing || !strings.Contains(r.Message, "the Environment's gate is being verified: error-rate 0 of 1 passes") {
+		t.Errorf("status.rollout %+v", r)
+	}
+
+	// The error rate falls: the verification passes, a new record says verified, prod passes.
+	rate.Store("0.002")
+	f.rolloutIs(v1.RolloutComplete, v1.UnselectedWave)
+	recs = f.records(one.Name, 2)
+	if !recs[0].Verified {
+		t.Fatalf("the newest record does not say verified: %+v", recs)
+	}
+	f.eventually("prod passes", func() error {
+		v, err := pipeline.Check(f.ctx, f.ns, "prod", one)
+		if err != nil || !v.Allowed {
+			return fmt.Errorf("%+v %v", v, err)
+		}
+		return nil
 	})
 }
