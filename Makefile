@@ -245,10 +245,10 @@ $(COSIGN_DIR)/cosign:
 
 # Stock cosign v3, which the same tests verify records with as well.
 .PHONY: cosign-v3
-cosign-v3: $(COSIGN_V3_DIR)/cosign ## Build cosign v3 (about 2 minutes the first time).
+cosign-v3: $(COSIGN_V3_DIR)/cosign ## Build cosign v3 (5 to 10 minutes on two cores the first time).
 
 $(COSIGN_V3_DIR)/cosign:
-	@echo "building cosign $(COSIGN_V3_VERSION) (about 2 minutes the first time)"
+	@echo "building cosign $(COSIGN_V3_VERSION) (5 to 10 minutes on two cores the first time)"
 	mkdir -p $(COSIGN_V3_DIR)
 	cd hack/tools/cosign-v3 && $(GO_BUILD_TOOL) -o $@.tmp github.com/sigstore/cosign/v3/cmd/cosign
 	mv $@.tmp $@
