@@ -45,10 +45,10 @@ func Tamper(tb testing.TB, repo, digest string) {
 }
 
 // TamperPayloads rewrites the artifact's attestation image with the first old in every
-// envelope's payload (the in-toto statement's JSON) replaced by new, keeping the signatures, as an
-// attacker with write access to the registry would forge what a record says. It fails the test
-// when a payload lacks old.
-func TamperPayloads(tb testing.TB, repo, digest, old, new string) {
+// envelope's payload (the in-toto statement's JSON) replaced by replacement, keeping the
+// signatures, as an attacker with write access to the registry would forge what a record says.
+// It fails the test when a payload lacks old.
+func TamperPayloads(tb testing.TB, repo, digest, old, replacement string) {
 	tb.Helper()
 	tag, img := AttImage(tb, repo, digest)
 	m, err := img.Manifest()
@@ -74,7 +74,7 @@ func TamperPayloads(tb testing.TB, repo, digest, old, new string) {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		changed := strings.Replace(string(body), old, new, 1)
+		changed := strings.Replace(string(body), old, replacement, 1)
 		if changed == string(body) {
 			tb.Fatalf("payload without %s: %s", old, body)
 		}
