@@ -13,6 +13,7 @@ ARGOCD_VERSION := $(shell grep -oE 'github.com/argoproj/argo-cd/v3 v[0-9][^ ]*' 
 KWOK_VERSION   := $(shell grep -oE 'sigs.k8s.io/kwok v[0-9][^ ]*' hack/tools/kwok/go.mod | head -1 | cut -d' ' -f2)
 # Stock cosign, which the deployment-record tests verify records with.
 COSIGN_VERSION := $(shell grep -oE 'github.com/sigstore/cosign/v2 v[0-9][^ ]*' hack/tools/cosign/go.mod | head -1 | cut -d' ' -f2)
+COSIGN_V3_VERSION := $(shell grep -oE 'github.com/sigstore/cosign/v3 v[0-9][^ ]*' hack/tools/cosign-v3/go.mod | head -1 | cut -d' ' -f2)
 CONTROLLER_TOOLS_VERSION := v0.23.0
 GOLANGCI_LINT_VERSION    := v2.15.0
 # Argo CD needs a newer Go than the project; only what touches its module uses it (fetched through the proxy).
@@ -24,6 +25,7 @@ ARGOCD_CRD_DIR := $(BIN)/argocd-crds-$(ARGOCD_VERSION)
 ARGOCD_DIR := $(BIN)/argocd-$(ARGOCD_VERSION)
 KWOK_DIR   := $(BIN)/kwok-$(KWOK_VERSION)
 COSIGN_DIR := $(BIN)/cosign-$(COSIGN_VERSION)
+COSIGN_V3_DIR := $(BIN)/cosign-$(COSIGN_V3_VERSION)
 # FLEET_DIR is where `kokumi dev` and the e2e tests find kube-scheduler, KWOK and Argo CD.
 FLEET_DIR  := $(BIN)/fleet
 # ENVTEST_DIR is where the test harness finds kube-apiserver, etcd, kubectl, kube-controller-manager
@@ -161,20 +163,21 @@ fuzz: ## Run each fuzz target for FUZZTIME past its seed corpus (testdata/fuzz).
 	hack/fuzz.sh ./internal/render FuzzHelmValues $(FUZZTIME)
 
 # The stamp ends in the directory's layout version: bump it when the directory gains a file.
-ENVTEST_STAMP := $(ENVTEST_DIR)/.stamp-$(KUBE_VERSION)-$(ETCD_VERSION)-$(ARGOCD_VERSION)-$(COSIGN_VERSION)-2
+ENVTEST_STAMP := $(ENVTEST_DIR)/.stamp-$(KUBE_VERSION)-$(ETCD_VERSION)-$(ARGOCD_VERSION)-$(COSIGN_VERSION)-$(COSIGN_V3_VERSION)-3
 
 .PHONY: test-assets
-test-assets: $(ENVTEST_STAMP) ## Build kube-apiserver, kubectl, kube-controller-manager, etcd, cosign; fetch Argo CD's CRDs.
+test-assets: $(ENVTEST_STAMP) ## Build kube-apiserver, kubectl, kube-controller-manager, etcd, cosign v2 and v3; fetch Argo CD's CRDs.
 
-$(ENVTEST_STAMP): $(KUBE_DIR)/kube-apiserver $(KUBE_DIR)/kubectl $(KUBE_DIR)/kube-controller-manager $(ETCD_DIR)/etcd $(ARGOCD_CRD_DIR)/application-crd.yaml $(COSIGN_DIR)/cosign
+$(ENVTEST_STAMP): $(KUBE_DIR)/kube-apiserver $(KUBE_DIR)/kubectl $(KUBE_DIR)/kube-controller-manager $(ETCD_DIR)/etcd $(ARGOCD_CRD_DIR)/application-crd.yaml $(COSIGN_DIR)/cosign $(COSIGN_V3_DIR)/cosign
 	rm -rf $(ENVTEST_DIR) && mkdir -p $(ENVTEST_DIR)/crds
 	ln -s ../k8s-$(KUBE_VERSION)/kube-apiserver $(ENVTEST_DIR)/kube-apiserver
 	ln -s ../k8s-$(KUBE_VERSION)/kubectl $(ENVTEST_DIR)/kubectl
 	ln -s ../k8s-$(KUBE_VERSION)/kube-controller-manager $(ENVTEST_DIR)/kube-controller-manager
 	ln -s ../etcd-$(ETCD_VERSION)/etcd $(ENVTEST_DIR)/etcd
 	ln -s ../cosign-$(COSIGN_VERSION)/cosign $(ENVTEST_DIR)/cosign
+	ln -s ../cosign-$(COSIGN_V3_VERSION)/cosign $(ENVTEST_DIR)/cosign-v3
 	cp $(ARGOCD_CRD_DIR)/application-crd.yaml $(ARGOCD_CRD_DIR)/appproject-crd.yaml $(ENVTEST_DIR)/crds/
-	printf 'kubernetes=%s\netcd=%s\nargocd=%s\ncosign=%s\n' $(KUBE_VERSION) $(ETCD_VERSION) $(ARGOCD_VERSION) $(COSIGN_VERSION) > $(ENVTEST_DIR)/versions
+	printf 'kubernetes=%s\netcd=%s\nargocd=%s\ncosign=%s\ncosign-v3=%s\n' $(KUBE_VERSION) $(ETCD_VERSION) $(ARGOCD_VERSION) $(COSIGN_VERSION) $(COSIGN_V3_VERSION) > $(ENVTEST_DIR)/versions
 	touch $@
 
 .PHONY: e2e
@@ -240,6 +243,16 @@ $(COSIGN_DIR)/cosign:
 	cd hack/tools/cosign && $(GO_BUILD_TOOL) -o $@.tmp github.com/sigstore/cosign/v2/cmd/cosign
 	mv $@.tmp $@
 
+# Stock cosign v3, which the same tests verify records with as well.
+.PHONY: cosign-v3
+cosign-v3: $(COSIGN_V3_DIR)/cosign ## Build cosign v3 (5 to 10 minutes on two cores the first time).
+
+$(COSIGN_V3_DIR)/cosign:
+	@echo "building cosign $(COSIGN_V3_VERSION) (5 to 10 minutes on two cores the first time)"
+	mkdir -p $(COSIGN_V3_DIR)
+	cd hack/tools/cosign-v3 && $(GO_BUILD_TOOL) -o $@.tmp github.com/sigstore/cosign/v3/cmd/cosign
+	mv $@.tmp $@
+
 $(ARGOCD_CRD_DIR)/application-crd.yaml:
 	mkdir -p $(ARGOCD_CRD_DIR)
 	dir=$$(GOTOOLCHAIN=$(ARGOCD_GO_TOOLCHAIN) go mod download -json github.com/argoproj/argo-cd/v3@$(ARGOCD_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
@@ -254,7 +267,7 @@ $(GOLANGCI_LINT):
 
 .PHONY: versions
 versions: ## Print the pinned versions.
-	@echo "kubernetes $(KUBE_VERSION) etcd $(ETCD_VERSION) argo-cd $(ARGOCD_VERSION) kwok $(KWOK_VERSION) cosign $(COSIGN_VERSION)"
+	@echo "kubernetes $(KUBE_VERSION) etcd $(ETCD_VERSION) argo-cd $(ARGOCD_VERSION) kwok $(KWOK_VERSION) cosign $(COSIGN_VERSION) cosign-v3 $(COSIGN_V3_VERSION)"
 
 .PHONY: clean
 clean: ## Remove bin/ (the cached control-plane builds too).

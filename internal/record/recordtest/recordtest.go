@@ -41,6 +41,15 @@ func AttImage(tb testing.TB, repo, digest string) (name.Tag, v1.Image) {
 // cluster added), keeping the signatures.
 func Tamper(tb testing.TB, repo, digest string) {
 	tb.Helper()
+	TamperPayloads(tb, repo, digest, `"clusters":[`, `"clusters":["rogue",`)
+}
+
+// TamperPayloads rewrites the artifact's attestation image with the first old in every
+// envelope's payload (the in-toto statement's JSON) replaced by replacement, keeping the
+// signatures, as an attacker with write access to the registry would forge what a record says.
+// It fails the test when a payload lacks old.
+func TamperPayloads(tb testing.TB, repo, digest, old, replacement string) {
+	tb.Helper()
 	tag, img := AttImage(tb, repo, digest)
 	m, err := img.Manifest()
 	if err != nil {
@@ -65,9 +74,9 @@ func Tamper(tb testing.TB, repo, digest string) {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		changed := strings.Replace(string(body), `"clusters":[`, `"clusters":["rogue",`, 1)
+		changed := strings.Replace(string(body), old, replacement, 1)
 		if changed == string(body) {
-			tb.Fatalf("payload without clusters: %s", body)
+			tb.Fatalf("payload without %s: %s", old, body)
 		}
 		env["payload"] = base64.StdEncoding.EncodeToString([]byte(changed))
 		data, _ := json.Marshal(env)
