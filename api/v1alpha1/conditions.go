@@ -46,6 +46,9 @@ const (
 	// ReasonRolloutHalted: more clusters failed than the Environment's rollout.failureBudget
 	// allows; no further cluster is changed until another Preparation is promoted.
 	ReasonRolloutHalted = "RolloutHalted"
+	// ReasonInvalidVerification: a verification of the Environment cannot run as written (a
+	// successCondition that does not compile); the message names the field.
+	ReasonInvalidVerification = "InvalidVerification"
 	// ReasonRolloutAborted: a person aborted the roll-out (spec.rollout.abort of the Serving).
 	ReasonRolloutAborted = "RolloutAborted"
 	// ReasonRolledBack: the roll-out failed past its budget and, as the Environment's

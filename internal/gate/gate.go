@@ -90,6 +90,9 @@ type ServingFacts struct {
 	Preparation      string
 	PreparationFound bool
 	PreparationOrder string
+	// GateProblem says why a verification of the Environment cannot run as written
+	// (verify.Problem); empty when it can.
+	GateProblem string
 }
 
 // Verdict is what holds a Serving back, if anything.
@@ -155,6 +158,8 @@ func servingAfterTarget(f ServingFacts) Verdict {
 		return Verdict{Reason: v1.ReasonPreparationNotFound, Message: fmt.Sprintf("Preparation %s does not exist in namespace %s: spec.preparationName must name a Preparation of Order %s", f.Preparation, f.Namespace, f.Order)}
 	case f.PreparationOrder != f.Order:
 		return Verdict{Reason: v1.ReasonPreparationNotFound, Message: fmt.Sprintf("Preparation %s was rendered for Order %s, not %s: promote a Preparation of this Order", f.Preparation, f.PreparationOrder, f.Order)}
+	case f.GateProblem != "":
+		return Verdict{Reason: v1.ReasonInvalidVerification, Message: fmt.Sprintf("Environment %s cannot verify a release: %s; an admin fixes it, and until then the clusters keep running what they run", f.Environment, f.GateProblem)}
 	}
 	return Verdict{}
 }

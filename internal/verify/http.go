@@ -135,14 +135,30 @@ func Env() (*cel.Env, error) {
 	return env, nil
 }
 
+// checked remembers what Check said of each expression (bounded: cleared when full), so
+// that a reconcile does not compile the Environment's expressions again.
+var checked = struct {
+	sync.Mutex
+	m map[string]error
+}{m: map[string]error{}}
+
 // Check compiles a successCondition and says what is wrong with it, for a message that names
 // the field; nil when it compiles to a bool.
 func Check(expr string) error {
+	checked.Lock()
+	defer checked.Unlock()
+	if err, ok := checked.m[expr]; ok {
+		return err
+	}
 	env, err := Env()
 	if err != nil {
 		return err
 	}
 	_, err = compile(env, expr)
+	if len(checked.m) >= maxPrograms {
+		checked.m = map[string]error{}
+	}
+	checked.m[expr] = err
 	return err
 }
 
@@ -159,4 +175,34 @@ func compile(env *cel.Env, expr string) (cel.Program, error) {
 		return nil, fmt.Errorf("it cannot run: %w", err)
 	}
 	return p, nil
+}
+
+// Problem says what is wrong with the Environment's verifications, naming the field and the
+// fix; empty when nothing is. The Environment's Ready condition says it (reason
+// InvalidVerification), and a roll-out that reaches such a verification fails it with the same
+// words.
+func Problem(env *v1.Environment) string {
+	check := func(field string, vs []v1.Verification) string {
+		for i, v := range vs {
+			if v.HTTP == nil {
+				continue
+			}
+			if err := Check(v.HTTP.SuccessCondition); err != nil {
+				return fmt.Sprintf("%s[%d].http.successCondition (%s): %v; write a CEL expression over response.status, response.body and response.text that gives a bool",
+					field, i, v.Name, err)
+			}
+		}
+		return ""
+	}
+	if p := check("spec.verify", env.Spec.Verify); p != "" {
+		return p
+	}
+	if env.Spec.Rollout != nil {
+		for w, wave := range env.Spec.Rollout.Waves {
+			if p := check(fmt.Sprintf("spec.rollout.waves[%d].verify", w), wave.Verify); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }

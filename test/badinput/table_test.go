@@ -456,6 +456,23 @@ var table = []badInput{
 
 	// Environment
 	{
+		name: "environment-verify-cel-broken", kind: "Environment", input: "`spec.verify[0].http.successCondition: response.status ==` (a CEL expression cut short)",
+		on: onEnv, reason: v1.ReasonInvalidVerification, mentions: []string{"spec.verify[0].http.successCondition", "does not compile", "response.status"}, keeps: keepsApps,
+		also: map[string]string{onServing: v1.ReasonInvalidVerification},
+		run: func(x *check) {
+			r := x.working(v1.PromotionAutomatic, x.ns)
+			x.broke()
+			x.editEnvironment(func(e *v1.Environment) {
+				e.Spec.Verify = []v1.Verification{{Name: "smoke", HTTP: &v1.HTTPVerification{URL: "http://127.0.0.1:1/smoke", SuccessCondition: "response.status =="}}}
+			})
+			x.sees(environment(x.ns, "edge"))
+			x.alsoSees(serving(x.ns, "web"))
+			x.sameApps(r)
+			x.editEnvironment(func(e *v1.Environment) { e.Spec.Verify = nil })
+			x.restored(r)
+		},
+	},
+	{
 		name: "environment-invalid-selector", kind: "Environment", input: "`spec.clusterSelector` with the operator `Maybe`",
 		on: onEnv, reason: v1.ReasonInvalidSelector, mentions: []string{"spec.clusterSelector", "In or NotIn"}, keeps: keepsGated,
 		also: map[string]string{onServing: v1.ReasonInvalidSelector},

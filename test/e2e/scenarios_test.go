@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -50,6 +51,7 @@ func TestScenarios(t *testing.T) {
 		{"a stopped member is held as ClusterNotReady and the Serving stays Deployed", memberStopped},
 		{"a member whose Deployment cannot become ready fails the deployment", memberDegraded},
 		{"a release that degrades on the canary never reaches the other members and is rolled back", canaryRollsBack},
+		{"a canary whose smoke gate fails never reaches the other members", smokeGateHolds},
 		{"a destination the AppProject forbids is Rejected with Argo CD's message", forbiddenDestination},
 		{"a fourth member joins and gets its Application; then it leaves", joinAndLeave},
 		{"a target namespace change moves the workload", targetNamespaceChange},
@@ -265,6 +267,82 @@ func canaryRollsBack(t *testing.T) {
 	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
 		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary that passes"}}}}}}`)
 	waitServing(t, serving, "the next release Deployed through both waves", func(s *deliveryv1alpha1.Serving) error {
+		if err := expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3); err != nil {
+			return err
+		}
+		if s.Status.Revision == good {
+			return fmt.Errorf("still at the release before")
+		}
+		return nil
+	})
+}
+
+// smokeGateHolds rolls a release out in two waves, edge-1 first, with an HTTP smoke check of
+// the canary: the release runs healthily on edge-1, as Argo CD reports, but the smoke endpoint
+// answers 500, so the roll-out halts and edge-2 and edge-3 keep the release that ran. Then the
+// policy is removed and the release reaches every member.
+func smokeGateHolds(t *testing.T) {
+	smoke := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = fmt.Fprint(w, `{"status":"failing","checks":{"checkout":"500 from /api/cart"}}`)
+	}))
+	defer smoke.Close()
+	kubectl(t, "label", "cluster", "edge-1", "ring=canary", "--overwrite")
+	policy := fmt.Sprintf(`{"spec":{"rollout":{"waves":[{"name":"canary","clusterSelector":{"matchLabels":{"ring":"canary"}},`+
+		`"verify":[{"name":"smoke","http":{"url":%q,"successCondition":"response.status == 200 && response.body.status == 'ok'"}}]},{"name":"rest"}]}}}`, smoke.URL+"/smoke")
+	kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=merge", "-p", policy)
+	cleaned := false
+	cleanup := func() {
+		if cleaned {
+			return
+		}
+		cleaned = true
+		kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=json", "-p", `[{"op":"remove","path":"/spec/rollout"}]`)
+		kubectl(t, "label", "cluster", "edge-1", "ring-")
+	}
+	t.Cleanup(cleanup)
+	var before deliveryv1alpha1.Serving
+	must(t, hub.Get(context.Background(), client.ObjectKey{Namespace: tenant, Name: serving}, &before))
+	good := before.Status.Revision
+
+	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
+		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary whose smoke test fails"}}}}}}`)
+	reached := map[string]string{}
+	watchRest := func() {
+		for _, c := range []string{"edge-2", "edge-3"} {
+			for _, app := range clusterApplications(t, serving, c) {
+				if rev, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision"); rev != good {
+					reached[c] = rev
+				}
+			}
+		}
+	}
+	s := waitServing(t, serving, "the smoke gate failed and the roll-out halted", func(s *deliveryv1alpha1.Serving) error {
+		watchRest()
+		if c := readyCondition(s); c == nil || c.Reason != deliveryv1alpha1.ReasonRolloutHalted {
+			return fmt.Errorf("Ready %s", readyMessage(s))
+		}
+		return nil
+	})
+	t.Logf("halted: %s", readyMessage(s))
+	if len(reached) != 0 {
+		t.Errorf("the release whose smoke gate failed reached the second wave: %v", reached)
+	}
+	r := s.Status.Rollout
+	if r == nil || len(r.Verifications) != 1 || r.Verifications[0].Phase != deliveryv1alpha1.VerificationFailed ||
+		!strings.Contains(r.Verifications[0].Message, "500 from /api/cart") || r.Waves[0].Healthy != 1 {
+		t.Errorf("status.rollout %+v", r)
+	}
+	for range 5 { // it stays halted
+		time.Sleep(time.Second)
+		watchRest()
+	}
+	if len(reached) != 0 {
+		t.Errorf("the release whose smoke gate failed reached the second wave: %v", reached)
+	}
+
+	cleanup()
+	waitServing(t, serving, "without the policy the release reaches every member", func(s *deliveryv1alpha1.Serving) error {
 		if err := expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3); err != nil {
 			return err
 		}

@@ -34,6 +34,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/gate"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/text"
+	"github.com/kokumi-dev/kokumi/internal/verify"
 )
 
 const (
@@ -201,6 +202,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	} else if preason != "" {
 		ready, reason, message = metav1.ConditionFalse, preason, pmessage
+	}
+	if problem := verify.Problem(&env); problem != "" {
+		ready, reason, message = metav1.ConditionFalse, v1.ReasonInvalidVerification, problem
 	}
 	env.Status.Clusters, env.Status.ReadyClusters = facts.Selected, facts.Ready
 	env.Status.ObservedGeneration = env.Generation

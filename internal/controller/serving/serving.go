@@ -482,6 +482,7 @@ func (r *Reconciler) readTarget(ctx context.Context, in *reading) error {
 		return fmt.Errorf("list Clusters of Environment %q: %w", name, err)
 	}
 	t := target{environment: name, project: env.Spec.Project, rollout: env.Spec.Rollout, env: &env}
+	f.GateProblem = verify.Problem(&env)
 	if t.rollout != nil {
 		t.waves = make(map[string]int, len(list.Items))
 	}
