@@ -43,6 +43,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/gate"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
+	"github.com/kokumi-dev/kokumi/internal/notify"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/record"
@@ -71,6 +72,7 @@ const (
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=preparations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=secrets,verbs=create
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=configmaps,verbs=get;list;watch;create;update;patch
 
 // Reconciler deploys a Serving's Preparation to every cluster of its Order's Environment
@@ -122,6 +124,9 @@ func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache, pipeline 
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving"), Now: time.Now,
 		Pipeline: pipeline, Records: pipeline.Records, Keys: keys, ArgoCD: argo,
 		PullSecrets: &registrycreds.PullSecrets{Client: mgr.GetClient(), Cache: pullCache, APIReader: mgr.GetAPIReader(), Config: cfg}, pullCache: pullCache}
+	if r.Notifier, err = notify.Setup(mgr); err != nil {
+		return err
+	}
 	// The signing key exists, and its public half is published, from the first start on.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if _, err := keys.Ensure(ctx); err != nil {
