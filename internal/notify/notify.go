@@ -117,24 +117,12 @@ type delivery struct {
 
 // New returns a Notifier of opts, its queue ready to take deliveries before it starts.
 func New(opts Options) *Notifier {
-	if opts.Queue <= 0 {
-		opts.Queue = DefaultQueue
-	}
-	if opts.Senders <= 0 {
-		opts.Senders = DefaultSenders
-	}
-	if opts.Tries <= 0 {
-		opts.Tries = DefaultTries
-	}
-	if opts.FirstBackoff <= 0 {
-		opts.FirstBackoff = DefaultFirstBackoff
-	}
-	if opts.MaxRetryAfter <= 0 {
-		opts.MaxRetryAfter = DefaultMaxRetryAfter
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
+	orDefault(&opts.Queue, DefaultQueue)
+	orDefault(&opts.Senders, DefaultSenders)
+	orDefault(&opts.Tries, DefaultTries)
+	orDefault(&opts.FirstBackoff, DefaultFirstBackoff)
+	orDefault(&opts.MaxRetryAfter, DefaultMaxRetryAfter)
+	orDefault(&opts.Timeout, DefaultTimeout)
 	if opts.Client == nil {
 		opts.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
@@ -142,6 +130,13 @@ func New(opts Options) *Notifier {
 		opts.Now = time.Now
 	}
 	return &Notifier{opts: opts, queue: make(chan *delivery, opts.Queue)}
+}
+
+// orDefault sets *v to d when it is not above zero.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Setup adds a Notifier to mgr, reading Secrets with its API reader and recording Events as

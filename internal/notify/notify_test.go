@@ -116,7 +116,7 @@ func counted(t *testing.T, result string, want float64) {
 
 var (
 	serving = &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: "podinfo-edge", Namespace: "team-a"},
-		Spec: v1.ServingSpec{OrderRef: v1.LocalObjectReference{Name: "podinfo"}, PreparationName: "podinfo-edge-2"},
+		Spec:   v1.ServingSpec{OrderRef: v1.LocalObjectReference{Name: "podinfo"}, PreparationName: "podinfo-edge-2"},
 		Status: v1.ServingStatus{Rollout: &v1.RolloutStatus{Preparation: "podinfo-edge-2", Wave: "canary", State: v1.RolloutPaused}}}
 	paused = rollout.Transition{Reason: "RolloutPaused", Message: "alice paused the roll-out of Preparation podinfo-edge-2"}
 	at     = time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
@@ -145,7 +145,10 @@ func start(t *testing.T, opts Options, secrets ...*corev1.Secret) *Notifier {
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
 		case <-time.After(30 * time.Second):
 			t.Error("the Notifier did not stop with its context")
 		}

@@ -60,13 +60,13 @@ func newHookReceiver(t *testing.T, fails int) *hookReceiver {
 	return h
 }
 
-// of returns the requests of event, by delivery id, in the order they came.
-func (h *hookReceiver) of(event v1.NotificationEvent) map[string][]hookRequest {
+// pauses returns the requests of RolloutPaused, by delivery id, in the order they came.
+func (h *hookReceiver) pauses() map[string][]hookRequest {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := map[string][]hookRequest{}
 	for _, r := range h.got {
-		if r.header.Get(notify.EventHeader) == string(event) {
+		if r.header.Get(notify.EventHeader) == "RolloutPaused" {
 			id := r.header.Get(notify.DeliveryHeader)
 			out[id] = append(out[id], r)
 		}
@@ -156,12 +156,12 @@ func TestRolloutNotificationsArriveSignedAndAreRetried(t *testing.T) {
 
 	// The webhook with every event gets the pause, signed, with the facts.
 	f.eventually("chat gets RolloutPaused", func() error {
-		if len(chat.of("RolloutPaused")) == 0 {
+		if len(chat.pauses()) == 0 {
 			return fmt.Errorf("%d requests, none of RolloutPaused", chat.count())
 		}
 		return nil
 	})
-	for _, tries := range chat.of("RolloutPaused") {
+	for _, tries := range chat.pauses() {
 		body := verified(t, tries[0], key)
 		for k, want := range map[string]any{"event": "RolloutPaused", "namespace": f.ns, "serving": "podinfo-edge", "order": "podinfo-edge",
 			"environment": "edge", "preparation": two.Name, "webhook": "chat", "warning": false} {
@@ -179,14 +179,14 @@ func TestRolloutNotificationsArriveSignedAndAreRetried(t *testing.T) {
 
 	// The webhook that answers 503 twice gets the same delivery three times, the last answered 200.
 	f.eventually("pager gets RolloutPaused a third time", func() error {
-		for _, tries := range pager.of("RolloutPaused") {
+		for _, tries := range pager.pauses() {
 			if len(tries) >= 3 {
 				return nil
 			}
 		}
 		return fmt.Errorf("deliveries of RolloutPaused: %d requests", pager.count())
 	})
-	for id, tries := range pager.of("RolloutPaused") {
+	for id, tries := range pager.pauses() {
 		if len(tries) != 3 || tries[0].answer != 503 || tries[1].answer != 503 || tries[2].answer != 200 {
 			t.Errorf("delivery %s was tried %d times, want 3 (503, 503, 200)", id, len(tries))
 		}
