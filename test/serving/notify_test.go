@@ -129,11 +129,12 @@ func TestRolloutNotificationsArriveSignedAndAreRetried(t *testing.T) {
 		{Name: "typo", URL: typo.URL, SecretRef: &v1.SecretKeyRef{Name: "webhook", Key: "signing"}},
 	}))
 	f.setRollout(canaryThenRest(0, v1.RolloutHalt))
-	f.ringCluster("nt-canary", "canary", true)
-	f.ringCluster("nt-a", "", true)
+	canary, rest := "nt-canary-"+f.ns, "nt-a-"+f.ns // a name of its own on each run
+	f.ringCluster(canary, "canary", true)
+	f.ringCluster(rest, "", true)
 	one := f.preparation("podinfo-edge-1", "podinfo", false)
 	f.order("edge", one.Name)
-	f.deployAll(one, []string{"nt-canary"}, []string{"nt-a"})
+	f.deployAll(one, []string{canary}, []string{rest})
 
 	// A tenant cannot point the Environment's webhooks elsewhere.
 	tenant, alice := f.tenant("alice-" + f.ns)
@@ -152,7 +153,7 @@ func TestRolloutNotificationsArriveSignedAndAreRetried(t *testing.T) {
 		}
 		return nil
 	})
-	f.stillTargets(one.Spec.Artifact.Digest, "nt-canary", "nt-a")
+	f.stillTargets(one.Spec.Artifact.Digest, canary, rest)
 
 	// The webhook with every event gets the pause, signed, with the facts.
 	f.eventually("chat gets RolloutPaused", func() error {
