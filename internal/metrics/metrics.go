@@ -4,7 +4,8 @@
 //
 // Cardinality is bounded by what the cluster holds: per-Serving series (namespace, serving)
 // for kokumi_serving_clusters, kokumi_serving_ready and kokumi_promotions_waiting, per-Cluster
-// series for kokumi_cluster_ready only, and a fixed set of result values for the histograms.
+// series for kokumi_cluster_ready only, and a fixed set of result values for the histograms and
+// the webhook deliveries.
 // No series carries a Preparation, an Application, a reason or an error text. The series of an
 // object go when the object does. docs/metrics.md lists every metric.
 package metrics
@@ -57,6 +58,18 @@ const (
 	ApplicationWriteSecondsName = "kokumi_application_write_seconds"
 	ApplicationsCachedName      = "kokumi_applications_cached"
 	OrphansDeletedName          = "kokumi_orphan_applications_deleted_total"
+	NotificationDeliveriesName  = "kokumi_notification_deliveries_total"
+)
+
+// Results of a delivery to an Environment's webhook, the values of
+// kokumi_notification_deliveries_total's result label.
+const (
+	// DeliverySent: the webhook answered 2xx.
+	DeliverySent = "sent"
+	// DeliveryFailed: given up, after the last try, a 4xx other than 429, or a missing Secret.
+	DeliveryFailed = "failed"
+	// DeliveryDropped: the queue was full; it was never tried (or not tried again).
+	DeliveryDropped = "dropped"
 )
 
 var (
@@ -110,6 +123,11 @@ var (
 		Buckets: prometheus.DefBuckets,
 	}, []string{"result"})
 
+	notificationDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: NotificationDeliveriesName,
+		Help: "Deliveries of roll-out transitions to the Environments' webhooks (spec.notifications) by result: sent (2xx), failed (given up), dropped (the queue was full).",
+	}, []string{"result"})
+
 	applicationsCached = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: ApplicationsCachedName,
 		Help: "Argo CD Applications in Kokumi's cache of Argo CD's namespace: Kokumi's own, of this replica's shard (the UI's cache holds every shard's). It reaches the number of Kokumi's Applications once a start has listed them all.",
@@ -118,7 +136,8 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(servingClusters, servingReady, promotionsWaiting, renderSeconds,
-		probeSeconds, clusterReady, recordsSigned, applicationWriteSeconds, applicationsCached, orphansDeleted)
+		probeSeconds, clusterReady, recordsSigned, applicationWriteSeconds, applicationsCached, orphansDeleted,
+		notificationDeliveries)
 	// The series of every result exist from the start, at zero: a rate() over them, or an alert,
 	// works before the first failure.
 	for _, r := range []string{Success, Failure, Skipped} {
@@ -127,6 +146,9 @@ func init() {
 	for _, r := range []string{Success, Failure} {
 		probeSeconds.WithLabelValues(r)
 		applicationWriteSeconds.WithLabelValues(r)
+	}
+	for _, r := range []string{DeliverySent, DeliveryFailed, DeliveryDropped} {
+		notificationDeliveries.WithLabelValues(r)
 	}
 }
 
@@ -210,6 +232,10 @@ func OrphanDeleted() { orphansDeleted.Inc() }
 func ObserveApplicationWrite(err error, d time.Duration) {
 	applicationWriteSeconds.WithLabelValues(Result(err)).Observe(d.Seconds())
 }
+
+// NotificationDelivered counts a delivery to a webhook by its result (DeliverySent,
+// DeliveryFailed or DeliveryDropped).
+func NotificationDelivered(result string) { notificationDeliveries.WithLabelValues(result).Inc() }
 
 // ApplicationCached counts an Application the cache of Argo CD's namespace took in (delta 1)
 // or let go (delta -1).

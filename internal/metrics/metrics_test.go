@@ -56,6 +56,9 @@ func TestResultsExistFromTheStart(t *testing.T) {
 	if n := count(renderSeconds); n != 3 {
 		t.Errorf("%d series of %s, want success, failure and skipped", n, OrderRenderSecondsName)
 	}
+	if n := count(notificationDeliveries); n != 3 {
+		t.Errorf("%d series of %s, want sent, failed and dropped", n, NotificationDeliveriesName)
+	}
 	ObserveApplicationWrite(errors.New("conflict"), time.Millisecond)
 	if got := count(applicationWriteSeconds); got != 2 {
 		t.Errorf("%d series of %s, want 2", got, ApplicationWriteSecondsName)

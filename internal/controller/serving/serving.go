@@ -43,6 +43,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/gate"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
+	"github.com/kokumi-dev/kokumi/internal/notify"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/record"
@@ -74,6 +75,7 @@ const (
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=preparations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=secrets,verbs=create
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=configmaps,verbs=get;list;watch;create;update;patch
 
 // Reconciler deploys a Serving's Preparation to every cluster of its Order's Environment
@@ -128,6 +130,9 @@ func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache, pipeline 
 		Pipeline: pipeline, Records: pipeline.Records, Keys: keys, ArgoCD: argo,
 		PullSecrets: &registrycreds.PullSecrets{Client: mgr.GetClient(), Cache: pullCache, APIReader: mgr.GetAPIReader(), Config: cfg}, pullCache: pullCache,
 		Verifier: &verify.Runner{Jobs: &verify.JobRunner{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}, HTTP: &verify.HTTPRunner{}}}
+	if r.Notifier, err = notify.Setup(mgr); err != nil {
+		return err
+	}
 	// The signing key exists, and its public half is published, from the first start on.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if _, err := keys.Ensure(ctx); err != nil {
@@ -551,7 +556,6 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 		if err := r.verifyGate(ctx, s, prep, tgt, plan); err != nil {
 			return ctrl.Result{}, err
 		}
-		r.rolloutEvents(s, tgt.env, s.Status.Rollout, &plan.Status)
 		if rollout.GoesBack(&plan.Status) {
 			if req, err = r.rollbackRequest(ctx, s, req, plan.Status.RollbackTo, byName); err != nil {
 				return ctrl.Result{}, err
@@ -566,6 +570,8 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	s.Status.Rollout = nil
 	if plan != nil {
 		s.Status.Rollout = &plan.Status
+		// After the status is set: the webhooks are told where the roll-out stands now.
+		r.rolloutEvents(s, tgt.env, entry.Rollout, &plan.Status)
 	}
 	slice := r.startSlice(s, planned, byName)
 	results, writeErr := r.apply(ctx, s, planned, byName, slice)

@@ -1,0 +1,402 @@
+// Package notify tells an Environment's webhooks (spec.notifications) of the roll-out
+// transitions of its Servings. The Serving reconciler hands each transition to a Notifier, which
+// never blocks it: a bounded queue (a delivery that finds it full is dropped and counted), a few
+// sender goroutines that run with the manager, and retries with exponential backoff on a network
+// error, a 5xx or a 429. A body is signed with HMAC-SHA256 when the webhook names a Secret, read
+// at send time; never sent unsigned when that Secret or its key is missing.
+package notify
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
+	"github.com/kokumi-dev/kokumi/internal/rollout"
+	"github.com/kokumi-dev/kokumi/internal/text"
+	"github.com/kokumi-dev/kokumi/internal/version"
+)
+
+// The headers of a delivery, besides Content-Type and User-Agent.
+const (
+	// SignatureHeader carries sha256=<hex HMAC-SHA256 of the body>, keyed with the value of the
+	// webhook's secretRef; absent when the webhook names no Secret.
+	SignatureHeader = "X-Kokumi-Signature"
+	// DeliveryHeader carries the delivery's id: the same on every try of one transition to one
+	// webhook, so that a receiver can drop a repeat.
+	DeliveryHeader = "X-Kokumi-Delivery"
+	// EventHeader carries the transition (the body's event), for a receiver that routes on it.
+	EventHeader = "X-Kokumi-Event"
+)
+
+// ReasonNotificationFailed is the reason of the Warning Event on an Environment whose webhook a
+// delivery was given up to.
+const ReasonNotificationFailed = "NotificationFailed"
+
+// Defaults of Options.
+const (
+	DefaultQueue         = 256
+	DefaultSenders       = 4
+	DefaultTries         = 6
+	DefaultFirstBackoff  = time.Second
+	DefaultMaxRetryAfter = time.Minute
+	DefaultTimeout       = 10 * time.Second
+)
+
+// maxResponse is how much of a webhook's answer is read: a few KiB, of which the start goes in
+// the message of a failure.
+const maxResponse = 4 << 10
+
+// Options configure a Notifier; zero values take the defaults.
+type Options struct {
+	// Secrets reads the Secrets that sign the bodies, at send time, by name (the manager's API
+	// reader: no cache, no watch of Secrets).
+	Secrets client.Reader
+	// Recorder records a Warning Event on the Environment of a delivery given up; nil records
+	// none.
+	Recorder events.EventRecorder
+	// Queue is how many deliveries wait at most; one more is dropped.
+	Queue int
+	// Senders is how many deliveries are made at once.
+	Senders int
+	// Tries is how many times a delivery is tried before it fails.
+	Tries int
+	// FirstBackoff is the wait before the second try; it doubles before each next one.
+	FirstBackoff time.Duration
+	// MaxRetryAfter caps the wait a webhook's Retry-After asks for.
+	MaxRetryAfter time.Duration
+	// Timeout bounds each request.
+	Timeout time.Duration
+	// Client makes the requests; nil is one that follows no redirect (the signature would go to
+	// another URL than the Environment names).
+	Client *http.Client
+	// Now stamps the bodies.
+	Now func() time.Time
+}
+
+// Notifier delivers roll-out transitions to the Environments' webhooks. Notify queues; Start,
+// run by the manager, sends.
+type Notifier struct {
+	opts  Options
+	queue chan *delivery
+}
+
+// delivery is one transition to one webhook, with its tries so far.
+type delivery struct {
+	id string
+	// env is the Environment: its name, namespace and uid (the Event's object).
+	env   *v1.Environment
+	index int
+	hook  v1.Notification
+	event v1.NotificationEvent
+	body  []byte
+	tries int
+}
+
+// New returns a Notifier of opts, its queue ready to take deliveries before it starts.
+func New(opts Options) *Notifier {
+	orDefault(&opts.Queue, DefaultQueue)
+	orDefault(&opts.Senders, DefaultSenders)
+	orDefault(&opts.Tries, DefaultTries)
+	orDefault(&opts.FirstBackoff, DefaultFirstBackoff)
+	orDefault(&opts.MaxRetryAfter, DefaultMaxRetryAfter)
+	orDefault(&opts.Timeout, DefaultTimeout)
+	if opts.Client == nil {
+		opts.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Notifier{opts: opts, queue: make(chan *delivery, opts.Queue)}
+}
+
+// orDefault sets *v to d when it is not above zero.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
+// Setup adds a Notifier to mgr, reading Secrets with its API reader and recording Events as
+// kokumi-notify; it sends while the manager runs (on the leader, as the reconcilers).
+func Setup(mgr ctrl.Manager) (*Notifier, error) {
+	n := New(Options{Secrets: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-notify")})
+	if err := mgr.Add(n); err != nil {
+		return nil, fmt.Errorf("add the notifier of the Environments' webhooks: %w", err)
+	}
+	return n, nil
+}
+
+// NeedLeaderElection is true: only the leader, whose reconcilers see the transitions, sends.
+func (n *Notifier) NeedLeaderElection() bool { return true }
+
+// Start runs the senders until ctx is done. A delivery waiting in the queue, or for its next
+// try, then is not made.
+func (n *Notifier) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for range n.opts.Senders {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case d := <-n.queue:
+					n.deliver(ctx, d)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// Body is the JSON a webhook receives of a transition.
+type Body struct {
+	// Event is the transition: one of v1.NotificationEvent's values.
+	Event v1.NotificationEvent `json:"event"`
+	// Message says what happened, as the Serving's Event does.
+	Message string `json:"message"`
+	// Warning is true for a transition the Serving's Event warns of.
+	Warning bool `json:"warning"`
+	// Time is when the controller saw it, RFC 3339 in UTC.
+	Time string `json:"time"`
+	// Namespace of the Serving, its Order and the Environment.
+	Namespace string `json:"namespace"`
+	// Serving whose roll-out it is.
+	Serving string `json:"serving"`
+	// Order of the Serving (spec.orderRef.name).
+	Order string `json:"order"`
+	// Environment whose webhook this is.
+	Environment string `json:"environment"`
+	// Preparation the Serving is promoted to (spec.preparationName).
+	Preparation string `json:"preparation"`
+	// Rollout is where the roll-out stands (status.rollout), when the Serving has one.
+	Rollout *BodyRollout `json:"rollout,omitempty"`
+	// Webhook is the name of the webhook (spec.notifications[].name).
+	Webhook string `json:"webhook"`
+}
+
+// BodyRollout is where a roll-out stands, of status.rollout.
+type BodyRollout struct {
+	// Preparation the roll-out rolls out.
+	Preparation string `json:"preparation"`
+	// Wave the roll-out is at.
+	Wave string `json:"wave,omitempty"`
+	// State of the roll-out.
+	State v1.RolloutState `json:"state"`
+}
+
+// NewBody is the body of transition t of s's roll-out to webhook hook of env, seen at now.
+func NewBody(env *v1.Environment, hook string, s *v1.Serving, t rollout.Transition, now time.Time) Body {
+	b := Body{Event: t.Reason, Message: t.Message, Warning: t.Warning, Time: now.UTC().Format(time.RFC3339),
+		Namespace: s.Namespace, Serving: s.Name, Order: s.Spec.OrderRef.Name, Environment: env.Name,
+		Preparation: s.Spec.PreparationName, Webhook: hook}
+	if r := s.Status.Rollout; r != nil {
+		b.Rollout = &BodyRollout{Preparation: r.Preparation, Wave: r.Wave, State: r.State}
+	}
+	return b
+}
+
+// Wants reports whether hook is told of event: its events name it, or it names none.
+func Wants(hook v1.Notification, event v1.NotificationEvent) bool {
+	return len(hook.Events) == 0 || slices.Contains(hook.Events, event)
+}
+
+// Sign is the value of SignatureHeader of body under key: sha256=<hex HMAC-SHA256>.
+func Sign(key, body []byte) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// Notify queues a delivery of t to each webhook of env that wants it, and returns at once: a
+// delivery that finds the queue full is dropped, logged and counted.
+func (n *Notifier) Notify(env *v1.Environment, s *v1.Serving, t rollout.Transition) {
+	now := n.opts.Now()
+	ref := &v1.Environment{ObjectMeta: metav1.ObjectMeta{Name: env.Name, Namespace: env.Namespace, UID: env.UID, ResourceVersion: env.ResourceVersion}}
+	for i, hook := range env.Spec.Notifications {
+		if !Wants(hook, t.Reason) {
+			continue
+		}
+		body, err := json.Marshal(NewBody(env, hook.Name, s, t, now))
+		if err != nil { // a struct of strings: not reached
+			n.failed(&delivery{env: ref, index: i, hook: hook, event: t.Reason}, fmt.Errorf("encode the body: %w", err))
+			continue
+		}
+		n.enqueue(&delivery{id: newID(), env: ref, index: i, hook: *hook.DeepCopy(), event: t.Reason, body: body})
+	}
+}
+
+// enqueue queues d, or drops it when the queue is full.
+func (n *Notifier) enqueue(d *delivery) {
+	select {
+	case n.queue <- d:
+	default:
+		kmetrics.NotificationDelivered(kmetrics.DeliveryDropped)
+		n.log().Error(nil, "the queue of webhook deliveries is full: dropped", d.keys()...)
+	}
+}
+
+// deliver tries d once: sent, failed, or due again after a backoff.
+func (n *Notifier) deliver(ctx context.Context, d *delivery) {
+	d.tries++
+	retryAfter, retry, err := n.post(ctx, d)
+	switch {
+	case err == nil:
+		kmetrics.NotificationDelivered(kmetrics.DeliverySent)
+		return
+	case ctx.Err() != nil:
+		return // stopping: neither sent nor failed
+	case !retry:
+		n.failed(d, err)
+		return
+	case d.tries >= n.opts.Tries:
+		n.failed(d, fmt.Errorf("%w (gave up after %d tries)", err, d.tries))
+		return
+	}
+	wait := Backoff(n.opts.FirstBackoff, d.tries, retryAfter, n.opts.MaxRetryAfter)
+	n.log().V(1).Info("webhook delivery failed; trying again", append(d.keys(), "error", err.Error(), "in", wait.String())...)
+	time.AfterFunc(wait, func() {
+		if ctx.Err() == nil {
+			n.enqueue(d)
+		}
+	})
+}
+
+// Backoff is the wait after try number tries (from 1) failed: first doubled at each try, or
+// what the webhook's Retry-After asked for when longer, capped at maxRetryAfter.
+func Backoff(first time.Duration, tries int, retryAfter, maxRetryAfter time.Duration) time.Duration {
+	wait := first << (tries - 1)
+	return max(wait, min(retryAfter, maxRetryAfter))
+}
+
+// post makes one request of d. A failure is retried when retry is true (a network error, a 5xx
+// or a 429, after at least retryAfter when the webhook said so).
+func (n *Notifier) post(ctx context.Context, d *delivery) (retryAfter time.Duration, retry bool, err error) {
+	var signature string
+	if d.hook.SecretRef != nil {
+		key, err := n.key(ctx, d)
+		if err != nil {
+			var missing missingKey
+			return 0, !errors.As(err, &missing), err
+		}
+		signature = Sign(key, d.body)
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.opts.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.hook.URL, bytes.NewReader(d.body))
+	if err != nil {
+		return 0, false, fmt.Errorf("spec.notifications[%d].url %q: %w", d.index, d.hook.URL, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "kokumi/"+version.Version)
+	req.Header.Set(DeliveryHeader, d.id)
+	req.Header.Set(EventHeader, string(d.event))
+	if signature != "" {
+		req.Header.Set(SignatureHeader, signature)
+	}
+	resp, err := n.opts.Client.Do(req)
+	if err != nil {
+		return 0, true, fmt.Errorf("post to %s: %w", d.hook.URL, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return 0, false, nil
+	}
+	err = fmt.Errorf("%s answered %s: %s", d.hook.URL, resp.Status, text.Truncate(strings.TrimSpace(string(answer)), 256))
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		return parseRetryAfter(resp.Header.Get("Retry-After"), n.opts.Now()), true, err
+	}
+	return 0, false, err
+}
+
+// missingKey is a webhook's Secret, or its key, that is not there: a delivery is not tried
+// again, nor sent unsigned.
+type missingKey struct{ msg string }
+
+func (e missingKey) Error() string { return e.msg }
+
+// key reads the value of the webhook's secretRef, in the Environment's namespace.
+func (n *Notifier) key(ctx context.Context, d *delivery) ([]byte, error) {
+	ref := d.hook.SecretRef
+	field := fmt.Sprintf("spec.notifications[%d].secretRef", d.index)
+	var secret corev1.Secret
+	err := n.opts.Secrets.Get(ctx, client.ObjectKey{Namespace: d.env.Namespace, Name: ref.Name}, &secret)
+	if apierrors.IsNotFound(err) {
+		return nil, missingKey{fmt.Sprintf("Environment %s/%s: %s names the Secret %s, which is not in namespace %s: "+
+			"create it with the key %s (kubectl -n %s create secret generic %s --from-literal=%s=<key>), or fix %s; the webhook %s is not sent unsigned",
+			d.env.Namespace, d.env.Name, field, ref.Name, d.env.Namespace, ref.Key, d.env.Namespace, ref.Name, ref.Key, field, d.hook.Name)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the Secret %s/%s of Environment %s's %s: %w", d.env.Namespace, ref.Name, d.env.Name, field, err)
+	}
+	key := secret.Data[ref.Key]
+	if len(key) == 0 {
+		return nil, missingKey{fmt.Sprintf("Environment %s/%s: %s names the key %s of the Secret %s, which has no such key or an empty one: "+
+			"add the key to the Secret, or fix %s.key; the webhook %s is not sent unsigned",
+			d.env.Namespace, d.env.Name, field, ref.Key, ref.Name, field, d.hook.Name)}
+	}
+	return key, nil
+}
+
+// parseRetryAfter reads a Retry-After header, seconds or an HTTP date; zero when absent or
+// unreadable.
+func parseRetryAfter(h string, now time.Time) time.Duration {
+	if h == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(h)); err == nil {
+		return time.Duration(max(s, 0)) * time.Second
+	}
+	if at, err := http.ParseTime(h); err == nil {
+		return max(at.Sub(now), 0)
+	}
+	return 0
+}
+
+// failed counts d given up, logs why and records it on the Environment.
+func (n *Notifier) failed(d *delivery, err error) {
+	kmetrics.NotificationDelivered(kmetrics.DeliveryFailed)
+	n.log().Error(err, "webhook delivery failed", d.keys()...)
+	if n.opts.Recorder != nil {
+		msg := fmt.Sprintf("webhook %s (spec.notifications[%d]) was not told of %s: %s", d.hook.Name, d.index, d.event, err.Error())
+		n.opts.Recorder.Eventf(d.env, nil, corev1.EventTypeWarning, ReasonNotificationFailed, "Notify", "%s", text.ShortenMiddle(msg, text.MaxMessage))
+	}
+}
+
+func (n *Notifier) log() logr.Logger { return ctrl.Log.WithName("notify") }
+
+// keys are the log keys of d.
+func (d *delivery) keys() []any {
+	return []any{"namespace", d.env.Namespace, "environment", d.env.Name, "webhook", d.hook.Name, "event", string(d.event), "delivery", d.id, "tries", d.tries}
+}
+
+// newID is a delivery's id: 16 random bytes in hex.
+func newID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read does not fail
+	return hex.EncodeToString(b)
+}

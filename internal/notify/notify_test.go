@@ -1,0 +1,369 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
+	"github.com/kokumi-dev/kokumi/internal/rollout"
+	"github.com/kokumi-dev/kokumi/internal/version"
+)
+
+// request is what a receiver got.
+type request struct {
+	header http.Header
+	body   []byte
+}
+
+// receiver is a webhook on loopback answering the codes of answers in turn, then the last.
+type receiver struct {
+	*httptest.Server
+	mu      sync.Mutex
+	got     []request
+	answers []int
+}
+
+func newReceiver(t *testing.T, answers ...int) *receiver {
+	r := &receiver{answers: answers}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.got = append(r.got, request{header: req.Header.Clone(), body: body})
+		code := http.StatusOK
+		if n := len(r.got); len(r.answers) > 0 {
+			code = r.answers[min(n, len(r.answers))-1]
+		}
+		r.mu.Unlock()
+		if code == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "0")
+		}
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, http.StatusText(code)+strings.Repeat(".", 10000))
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *receiver) requests() []request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]request(nil), r.got...)
+}
+
+// waitFor waits until the receiver got n requests.
+func (r *receiver) waitFor(t *testing.T, n int) []request {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if got := r.requests(); len(got) >= n {
+			return got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the receiver got %d requests, want %d", len(r.requests()), n)
+	return nil
+}
+
+// deliveries is kokumi_notification_deliveries_total of result.
+func deliveries(t *testing.T, result string) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != kmetrics.NotificationDeliveriesName {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no series of %s with result %s", kmetrics.NotificationDeliveriesName, result)
+	return 0
+}
+
+// counted waits until kokumi_notification_deliveries_total of result is want.
+func counted(t *testing.T, result string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for deliveries(t, result) != want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := deliveries(t, result); got != want {
+		t.Fatalf("%s deliveries: %v, want %v", result, got, want)
+	}
+}
+
+var (
+	serving = &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: "podinfo-edge", Namespace: "team-a"},
+		Spec:   v1.ServingSpec{OrderRef: v1.LocalObjectReference{Name: "podinfo"}, PreparationName: "podinfo-edge-2"},
+		Status: v1.ServingStatus{Rollout: &v1.RolloutStatus{Preparation: "podinfo-edge-2", Wave: "canary", State: v1.RolloutPaused}}}
+	paused = rollout.Transition{Reason: "RolloutPaused", Message: "alice paused the roll-out of Preparation podinfo-edge-2"}
+	at     = time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+)
+
+func environment(hooks ...v1.Notification) *v1.Environment {
+	return &v1.Environment{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: "team-a"}, Spec: v1.EnvironmentSpec{Notifications: hooks}}
+}
+
+// start runs a Notifier of opts, fast, with the Secrets given, until the test ends.
+func start(t *testing.T, opts Options, secrets ...*corev1.Secret) *Notifier {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	b := fake.NewClientBuilder().WithScheme(scheme)
+	for _, s := range secrets {
+		b = b.WithObjects(s)
+	}
+	opts.Secrets, opts.FirstBackoff, opts.Now = b.Build(), time.Millisecond, func() time.Time { return at }
+	n := New(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- n.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("the Notifier did not stop with its context")
+		}
+	})
+	return n
+}
+
+func secret(name, key, value string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a"}, Data: map[string][]byte{key: []byte(value)}}
+}
+
+func TestADeliveryIsSignedAndCarriesTheFacts(t *testing.T) {
+	hook := newReceiver(t)
+	unsigned := newReceiver(t)
+	sent := deliveries(t, kmetrics.DeliverySent)
+	n := start(t, Options{}, secret("hooks", "chat", "s3cret"))
+	n.Notify(environment(
+		v1.Notification{Name: "chat", URL: hook.URL + "/in", SecretRef: &v1.SecretKeyRef{Name: "hooks", Key: "chat"}},
+		v1.Notification{Name: "plain", URL: unsigned.URL},
+	), serving, paused)
+
+	r := hook.waitFor(t, 1)[0]
+	if got, want := r.header.Get(SignatureHeader), Sign([]byte("s3cret"), r.body); got != want || !strings.HasPrefix(got, "sha256=") || len(got) != len("sha256=")+64 {
+		t.Errorf("%s: %q, want %q", SignatureHeader, got, want)
+	}
+	if Sign([]byte("other"), r.body) == r.header.Get(SignatureHeader) {
+		t.Error("another key verifies the signature")
+	}
+	for h, want := range map[string]string{"Content-Type": "application/json", "User-Agent": "kokumi/" + version.Version, EventHeader: "RolloutPaused"} {
+		if got := r.header.Get(h); got != want {
+			t.Errorf("%s: %q, want %q", h, got, want)
+		}
+	}
+	if id := r.header.Get(DeliveryHeader); len(id) != 32 {
+		t.Errorf("%s: %q, want 32 hex digits", DeliveryHeader, id)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(r.body, &body); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"event": "RolloutPaused", "message": paused.Message, "warning": false, "time": "2026-12-05T10:00:00Z",
+		"namespace": "team-a", "serving": "podinfo-edge", "order": "podinfo", "environment": "edge", "preparation": "podinfo-edge-2",
+		"rollout": map[string]any{"preparation": "podinfo-edge-2", "wave": "canary", "state": "Paused"}, "webhook": "chat"}
+	if a, b := mustJSON(t, body), mustJSON(t, want); a != b {
+		t.Errorf("body\n%s\nwant\n%s", a, b)
+	}
+
+	// A webhook without a Secret gets the body unsigned; its own name in it.
+	p := unsigned.waitFor(t, 1)[0]
+	if h := p.header.Get(SignatureHeader); h != "" {
+		t.Errorf("an unsigned webhook got %s %q", SignatureHeader, h)
+	}
+	if !strings.Contains(string(p.body), `"webhook":"plain"`) || p.header.Get(DeliveryHeader) == r.header.Get(DeliveryHeader) {
+		t.Errorf("the second webhook's delivery %s: %s", p.header.Get(DeliveryHeader), p.body)
+	}
+	counted(t, kmetrics.DeliverySent, sent+2)
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestAWebhookIsToldOnlyOfTheEventsItNames(t *testing.T) {
+	all := v1.Notification{Name: "all"}
+	some := v1.Notification{Name: "some", Events: []v1.NotificationEvent{"RolledBack", "RolloutAborted"}}
+	if !Wants(all, "RolloutPaused") || !Wants(some, "RolloutAborted") || Wants(some, "RolloutPaused") {
+		t.Error("Wants: absent events is all; a list names those sent")
+	}
+	other := newReceiver(t)
+	named := newReceiver(t)
+	n := start(t, Options{})
+	n.Notify(environment(v1.Notification{Name: "other", URL: other.URL, Events: []v1.NotificationEvent{"RolloutAborted"}},
+		v1.Notification{Name: "named", URL: named.URL, Events: []v1.NotificationEvent{"RolloutPaused"}}), serving, paused)
+	named.waitFor(t, 1)
+	n.Notify(environment(v1.Notification{Name: "named", URL: named.URL, Events: []v1.NotificationEvent{"RolloutPaused"}}), serving,
+		rollout.Transition{Reason: "RolloutResumed"})
+	n.Notify(environment(v1.Notification{Name: "other", URL: other.URL, Events: []v1.NotificationEvent{"RolloutAborted"}}), serving,
+		rollout.Transition{Reason: "RolloutAborted", Warning: true})
+	if got := other.waitFor(t, 1); len(got) != 1 || got[0].header.Get(EventHeader) != "RolloutAborted" {
+		t.Errorf("the webhook of RolloutAborted got %d requests", len(got))
+	}
+	if got := named.requests(); len(got) != 1 {
+		t.Errorf("the webhook of RolloutPaused got %d requests, want the pause only", len(got))
+	}
+}
+
+func TestA5xxOrA429IsTriedAgainWithTheSameIdAndAnother4xxIsNot(t *testing.T) {
+	flaky := newReceiver(t, 503, 429, 200)
+	refused := newReceiver(t, 404)
+	down := newReceiver(t, 500)
+	sent, failed := deliveries(t, kmetrics.DeliverySent), deliveries(t, kmetrics.DeliveryFailed)
+	rec := events.NewFakeRecorder(10)
+	n := start(t, Options{Tries: 3, Recorder: rec})
+	n.Notify(environment(v1.Notification{Name: "flaky", URL: flaky.URL}), serving, paused)
+	got := flaky.waitFor(t, 3)
+	for _, r := range got {
+		if r.header.Get(DeliveryHeader) != got[0].header.Get(DeliveryHeader) || string(r.body) != string(got[0].body) {
+			t.Errorf("a retry's id %s and body differ from the first's (%s)", r.header.Get(DeliveryHeader), got[0].header.Get(DeliveryHeader))
+		}
+	}
+	counted(t, kmetrics.DeliverySent, sent+1)
+
+	n.Notify(environment(v1.Notification{Name: "refused", URL: refused.URL}), serving, paused)
+	refused.waitFor(t, 1)
+	counted(t, kmetrics.DeliveryFailed, failed+1)
+	if e := <-rec.Events; !strings.Contains(e, ReasonNotificationFailed) || !strings.Contains(e, "404 Not Found: Not Found...") || len(e) > 1100 {
+		t.Errorf("Event %q", e)
+	}
+
+	n.Notify(environment(v1.Notification{Name: "down", URL: down.URL}), serving, paused)
+	down.waitFor(t, 3)
+	counted(t, kmetrics.DeliveryFailed, failed+2)
+	if e := <-rec.Events; !strings.Contains(e, "500 Internal Server Error") || !strings.Contains(e, "gave up after 3 tries") {
+		t.Errorf("Event %q", e)
+	}
+	if n := len(refused.requests()) + len(down.requests()); n != 4 {
+		t.Errorf("%d requests to the refusing and failing webhooks, want 1 and 3", n)
+	}
+}
+
+func TestANetworkErrorIsTriedAgain(t *testing.T) {
+	gone := httptest.NewServer(http.NotFoundHandler())
+	url := gone.URL
+	gone.Close()
+	rec := events.NewFakeRecorder(10)
+	n := start(t, Options{Tries: 2, Recorder: rec})
+	n.Notify(environment(v1.Notification{Name: "gone", URL: url}), serving, paused)
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, "gave up after 2 tries") || !strings.Contains(e, "connection refused") {
+			t.Errorf("Event %q", e)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no failure")
+	}
+}
+
+func TestAMissingSecretOrKeyFailsTheDeliveryAndSendsNothingUnsigned(t *testing.T) {
+	hook := newReceiver(t)
+	failed := deliveries(t, kmetrics.DeliveryFailed)
+	rec := events.NewFakeRecorder(10)
+	n := start(t, Options{Recorder: rec}, secret("hooks", "other", "x"))
+	n.Notify(environment(
+		v1.Notification{Name: "chat", URL: hook.URL, SecretRef: &v1.SecretKeyRef{Name: "nope", Key: "token"}},
+		v1.Notification{Name: "ops", URL: hook.URL, SecretRef: &v1.SecretKeyRef{Name: "hooks", Key: "token"}},
+	), serving, paused)
+	counted(t, kmetrics.DeliveryFailed, failed+2)
+	msgs := map[string]bool{}
+	for range 2 {
+		e := <-rec.Events
+		msgs[e] = true
+	}
+	for _, want := range [][]string{
+		{"Environment team-a/edge", "spec.notifications[0].secretRef names the Secret nope", "kubectl -n team-a create secret generic nope --from-literal=token=<key>", "not sent unsigned"},
+		{"Environment team-a/edge", "spec.notifications[1].secretRef names the key token of the Secret hooks", "add the key to the Secret, or fix spec.notifications[1].secretRef.key"},
+	} {
+		found := false
+		for m := range msgs {
+			ok := true
+			for _, w := range want {
+				ok = ok && strings.Contains(m, w)
+			}
+			found = found || ok
+		}
+		if !found {
+			t.Errorf("no Event with %q in %v", want, msgs)
+		}
+	}
+	if got := hook.requests(); len(got) != 0 {
+		t.Errorf("the webhook got %d requests, unsigned", len(got))
+	}
+}
+
+func TestAFullQueueDropsWithoutBlocking(t *testing.T) {
+	dropped := deliveries(t, kmetrics.DeliveryDropped)
+	n := New(Options{Queue: 2}) // not started: nothing takes from the queue
+	start := time.Now()
+	for range 5 {
+		n.Notify(environment(v1.Notification{Name: "chat", URL: "http://127.0.0.1:1"}), serving, paused)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Notify blocked %v", d)
+	}
+	if got := deliveries(t, kmetrics.DeliveryDropped); got != dropped+3 {
+		t.Errorf("dropped %v, want %v", got, dropped+3)
+	}
+}
+
+func TestBackoffDoublesAndHonoursRetryAfterUpToACap(t *testing.T) {
+	var waits []time.Duration
+	for try := 1; try < DefaultTries; try++ {
+		waits = append(waits, Backoff(DefaultFirstBackoff, try, 0, DefaultMaxRetryAfter))
+	}
+	if want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}; mustJSON(t, waits) != mustJSON(t, want) {
+		t.Errorf("waits %v, want %v", waits, want)
+	}
+	if got := Backoff(time.Second, 1, 30*time.Second, time.Minute); got != 30*time.Second {
+		t.Errorf("Retry-After 30s: %v", got)
+	}
+	if got := Backoff(time.Second, 1, time.Hour, time.Minute); got != time.Minute {
+		t.Errorf("Retry-After an hour: %v, want the cap", got)
+	}
+	if got := Backoff(time.Second, 3, time.Second, time.Minute); got != 4*time.Second {
+		t.Errorf("Retry-After shorter than the backoff: %v", got)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for h, want := range map[string]time.Duration{"": 0, "7": 7 * time.Second, "-3": 0, "soon": 0,
+		now.Add(20 * time.Second).Format(http.TimeFormat): 20 * time.Second, now.Add(-time.Hour).Format(http.TimeFormat): 0} {
+		if got := parseRetryAfter(h, now); got != want {
+			t.Errorf("Retry-After %q: %v, want %v", h, got, want)
+		}
+	}
+}

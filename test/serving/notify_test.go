@@ -1,0 +1,221 @@
+package serving
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/notify"
+)
+
+// hookRequest is a request a webhook received.
+type hookRequest struct {
+	header http.Header
+	body   []byte
+	// answer is the status it was answered.
+	answer int
+}
+
+// hookReceiver is a webhook on loopback: it answers 503 to the first fails tries of each
+// delivery (by its id), then 200.
+type hookReceiver struct {
+	*httptest.Server
+	fails int
+	mu    sync.Mutex
+	got   []hookRequest
+	tries map[string]int
+}
+
+func newHookReceiver(t *testing.T, fails int) *hookReceiver {
+	h := &hookReceiver{fails: fails, tries: map[string]int{}}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		id := r.Header.Get(notify.DeliveryHeader)
+		h.tries[id]++
+		answer := http.StatusOK
+		if h.tries[id] <= h.fails {
+			answer = http.StatusServiceUnavailable
+		}
+		h.got = append(h.got, hookRequest{header: r.Header.Clone(), body: body, answer: answer})
+		h.mu.Unlock()
+		w.WriteHeader(answer)
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+// pauses returns the requests of RolloutPaused, by delivery id, in the order they came.
+func (h *hookReceiver) pauses() map[string][]hookRequest {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string][]hookRequest{}
+	for _, r := range h.got {
+		if r.header.Get(notify.EventHeader) == "RolloutPaused" {
+			id := r.header.Get(notify.DeliveryHeader)
+			out[id] = append(out[id], r)
+		}
+	}
+	return out
+}
+
+func (h *hookReceiver) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.got)
+}
+
+// verified checks r's signature with key, as a receiver would, and returns its body.
+func verified(t *testing.T, r hookRequest, key []byte) map[string]any {
+	t.Helper()
+	mac := hmac.New(sha256.New, key)
+	mac.Write(r.body)
+	want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	if got := r.header.Get("X-Kokumi-Signature"); !hmac.Equal([]byte(got), []byte(want)) {
+		t.Errorf("X-Kokumi-Signature %q does not verify with the Secret's key (want %q)", got, want)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	var body map[string]any
+	must(t, json.Unmarshal(r.body, &body))
+	return body
+}
+
+// setNotifications sets the Environment edge's spec.notifications as c.
+func (f *fixture) setNotifications(c client.Client, hooks []v1.Notification) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var e v1.Environment
+		if err := c.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "edge"}, &e); err != nil {
+			return err
+		}
+		e.Spec.Notifications = hooks
+		return c.Update(f.ctx, &e)
+	})
+}
+
+// A person pauses a roll-out: the Environment's webhooks are told, signed with the key of the
+// Secret its secretRef names; a webhook that answers 503 gets the same delivery again; one whose
+// events leave the pause out, and one whose Secret is missing, get nothing.
+func TestRolloutNotificationsArriveSignedAndAreRetried(t *testing.T) {
+	f := newFixture(t)
+	chat, pager, audit, typo := newHookReceiver(t, 0), newHookReceiver(t, 2), newHookReceiver(t, 0), newHookReceiver(t, 0)
+	key := []byte("signing-key-of-" + f.ns)
+	must(t, env.Client.Create(f.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "webhooks", Namespace: f.ns}, Data: map[string][]byte{"signing": key}}))
+	// A Secret of the name the typo names, in another namespace: never read for this Environment.
+	other := f.ns + "-other"
+	must(t, env.CreateNamespace(f.ctx, other))
+	must(t, env.Client.Create(f.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "webhook", Namespace: other}, Data: map[string][]byte{"signing": []byte("x")}}))
+	signing := &v1.SecretKeyRef{Name: "webhooks", Key: "signing"}
+	must(t, f.setNotifications(env.Client, []v1.Notification{
+		{Name: "chat", URL: chat.URL + "/hooks/kokumi", SecretRef: signing},
+		{Name: "pager", URL: pager.URL, SecretRef: signing, Events: []v1.NotificationEvent{"RolloutPaused"}},
+		{Name: "audit", URL: audit.URL, SecretRef: signing, Events: []v1.NotificationEvent{"RolloutAborted", "RolledBack"}},
+		{Name: "typo", URL: typo.URL, SecretRef: &v1.SecretKeyRef{Name: "webhook", Key: "signing"}},
+	}))
+	f.setRollout(canaryThenRest(0, v1.RolloutHalt))
+	canary, rest := "nt-canary-"+f.ns, "nt-a-"+f.ns // a name of its own on each run
+	f.ringCluster(canary, "canary", true)
+	f.ringCluster(rest, "", true)
+	one := f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", one.Name)
+	f.deployAll(one, []string{canary}, []string{rest})
+
+	// A tenant cannot point the Environment's webhooks elsewhere.
+	tenant, alice := f.tenant("alice-" + f.ns)
+	err := f.setNotifications(tenant, []v1.Notification{{Name: "mine", URL: "http://attacker.example/", SecretRef: signing}})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("a tenant with edit changed the Environment's notifications: %v", err)
+	}
+
+	// Paused, then promoted: the roll-out of two waits, paused.
+	two := f.preparation("podinfo-edge-2", "podinfo", false)
+	must(t, f.control(tenant, func(c *v1.RolloutControl) { c.Paused, c.By = true, alice }))
+	f.promote(two.Name)
+	f.eventually("the roll-out of "+two.Name+" is paused", func() error {
+		if r := f.serving().Status.Rollout; r == nil || r.Preparation != two.Name || r.State != v1.RolloutPaused {
+			return fmt.Errorf("status.rollout %+v", r)
+		}
+		return nil
+	})
+	f.stillTargets(one.Spec.Artifact.Digest, canary, rest)
+
+	// The webhook with every event gets the pause, signed, with the facts.
+	f.eventually("chat gets RolloutPaused", func() error {
+		if len(chat.pauses()) == 0 {
+			return fmt.Errorf("%d requests, none of RolloutPaused", chat.count())
+		}
+		return nil
+	})
+	for _, tries := range chat.pauses() {
+		body := verified(t, tries[0], key)
+		for k, want := range map[string]any{"event": "RolloutPaused", "namespace": f.ns, "serving": "podinfo-edge", "order": "podinfo-edge",
+			"environment": "edge", "preparation": two.Name, "webhook": "chat", "warning": false} {
+			if body[k] != want {
+				t.Errorf("body %s: %v, want %v (%s)", k, body[k], want, tries[0].body)
+			}
+		}
+		if msg, _ := body["message"].(string); !strings.Contains(msg, alice+" paused the roll-out") {
+			t.Errorf("body message %q", msg)
+		}
+		if ua := tries[0].header.Get("User-Agent"); !strings.HasPrefix(ua, "kokumi/") {
+			t.Errorf("User-Agent %q", ua)
+		}
+	}
+
+	// The webhook that answers 503 twice gets the same delivery three times, the last answered 200.
+	f.eventually("pager gets RolloutPaused a third time", func() error {
+		for _, tries := range pager.pauses() {
+			if len(tries) >= 3 {
+				return nil
+			}
+		}
+		return fmt.Errorf("deliveries of RolloutPaused: %d requests", pager.count())
+	})
+	for id, tries := range pager.pauses() {
+		if len(tries) != 3 || tries[0].answer != 503 || tries[1].answer != 503 || tries[2].answer != 200 {
+			t.Errorf("delivery %s was tried %d times, want 3 (503, 503, 200)", id, len(tries))
+		}
+		for _, r := range tries {
+			if string(r.body) != string(tries[0].body) {
+				t.Errorf("delivery %s: a retry's body differs from the first's", id)
+			}
+			verified(t, r, key)
+		}
+	}
+
+	// By then (its retries waited 3 s), the webhook whose events leave the pause out, and the one
+	// whose Secret is not in the Environment's namespace, have got nothing.
+	if n := audit.count(); n != 0 {
+		t.Errorf("the webhook of RolloutAborted and RolledBack got %d requests", n)
+	}
+	if n := typo.count(); n != 0 {
+		t.Errorf("the webhook whose Secret is missing got %d requests", n)
+	}
+	if faults == nil {
+		f.eventually("a NotificationFailed Event on the Environment", func() error {
+			for _, m := range f.eventsOf("edge", notify.ReasonNotificationFailed) {
+				if strings.Contains(m, "spec.notifications[3].secretRef names the Secret webhook, which is not in namespace "+f.ns) &&
+					strings.Contains(m, "not sent unsigned") {
+					return nil
+				}
+			}
+			return fmt.Errorf("Events %q", f.eventsOf("edge", notify.ReasonNotificationFailed))
+		})
+	}
+}
