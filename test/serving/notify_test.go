@@ -170,6 +170,9 @@ func TestRolloutNotificationsArriveSignedAndAreRetried(t *testing.T) {
 				t.Errorf("body %s: %v, want %v (%s)", k, body[k], want, tries[0].body)
 			}
 		}
+		if r, _ := body["rollout"].(map[string]any); r == nil || r["state"] != "Paused" || r["preparation"] != two.Name {
+			t.Errorf("body rollout %v: where the roll-out stands now (%s)", body["rollout"], tries[0].body)
+		}
 		if msg, _ := body["message"].(string); !strings.Contains(msg, alice+" paused the roll-out") {
 			t.Errorf("body message %q", msg)
 		}
