@@ -312,7 +312,7 @@ func TestAStageRequiringVerifiedWaitsForTheEnvironmentsVerifications(t *testing.
 	f.eventually("prod passes", func() error {
 		v, err := pipeline.Check(f.ctx, f.ns, "prod", one)
 		if err != nil || !v.Allowed {
-			return fmt.Errorf("%+v %v", v, err)
+			return fmt.Errorf("%+v %w", v, err)
 		}
 		return nil
 	})
