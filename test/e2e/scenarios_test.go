@@ -226,15 +226,7 @@ func canaryRollsBack(t *testing.T) {
 	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
 		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary that fails"},"progressDeadlineSeconds":5}}}}}`)
 	reached := map[string]string{}
-	watchRest := func() {
-		for _, c := range []string{"edge-2", "edge-3"} {
-			for _, app := range clusterApplications(t, serving, c) {
-				if rev, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision"); rev != good {
-					reached[c] = rev
-				}
-			}
-		}
-	}
+	watchRest := func() { secondWaveReached(t, good, reached) }
 	s := waitServing(t, serving, "the canary failed and the roll-out went back", func(s *deliveryv1alpha1.Serving) error {
 		watchRest()
 		if c := readyCondition(s); c == nil || c.Reason != deliveryv1alpha1.ReasonRolledBack {
@@ -308,15 +300,7 @@ func smokeGateHolds(t *testing.T) {
 	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
 		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary whose smoke test fails"}}}}}}`)
 	reached := map[string]string{}
-	watchRest := func() {
-		for _, c := range []string{"edge-2", "edge-3"} {
-			for _, app := range clusterApplications(t, serving, c) {
-				if rev, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision"); rev != good {
-					reached[c] = rev
-				}
-			}
-		}
-	}
+	watchRest := func() { secondWaveReached(t, good, reached) }
 	s := waitServing(t, serving, "the smoke gate failed and the roll-out halted", func(s *deliveryv1alpha1.Serving) error {
 		watchRest()
 		if c := readyCondition(s); c == nil || c.Reason != deliveryv1alpha1.ReasonRolloutHalted {
@@ -351,6 +335,18 @@ func smokeGateHolds(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// secondWaveReached notes in reached each member of the second wave, edge-2 and edge-3, whose
+// Application targets another revision than good.
+func secondWaveReached(t *testing.T, good string, reached map[string]string) {
+	for _, c := range []string{"edge-2", "edge-3"} {
+		for _, app := range clusterApplications(t, serving, c) {
+			if rev, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision"); rev != good {
+				reached[c] = rev
+			}
+		}
+	}
 }
 
 func forbiddenDestination(t *testing.T) {
