@@ -555,7 +555,10 @@ func TestStatusShowsTheRolloutInWaves(t *testing.T) {
 		Revision: digest("2"),
 		Clusters: v1.ClusterCounts{Selected: 5, Healthy: 1, Progressing: 4},
 		Rollout: &v1.RolloutStatus{Preparation: "web-2", From: "web-1", State: v1.RolloutProgressing, Wave: "canary",
-			Waves: []v1.WaveCount{{Name: "canary", Selected: 1, Healthy: 1}, {Name: "rest", Selected: 4, Waiting: 4}}},
+			Waves: []v1.WaveCount{{Name: "canary", Selected: 1, Healthy: 1}, {Name: "rest", Selected: 4, Waiting: 4}},
+			Verifications: []v1.VerificationResult{{Name: "error-rate", Wave: "canary", Kind: "http", Phase: v1.VerificationPassed, Passes: 2, Runs: 2, Completed: 2,
+				Message: "successCondition holds; the answer: 200 OK in 3ms: {\"status\":\"success\"}"}},
+			Awaiting: "rest"},
 	}
 	apimeta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonProgressing, Message: "wave canary soaks"})
 	must(t, env.Client.Status().Update(ctx, s))
@@ -564,6 +567,8 @@ func TestStatusShowsTheRolloutInWaves(t *testing.T) {
 		"Roll-out:     Progressing web-2, current wave canary\n",
 		"  wave canary       1 clusters: 1 healthy, 0 progressing, 0 failed, 0 waiting\n",
 		"  wave rest         4 clusters: 0 healthy, 0 progressing, 0 failed, 4 waiting\n",
+		"  awaiting approval of rest: kubectl kokumi approve web --wave rest\n",
+		"  verification error-rate of wave canary (http): Passed, 2 passes in a row, 0 failed of 2 runs: successCondition holds; the answer: 200 OK in 3ms: {\"status\":\"success\"}\n",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("status does not print %q:\n%s", want, r.stdout)
