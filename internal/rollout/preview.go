@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -64,6 +65,10 @@ type WavePreview struct {
 	Soak string `json:"soak,omitempty"`
 	// MaxUnavailable is how many of its clusters update at once.
 	MaxUnavailable int `json:"maxUnavailable"`
+	// Verify names the wave's verifications (waves[].verify), each with its kind.
+	Verify []string `json:"verify,omitempty"`
+	// Approvals is how many people must approve before the wave starts (waves[].approval).
+	Approvals int `json:"approvals,omitempty"`
 }
 
 // WindowsPreview is what the roll-out windows say now.
@@ -132,7 +137,17 @@ func PreviewPaced(policy *v1.RolloutPolicy, pace *v1.RolloutPace, clusters []Pre
 		if len(sorted) == 0 {
 			continue
 		}
+		if wave != nil {
+			w.Verify, w.Approvals = verifyNames(wave.Verify), Required(wave.Approval)
+		}
+		out.Waves[len(out.Waves)-1] = w
+		if wave != nil && wave.Approval != nil {
+			out.Summary = append(out.Summary, approvalSentence("wave "+w.Name+" starts", wave.Approval))
+		}
 		out.Summary = append(out.Summary, waveSentence(w, wave != nil && i == len(policy.Waves)-1 && len(byWave[len(names)-1]) == 0))
+		if len(w.Verify) > 0 {
+			out.Summary = append(out.Summary, "wave "+w.Name+" is verified by "+strings.Join(w.Verify, ", ")+" before the roll-out goes on")
+		}
 		if ready := w.Clusters - w.NotReady; w.MaxUnavailable < ready {
 			out.Summary = append(out.Summary, fmt.Sprintf("at most %d of %s of wave %s update at once", w.MaxUnavailable, clusterCount(ready), w.Name))
 		}
@@ -227,6 +242,48 @@ func waveSentence(w WavePreview, last bool) string {
 		}
 	}
 	return s
+}
+
+// PreviewEnvironment is PreviewPaced for the Environment env, its own gates included: what its
+// approval and its verifications ask before and after the waves.
+func PreviewEnvironment(env *v1.Environment, pace *v1.RolloutPace, clusters []PreviewCluster, now time.Time) PlanPreview {
+	out := PreviewPaced(env.Spec.Rollout, pace, clusters, now)
+	var before []string
+	if env.Spec.Approval != nil {
+		before = append(before, approvalSentence("the roll-out starts", env.Spec.Approval))
+	}
+	out.Summary = append(before, out.Summary...)
+	if len(env.Spec.Verify) > 0 {
+		out.Summary = append(out.Summary, "once every cluster runs it, the Environment verifies it by "+strings.Join(verifyNames(env.Spec.Verify), ", ")+
+			"; its deployment record says verified once they pass")
+	}
+	return out
+}
+
+// approvalSentence says who must approve before what starts.
+func approvalSentence(what string, p *v1.ApprovalPolicy) string {
+	people := "1 person approves"
+	if n := Required(p); n > 1 {
+		people = fmt.Sprintf("%d people approve", n)
+	}
+	s := what + " once " + people
+	if p.SeparateFromPromoter {
+		s += ", not the one who promoted it"
+	}
+	return s + " (kubectl kokumi approve)"
+}
+
+// verifyNames names verifications with their kinds: "smoke (job)".
+func verifyNames(vs []v1.Verification) []string {
+	out := make([]string, 0, len(vs))
+	for i := range vs {
+		kind := "http"
+		if vs[i].Job != nil {
+			kind = "job"
+		}
+		out = append(out, vs[i].Name+" ("+kind+")")
+	}
+	return out
 }
 
 // failureSentence says what the failure budget means.

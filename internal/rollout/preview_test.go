@@ -167,3 +167,30 @@ func TestThePlanCountsTheOrdersSlowerPace(t *testing.T) {
 	p = PreviewPaced(nil, pace, fleetOf(0, 4), time.Now())
 	hasSentence(t, p, "every cluster in one wave, at most 1 of 4 clusters at once (the Order's rolloutPace.maxUnavailable); no failure halts it")
 }
+
+func TestThePlanSaysWhatTheGatesAsk(t *testing.T) {
+	env := &v1.Environment{Spec: v1.EnvironmentSpec{
+		Rollout:  gatedPolicy(),
+		Approval: &v1.ApprovalPolicy{Required: 2},
+		Verify:   []v1.Verification{{Name: "e2e", Job: &v1.JobVerification{Image: "e2e:1"}}},
+	}}
+	clusters := []PreviewCluster{{Name: "c1", Labels: map[string]string{"ring": "canary"}, Ready: true}, {Name: "r1", Labels: map[string]string{"ring": "rest"}, Ready: true}}
+	p := PreviewEnvironment(env, nil, clusters, time.Now())
+	all := strings.Join(p.Summary, "\n")
+	for _, want := range []string{
+		"the roll-out starts once 2 people approve (kubectl kokumi approve)",
+		"wave canary is verified by smoke (http) before the roll-out goes on",
+		"wave rest starts once 1 person approves, not the one who promoted it (kubectl kokumi approve)",
+		"once every cluster runs it, the Environment verifies it by e2e (job); its deployment record says verified once they pass",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the plan does not say %q:\n%s", want, all)
+		}
+	}
+	if !strings.HasPrefix(p.Summary[0], "the roll-out starts once") {
+		t.Errorf("the Environment's approval is not said first: %q", p.Summary[0])
+	}
+	if p.Waves[0].Verify[0] != "smoke (http)" || p.Waves[1].Approvals != 1 {
+		t.Errorf("waves %+v", p.Waves)
+	}
+}
