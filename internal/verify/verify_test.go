@@ -1,0 +1,118 @@
+package verify
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+)
+
+// answering serves status and body, and counts the requests.
+func answering(t *testing.T, status *atomic.Int32, body string, hits *atomic.Int32) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(int(status.Load()))
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestCountPassesInARowAtTheIntervalAndFailureLimitFails(t *testing.T) {
+	var status, hits atomic.Int32
+	status.Store(200)
+	url := answering(t, &status, `{"ok":true}`, &hits)
+	now := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	r := &Runner{HTTP: &HTTPRunner{}, Now: func() time.Time { return now }}
+	spec := []v1.Verification{{Name: "smoke", Count: 2, FailureLimit: 2, Interval: &metav1.Duration{Duration: time.Minute},
+		HTTP: &v1.HTTPVerification{URL: url, SuccessCondition: "response.status == 200 && response.body.ok"}}}
+	ctx := context.Background()
+
+	res, recheck, err := r.Step(ctx, spec, "canary", nil, Facts{})
+	if err != nil || len(res) != 1 || res[0].Phase != v1.VerificationRunning || res[0].Passes != 1 || recheck != time.Minute {
+		t.Fatalf("first run: %+v %v %v", res, recheck, err)
+	}
+	// Before the interval: no run.
+	now = now.Add(30 * time.Second)
+	if res, recheck, _ = r.Step(ctx, spec, "canary", res, Facts{}); hits.Load() != 1 || recheck != 30*time.Second {
+		t.Fatalf("ran before the interval: %d requests, recheck %v", hits.Load(), recheck)
+	}
+	// A failure breaks the row; a pass and a pass in a row pass it.
+	now = now.Add(time.Minute)
+	status.Store(503)
+	res, _, _ = r.Step(ctx, spec, "canary", res, Facts{})
+	if res[0].Passes != 0 || res[0].Failures != 1 || res[0].Phase != v1.VerificationRunning || !strings.Contains(res[0].Message, "503") {
+		t.Fatalf("after a failure: %+v", res[0])
+	}
+	status.Store(200)
+	for range 2 {
+		now = now.Add(time.Minute)
+		res, _, _ = r.Step(ctx, spec, "canary", res, Facts{})
+	}
+	if res[0].Phase != v1.VerificationPassed || res[0].Passes != 2 || res[0].Runs != 4 || res[0].Finished == nil {
+		t.Fatalf("two passes in a row: %+v", res[0])
+	}
+	// Passed is final.
+	now = now.Add(time.Hour)
+	if _, _, _ = r.Step(ctx, spec, "canary", res, Facts{}); hits.Load() != 4 {
+		t.Errorf("a passed verification ran again: %d requests", hits.Load())
+	}
+
+	// Two failures fail it; the other gate's result is kept.
+	status.Store(500)
+	other := []v1.VerificationResult{{Name: "smoke", Wave: "rest", Phase: v1.VerificationRunning}}
+	for range 2 {
+		now = now.Add(time.Minute)
+		other, _, _ = r.Step(ctx, spec, "", other, Facts{})
+	}
+	if len(other) != 2 || other[0].Wave != "rest" || other[1].Wave != "" || other[1].Phase != v1.VerificationFailed || other[1].Failures != 2 {
+		t.Fatalf("failure limit: %+v", other)
+	}
+}
+
+func TestASuccessConditionIsJudgedOverStatusBodyAndText(t *testing.T) {
+	prom := `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1733390000.5,"0.004"]}]}}`
+	var status, hits atomic.Int32
+	status.Store(200)
+	url := answering(t, &status, prom, &hits)
+	h := &HTTPRunner{}
+	for _, tc := range []struct {
+		cond   string
+		passed bool
+		says   string
+	}{
+		{`double(response.body.data.result[0].value[1]) < 0.01`, true, "successCondition holds"},
+		{`double(response.body.data.result[0].value[1]) < 0.001`, false, "successCondition does not hold; the answer: 200 OK"},
+		{`response.text.contains("success")`, true, "holds"},
+		{`response.status ==`, false, "successCondition cannot be used: it does not compile"},
+		{`response.status`, false, "does not give a bool"},
+		{`response.body.missing == 1`, false, "could not be evaluated"},
+	} {
+		o := h.Run(context.Background(), &v1.HTTPVerification{URL: url, SuccessCondition: tc.cond})
+		if o.Passed != tc.passed || !strings.Contains(o.Message, tc.says) {
+			t.Errorf("%s: %+v, want passed %v saying %q", tc.cond, o, tc.passed, tc.says)
+		}
+	}
+	slow := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { time.Sleep(2 * time.Second) }))
+	defer slow.Close()
+	o := h.Run(context.Background(), &v1.HTTPVerification{URL: slow.URL, SuccessCondition: "true", Timeout: &metav1.Duration{Duration: 200 * time.Millisecond}})
+	if o.Passed || !strings.Contains(o.Message, "no answer within 200ms") {
+		t.Errorf("timeout: %+v", o)
+	}
+}
+
+func TestJobNamesAreStableShortAndPerRun(t *testing.T) {
+	f := Facts{Preparation: "web-7", Serving: &v1.Serving{ObjectMeta: metav1.ObjectMeta{UID: "u-1"}}}
+	long := strings.Repeat("a", 63)
+	a, b := JobName(f, "canary", long, 1), JobName(f, "canary", long, 2)
+	if a == b || len(a) > 63 || JobName(f, "canary", long, 1) != a || JobName(f, "rest", long, 1) == a {
+		t.Errorf("names %q %q", a, b)
+	}
+}
