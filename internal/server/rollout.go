@@ -87,16 +87,8 @@ func (s *Server) askRollout(w http.ResponseWriter, r *http.Request, act rollout.
 		return
 	}
 	control, changed, err := rollout.Ask(&sv, act, preparation, by)
-	var refusal *rollout.Refusal
-	switch {
-	case errors.As(err, &refusal) && refusal.Field != "":
-		writeFieldError(w, FieldError{refusal.Field, refusal.Message})
-		return
-	case errors.As(err, &refusal):
-		writeError(w, http.StatusConflict, refusal.Message)
-		return
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, err.Error())
+	if err != nil {
+		writeRolloutError(w, err)
 		return
 	}
 	if changed {
@@ -112,6 +104,20 @@ func (s *Server) askRollout(w http.ResponseWriter, r *http.Request, act rollout.
 		}
 	}
 	writeJSON(w, http.StatusOK, RolloutAnswer{Serving: sv.Name, Preparation: sv.Spec.PreparationName, Rollout: sv.Spec.Rollout, Changed: changed})
+}
+
+// writeRolloutError answers a rollout.Refusal as 422 naming its field, or 409 without one;
+// any other error as 500.
+func writeRolloutError(w http.ResponseWriter, err error) {
+	var refusal *rollout.Refusal
+	switch {
+	case errors.As(err, &refusal) && refusal.Field != "":
+		writeFieldError(w, FieldError{refusal.Field, refusal.Message})
+	case errors.As(err, &refusal):
+		writeError(w, http.StatusConflict, refusal.Message)
+	default:
+		writeError(w, http.StatusInternalServerError, err.Error())
+	}
 }
 
 // writerName is the name the API server gives the writes of clientFor(ctx): the person's own,
