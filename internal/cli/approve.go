@@ -31,8 +31,8 @@ gate. --preparation names the Preparation you mean to approve; the command refus
 when the Serving rolls out another, so that an approval meant for one release never
 lets the next one through.
 
-The command adds an approval naming you, as the API server knows you (kubectl auth
-whoami), to the Serving's spec.approvals. Kokumi's admission policy
+The command adds an approval naming you, as the API server knows you
+(kubectl auth whoami), to the Serving's spec.approvals. Kokumi's admission policy
 kokumi-serving-approval refuses an approval that names someone else, and one from
 whoever lacks the verb approve on the Serving: the ClusterRole kokumi-approver grants
 it; the edit and admin roles do not, so that whoever may promote does not also
