@@ -52,43 +52,23 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	key, as, ok := s.servingWriter(w, r)
-	if !ok || !s.authorize(w, r, access{verb: "approve", group: deliveryGroup, resource: "servings", namespace: key.Namespace, name: key.Name}) {
+	write, ok := s.servingToWrite(w, r, access{verb: "approve", group: deliveryGroup, resource: "servings"})
+	if !ok {
 		return
 	}
-	by, err := s.writerName(ctx)
+	sv := write.serving
+	env, err := s.environmentOf(ctx, sv)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, err.Error())
-		return
-	}
-	var read client.Reader = as
-	if identityOf(ctx).Admin {
-		read = s.reader
-	}
-	var sv v1.Serving
-	if err := read.Get(ctx, key, &sv); err != nil {
-		writeAPIError(w, "get Serving "+key.String(), err)
-		return
-	}
-	env, err := s.environmentOf(ctx, &sv)
-	if err != nil {
-		writeAPIError(w, "get the Environment of Serving "+key.String(), err)
+		writeAPIError(w, "get the Environment of Serving "+write.key.String(), err)
 		return
 	}
 	wave := gateWave(req.Wave)
-	approvals, err := rollout.Approve(env, &sv, wave, req.Preparation, by)
+	approvals, err := rollout.Approve(env, sv, wave, req.Preparation, write.by)
 	if err != nil {
 		writeRolloutError(w, err)
 		return
 	}
-	patch := client.MergeFromWithOptions(sv.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	sv.Spec.Approvals = approvals
-	if err := as.Patch(ctx, &sv, patch); err != nil {
-		if apierrors.IsConflict(err) {
-			writeError(w, http.StatusConflict, fmt.Sprintf("Serving %s changed while it was being patched: look at it again and retry", key))
-			return
-		}
-		writeAPIError(w, fmt.Sprintf("approve %s of Serving %s", rollout.GateName(wave), key), err)
+	if !write.patch(ctx, w, fmt.Sprintf("approve %s of Serving %s", rollout.GateName(wave), write.key), func(sv *v1.Serving) { sv.Spec.Approvals = approvals }) {
 		return
 	}
 	policy := rollout.ApprovalGate(env, wave)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,12 +18,7 @@ import (
 // approvalPolicy applies the shipped admission policy kokumi-serving-approval and the role
 // kokumi-approver (config/rbac), which this suite does not install otherwise.
 func approvalPolicy(t *testing.T) {
-	t.Helper()
-	for _, f := range []string{"serving_approval_policy.yaml", "kokumi_approver_role.yaml"} {
-		if out, err := env.Kubectl(context.Background(), "apply", "-f", filepath.Join(env.Assets.Root, "config", "rbac", f)); err != nil {
-			t.Fatalf("apply %s: %v: %s", f, err, out)
-		}
-	}
+	applyRBAC(t, "serving_approval_policy.yaml", "kokumi_approver_role.yaml")
 }
 
 // awaiting sets the Serving's status.rollout.awaiting, as the controller does when a gate

@@ -13,12 +13,12 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 )
 
-// approver returns a client of a person bound to the shipped ClusterRole kokumi-approver in
-// the namespace, and nothing else, and their name.
-func (f *fixture) approver(name string) (client.Client, string) {
+// person returns a client of a person bound to the ClusterRole role in the namespace, and
+// nothing else, and their name.
+func (f *fixture) person(name, role string) (client.Client, string) {
 	f.t.Helper()
-	must(f.t, env.Client.Create(f.ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name + "-approver", Namespace: f.ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "kokumi-approver"},
+	must(f.t, env.Client.Create(f.ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + role, Namespace: f.ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}}}))
 	cfg, err := env.AddUser(name)
 	must(f.t, err)
@@ -62,8 +62,8 @@ func TestTheApprovalPolicyHoldsPromotersAndApproversToTheirOwnNames(t *testing.T
 	f := newFixture(t)
 	f.order("edge", "")
 	tenant, alice := f.tenant("alice-" + f.ns)
-	approver, carol := f.approver("carol-" + f.ns)
-	_, dave := f.approver("dave-" + f.ns)
+	approver, carol := f.person("carol-"+f.ns, "kokumi-approver")
+	_, dave := f.person("dave-"+f.ns, "kokumi-approver")
 
 	// (a) A promotion names its writer: another's name, or none, is refused.
 	err := f.write(tenant, func(s *v1.ServingSpec) { s.PreparationName, s.PromotedBy = "podinfo-edge-1", "bob" })
