@@ -23,6 +23,7 @@ func TestApproveWritesTheApproversOwnApproval(t *testing.T) {
 			t.Fatalf("apply %s: %v: %s", f, err, out)
 		}
 	}
+	env.ApprovalPolicyEnforced(t, ns)
 	must(t, env.Client.Create(ctx, &v1.Environment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod"}, Spec: v1.EnvironmentSpec{
 		Project: "prod", Approval: &v1.ApprovalPolicy{Required: 1, SeparateFromPromoter: true},
 		Rollout: &v1.RolloutPolicy{Waves: []v1.RolloutWave{
