@@ -103,6 +103,6 @@ func (e *Env) ApprovalPolicyEnforced(t testing.TB, namespace string) {
 		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "spec.promotedBy") {
 			return nil
 		}
-		return fmt.Errorf("a promotion in someone else's name: %v, want the policy's refusal", err)
+		return fmt.Errorf("a promotion in someone else's name: %w, want the policy's refusal", err)
 	})
 }
