@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -102,6 +103,9 @@ func (e *Env) ApprovalPolicyEnforced(t testing.TB, namespace string) {
 		err := e.Client.Create(context.Background(), probe, client.DryRunAll)
 		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "spec.promotedBy") {
 			return nil
+		}
+		if err == nil {
+			return errors.New("a promotion in someone else's name was admitted: the policy is not enforced yet")
 		}
 		return fmt.Errorf("a promotion in someone else's name: %w, want the policy's refusal", err)
 	})
