@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
+	"github.com/kokumi-dev/kokumi/internal/view"
 )
 
 func newApproveCommand(o *options) *cobra.Command {
@@ -78,7 +79,7 @@ func (o *options) approve(ctx context.Context, name, wave string, waveSet bool, 
 	if !waveSet && sv.Status.Rollout != nil {
 		wave = sv.Status.Rollout.Awaiting
 	}
-	wave = gateWave(wave)
+	wave = view.GateWave(wave)
 	approvals, err := rollout.Approve(&env, sv, wave, preparation, by)
 	var refusal *rollout.Refusal
 	if errors.As(err, &refusal) && refusal.Field != "" {
@@ -104,13 +105,4 @@ func (o *options) approve(ctx context.Context, name, wave string, waveSet bool, 
 	}
 	return o.printf("Approved %s of Preparation %s of Serving %s/%s as %s: %d of %d approvals (%s); %s\n",
 		rollout.GateName(wave), sv.Spec.PreparationName, ns, sv.Name, by, len(approvers), required, strings.Join(approvers, ", "), next)
-}
-
-// gateWave is the wave an approval names for a gate as status.rollout.awaiting names it: the
-// Environment's gate ("environment") is the empty wave.
-func gateWave(gate string) string {
-	if gate == v1.EnvironmentGate {
-		return ""
-	}
-	return gate
 }

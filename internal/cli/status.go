@@ -151,7 +151,7 @@ func printStatus(out io.Writer, st *Status, output string, now time.Time) error 
 			line += ", went back to " + r.RollbackTo
 		}
 		if r.Awaiting != "" {
-			line += fmt.Sprintf(", awaiting approval of %s (%s approve %s -n %s)", rollout.GateName(gateWave(r.Awaiting)), DisplayName, st.Name, st.Namespace)
+			line += fmt.Sprintf(", awaiting approval of %s (%s approve %s -n %s)", rollout.GateName(view.GateWave(r.Awaiting)), DisplayName, st.Name, st.Namespace)
 		}
 		w.printf("Roll-out:     %s\n", line)
 		for _, wave := range r.Waves {

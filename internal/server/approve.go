@@ -32,15 +32,6 @@ type ApproveAnswer struct {
 	Required    int      `json:"required"`
 }
 
-// gateWave is the wave an approval names for a gate as status.rollout.awaiting names it: the
-// Environment's gate ("environment") is the empty wave.
-func gateWave(gate string) string {
-	if gate == v1.EnvironmentGate {
-		return ""
-	}
-	return gate
-}
-
 // approve adds the person's approval of a gate of the Serving's roll-out to its
 // spec.approvals, as rollout.Approve makes it, as the person (who must be allowed to patch
 // and to approve the Serving before anything of it is read), naming them as the API server
@@ -62,7 +53,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, "get the Environment of Serving "+write.key.String(), err)
 		return
 	}
-	wave := gateWave(req.Wave)
+	wave := view.GateWave(req.Wave)
 	approvals, err := rollout.Approve(env, sv, wave, req.Preparation, write.by)
 	if err != nil {
 		writeRolloutError(w, err)
@@ -108,7 +99,7 @@ func (s *Server) approvalOf(ctx context.Context, sv *v1.Serving) (*view.Approval
 		return nil, view.Can{}, fmt.Errorf("get the Environment of Serving %s/%s: %w", sv.Namespace, sv.Name, err)
 	}
 	gate := sv.Status.Rollout.Awaiting
-	wave := gateWave(gate)
+	wave := view.GateWave(gate)
 	policy := rollout.ApprovalGate(env, wave)
 	approvers, _ := rollout.Approvers(policy, sv.Spec.Approvals, sv.Spec.PreparationName, wave, sv.Spec.PromotedBy)
 	a := &view.Approval{Gate: gate, Wave: wave, Preparation: sv.Spec.PreparationName, Required: rollout.Required(policy),

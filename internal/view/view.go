@@ -150,6 +150,15 @@ type Approval struct {
 	PromotedBy string `json:"promotedBy,omitempty"`
 }
 
+// GateWave is the wave an approval names for a gate as status.rollout.awaiting names it: the
+// Environment's gate ("environment", v1.EnvironmentGate) is the empty wave.
+func GateWave(gate string) string {
+	if gate == v1.EnvironmentGate {
+		return ""
+	}
+	return gate
+}
+
 // ClusterSummary is one row of the Clusters table.
 type ClusterSummary struct {
 	Name    string            `json:"name"`
