@@ -146,7 +146,8 @@ func servingAndOrder(ctx context.Context, c client.Client, ns, name string) (*v1
 }
 
 // promote checks the promotion as the API server does and patches the Serving as the
-// kubeconfig's user.
+// kubeconfig's user, naming them in spec.promotedBy as a SelfSubjectReview says the API server
+// knows them.
 func (o *options) promote(ctx context.Context, c client.Client, sv *v1.Serving, order *v1.Order, preparation string) (*v1.Preparation, error) {
 	rule := stages.Manual{Client: c, Stages: o.pipeline(ctx, c, sv.Namespace), StagesTimeout: stagesTimeout}
 	prep, err := rule.Check(ctx, order, preparation)
@@ -156,8 +157,14 @@ func (o *options) promote(ctx context.Context, c client.Client, sv *v1.Serving, 
 	if sv.Spec.PreparationName == prep.Name {
 		return prep, nil
 	}
+	// The promotion names its writer (spec.promotedBy), as the admission policy
+	// kokumi-serving-approval asks: an approval that must come from someone else reads it.
+	by, err := whoAmI(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 	patch := client.MergeFrom(sv.DeepCopy())
-	sv.Spec.PreparationName = prep.Name
+	sv.Spec.PreparationName, sv.Spec.PromotedBy = prep.Name, by
 	if err := c.Patch(ctx, sv, patch); err != nil {
 		return nil, explain(kindServing, "patch", sv.Namespace, sv.Name, err)
 	}

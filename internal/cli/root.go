@@ -91,7 +91,7 @@ checks the certificate first): for a token, use a kubeconfig user without one (-
 
 	// The help flag exists before the arguments are read, so that `--help -n shop` is help.
 	root.InitDefaultHelpFlag()
-	root.AddCommand(newStatusCommand(o), newPromoteCommand(o), newRollbackCommand(o), newPauseCommand(o), newResumeCommand(o), newAbortCommand(o), newHistoryCommand(o), newDiffCommand(o), newVersionCommand(o), newClusterCommand(o))
+	root.AddCommand(newStatusCommand(o), newPromoteCommand(o), newRollbackCommand(o), newPauseCommand(o), newResumeCommand(o), newAbortCommand(o), newApproveCommand(o), newHistoryCommand(o), newDiffCommand(o), newVersionCommand(o), newClusterCommand(o))
 	root.AddCommand(newPlanCommand(o))
 	return root
 }

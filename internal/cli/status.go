@@ -21,6 +21,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/rollout"
 )
 
 // Status is what `status` prints with -o json or -o yaml: the Serving page's summary and
@@ -149,6 +150,9 @@ func printStatus(out io.Writer, st *Status, output string, now time.Time) error 
 		}
 		if r.RollbackTo != "" {
 			line += ", went back to " + r.RollbackTo
+		}
+		if r.Awaiting != "" {
+			line += fmt.Sprintf(", awaiting approval of %s (%s approve %s -n %s)", rollout.GateName(view.GateWave(r.Awaiting)), DisplayName, st.Name, st.Namespace)
 		}
 		w.printf("Roll-out:     %s\n", line)
 		for _, wave := range r.Waves {

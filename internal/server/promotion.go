@@ -157,7 +157,7 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 }
 
 // promoteTo points the Serving of the request at the Preparation pick names, once promotion's
-// rule allows it, as the person who asks (who must be allowed to patch the Serving before
+// rule allows it, naming the writer in spec.promotedBy, as the person who asks (who must be allowed to patch the Serving before
 // anything of it is read), and answers the Serving, the Preparation and the one it replaced. A
 // refusal names field; one of an Automatic Order, which would undo the promotion, is 409 and
 // comes before pick is asked.
@@ -192,9 +192,16 @@ func (s *Server) promoteTo(w http.ResponseWriter, r *http.Request, field string,
 		writePromotionError(w, field, err)
 		return
 	}
+	// The promotion names its writer (spec.promotedBy), as the admission policy
+	// kokumi-serving-approval asks: an approval that must come from someone else reads it.
+	by, err := s.writerName(ctx)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
 	from := sv.Spec.PreparationName
 	patch := client.MergeFrom(sv.DeepCopy())
-	sv.Spec.PreparationName = prep.Name
+	sv.Spec.PreparationName, sv.Spec.PromotedBy = prep.Name, by
 	if err := as.Patch(ctx, &sv, patch); err != nil {
 		writeAPIError(w, "promote "+prep.Name, err)
 		return

@@ -66,17 +66,53 @@ func (s *Server) abortRollout(w http.ResponseWriter, r *http.Request) {
 // kokumi-serving-rollout checks. A refusal is 422 naming its field, or 409.
 func (s *Server) askRollout(w http.ResponseWriter, r *http.Request, act rollout.Action, preparation string) {
 	ctx := r.Context()
-	key, as, ok := s.servingWriter(w, r)
+	write, ok := s.servingToWrite(w, r)
 	if !ok {
 		return
+	}
+	sv := write.serving
+	control, changed, err := rollout.Ask(sv, act, preparation, write.by)
+	if err != nil {
+		writeRolloutError(w, err)
+		return
+	}
+	if changed && !write.patch(ctx, w, fmt.Sprintf("%s the roll-out of Serving %s", act, write.key), func(sv *v1.Serving) { sv.Spec.Rollout = control }) {
+		return
+	}
+	writeJSON(w, http.StatusOK, RolloutAnswer{Serving: sv.Name, Preparation: sv.Spec.PreparationName, Rollout: sv.Spec.Rollout, Changed: changed})
+}
+
+// servingWrite is a write of the Serving of a request, as the person who asks: their client,
+// their name as the API server knows them, and the Serving as read before the write.
+type servingWrite struct {
+	key     client.ObjectKey
+	as      client.Client
+	by      string
+	serving *v1.Serving
+}
+
+// servingToWrite answers who writes the Serving of the request's path, once RBAC says they may
+// patch it and do each of also (before anything of it is read): their client, their name
+// (writerName), and the Serving read uncached as them (the admin's writer is the server: its
+// API reader), so that what they ask names what it holds now and the patch holds to that very
+// version; ok is false when the answer was written already.
+func (s *Server) servingToWrite(w http.ResponseWriter, r *http.Request, also ...access) (write servingWrite, ok bool) {
+	ctx := r.Context()
+	key, as, ok := s.servingWriter(w, r)
+	if !ok {
+		return write, false
+	}
+	for _, a := range also {
+		a.namespace, a.name = key.Namespace, key.Name
+		if !s.authorize(w, r, a) {
+			return write, false
+		}
 	}
 	by, err := s.writerName(ctx)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
-		return
+		return write, false
 	}
-	// Read uncached, as the writer (the admin's writer is the server: its API reader): an abort
-	// names what the Serving rolls out now, and the patch below holds to this very version.
 	var read client.Reader = as
 	if identityOf(ctx).Admin {
 		read = s.reader
@@ -84,34 +120,40 @@ func (s *Server) askRollout(w http.ResponseWriter, r *http.Request, act rollout.
 	var sv v1.Serving
 	if err := read.Get(ctx, key, &sv); err != nil {
 		writeAPIError(w, "get Serving "+key.String(), err)
-		return
+		return write, false
 	}
-	control, changed, err := rollout.Ask(&sv, act, preparation, by)
+	return servingWrite{key: key, as: as, by: by, serving: &sv}, true
+}
+
+// patch changes the Serving as the person, at the version read (a merge patch with its
+// resourceVersion), and answers the failure (what names the write: 409 when the Serving changed
+// in between, the API server's own refusal otherwise); ok is false when it did.
+func (wr servingWrite) patch(ctx context.Context, w http.ResponseWriter, what string, change func(*v1.Serving)) (ok bool) {
+	patch := client.MergeFromWithOptions(wr.serving.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	change(wr.serving)
+	if err := wr.as.Patch(ctx, wr.serving, patch); err != nil {
+		if apierrors.IsConflict(err) {
+			writeError(w, http.StatusConflict, fmt.Sprintf("Serving %s changed while it was being patched: look at it again and retry", wr.key))
+			return false
+		}
+		writeAPIError(w, what, err)
+		return false
+	}
+	return true
+}
+
+// writeRolloutError answers a rollout.Refusal as 422 naming its field, or 409 without one;
+// any other error as 500.
+func writeRolloutError(w http.ResponseWriter, err error) {
 	var refusal *rollout.Refusal
 	switch {
 	case errors.As(err, &refusal) && refusal.Field != "":
 		writeFieldError(w, FieldError{refusal.Field, refusal.Message})
-		return
 	case errors.As(err, &refusal):
 		writeError(w, http.StatusConflict, refusal.Message)
-		return
-	case err != nil:
+	default:
 		writeError(w, http.StatusInternalServerError, err.Error())
-		return
 	}
-	if changed {
-		patch := client.MergeFromWithOptions(sv.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		sv.Spec.Rollout = control
-		if err := as.Patch(ctx, &sv, patch); err != nil {
-			if apierrors.IsConflict(err) {
-				writeError(w, http.StatusConflict, fmt.Sprintf("Serving %s changed while it was being patched: look at it again and retry", key))
-				return
-			}
-			writeAPIError(w, fmt.Sprintf("%s the roll-out of Serving %s", act, key), err)
-			return
-		}
-	}
-	writeJSON(w, http.StatusOK, RolloutAnswer{Serving: sv.Name, Preparation: sv.Spec.PreparationName, Rollout: sv.Spec.Rollout, Changed: changed})
 }
 
 // writerName is the name the API server gives the writes of clientFor(ctx): the person's own,

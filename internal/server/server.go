@@ -254,6 +254,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/servings/{name}/pause", req(s.pauseRollout))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/servings/{name}/resume", req(s.resumeRollout))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/servings/{name}/abort", req(s.abortRollout))
+	mux.HandleFunc("POST /api/v1/namespaces/{ns}/servings/{name}/approve", req(s.approve))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/preparations/{name}/manifests", req(s.preparationManifests))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/preparations/{name}/diff", req(s.preparationDiff))
 	mux.HandleFunc("GET /api/v1/clusters", req(s.listClusters))
@@ -430,6 +431,14 @@ func (s *Server) getServing(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Can = map[string]view.Can{"promote": promote, "rollout": promote}
+	approval, approve, err := s.approvalOf(r.Context(), &sv)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	if approval != nil {
+		d.Approval, d.Can["approve"] = approval, approve
+	}
 	readsOrder, err := s.may(r.Context(),
 		access{verb: "get", group: deliveryGroup, resource: "orders", namespace: sv.Namespace, name: sv.Spec.OrderRef.Name},
 		access{verb: "list", group: deliveryGroup, resource: "preparations", namespace: sv.Namespace})

@@ -122,9 +122,41 @@ type ServingDetail struct {
 	// Control is what people asked of the roll-out (spec.rollout): paused, the Preparation
 	// whose roll-out to abort, and who asked last; absent when nobody asked anything.
 	Control *v1.RolloutControl `json:"control,omitempty"`
-	// Can says what the person who asks may do here: "promote" (Promote and Roll back) and
-	// "rollout" (Pause, Resume and Abort), which patch the Serving.
+	// Approval is the gate the roll-out waits at for people's approval (status.rollout.awaiting)
+	// and who approved it so far; absent when none waits.
+	Approval *Approval `json:"approval,omitempty"`
+	// Can says what the person who asks may do here: "promote" (Promote and Roll back),
+	// "rollout" (Pause, Resume and Abort), which patch the Serving, and "approve" (Approve the
+	// gate of Approval), present while a gate waits.
 	Can map[string]Can `json:"can,omitempty"`
+}
+
+// Approval is a gate of a roll-out that waits for approvals: what POST …/approve takes to
+// approve it (Wave, Preparation), how many approvals it asks, and whose count so far.
+type Approval struct {
+	// Gate is status.rollout.awaiting: a wave, or "environment" for the Environment's gate.
+	Gate string `json:"gate"`
+	// Wave is the wave to approve; empty for the Environment's gate.
+	Wave string `json:"wave,omitempty"`
+	// Preparation is the Preparation whose roll-out waits.
+	Preparation string `json:"preparation"`
+	// Required is how many different people must approve.
+	Required int `json:"required"`
+	// Approvers are the people whose approvals count, in the order they approved.
+	Approvers []string `json:"approvers"`
+	// SeparateFromPromoter says that PromotedBy's approval does not count.
+	SeparateFromPromoter bool `json:"separateFromPromoter,omitempty"`
+	// PromotedBy is who promoted the Preparation (spec.promotedBy).
+	PromotedBy string `json:"promotedBy,omitempty"`
+}
+
+// GateWave is the wave an approval names for a gate as status.rollout.awaiting names it: the
+// Environment's gate ("environment", v1.EnvironmentGate) is the empty wave.
+func GateWave(gate string) string {
+	if gate == v1.EnvironmentGate {
+		return ""
+	}
+	return gate
 }
 
 // ClusterSummary is one row of the Clusters table.

@@ -55,3 +55,5 @@ func TestSecretsHiddenFromWhoMayNotReadThem(t *testing.T) { scenario(t, "secrets
 func TestTheServingPageShowsTheWaves(t *testing.T) { scenario(t, "rollout") }
 
 func TestPauseOnTheRolloutSection(t *testing.T) { scenario(t, "rollout-controls") }
+
+func TestApproveOnTheRolloutSection(t *testing.T) { scenario(t, "approve") }

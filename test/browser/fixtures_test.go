@@ -67,6 +67,17 @@ var actions = map[string]func(context.Context) error{
 			return env.Client.Status().Update(ctx, &sv)
 		})
 	},
+	// Someone else than the admin promoted gate-2: the admin may approve it.
+	"gate-promoted-by-someone-else": func(ctx context.Context) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var sv v1.Serving
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: teamNS, Name: "gate"}, &sv); err != nil {
+				return err
+			}
+			sv.Spec.PromotedBy = "erin"
+			return env.Client.Update(ctx, &sv)
+		})
+	},
 	"stop-server":  func(context.Context) error { return gate.Stop() },
 	"start-server": func(context.Context) error { return gate.Start() },
 	// edge-1 degrades: Argo CD reports it, and the Serving counts it.
@@ -164,6 +175,9 @@ func fixtures(ctx context.Context) error {
 	}
 	if err := rollingOut(ctx); err != nil {
 		return err
+	}
+	if err := awaitingApproval(ctx); err != nil {
+		return fmt.Errorf("the Serving gate: %w", err)
 	}
 	if err := plannedWaves(ctx); err != nil {
 		return fmt.Errorf("the Serving planned: %w", err)
@@ -595,6 +609,38 @@ func rollingOut(ctx context.Context) error {
 	held.Status = *sv.Status.DeepCopy()
 	held.Status.Rollout.Preparation, held.Status.Rollout.From = "held-2", "held-1"
 	return c.Status().Update(ctx, held)
+}
+
+// awaitingApproval creates the Serving gate of teamNS, whose roll-out of gate-2 waits for
+// approvals of the wave canary, as the Serving reconciler writes it: the Environment approving
+// asks two, from others than the promoter (the admin, who promoted it); dana approved already.
+func awaitingApproval(ctx context.Context) error {
+	c := env.Client
+	if err := c.Create(ctx, &v1.Environment{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "approving"}, Spec: v1.EnvironmentSpec{
+		ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "approving"}}, Project: "approving",
+		Rollout: &v1.RolloutPolicy{Waves: []v1.RolloutWave{
+			{Name: "canary", ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}},
+				Approval: &v1.ApprovalPolicy{Required: 2, SeparateFromPromoter: true}},
+			{Name: "rest"},
+		}},
+	}}); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "gate"}, Spec: v1.OrderSpec{
+		ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: "approving"},
+		Promotion: v1.Promotion{Mode: v1.PromotionManual}}}); err != nil {
+		return err
+	}
+	sv := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "gate"}, Spec: v1.ServingSpec{
+		OrderRef: v1.LocalObjectReference{Name: "gate"}, PreparationName: "gate-2", PromotedBy: env.AdminName,
+		Approvals: []v1.Approval{{Preparation: "gate-1", Wave: "canary", By: "frank"}, {Preparation: "gate-2", Wave: "canary", By: "dana"}}}}
+	if err := c.Create(ctx, sv); err != nil {
+		return err
+	}
+	sv.Status.Clusters = v1.ClusterCounts{Selected: 4, Held: 4}
+	sv.Status.Rollout = &v1.RolloutStatus{Preparation: "gate-2", From: "gate-1", State: v1.RolloutProgressing, Wave: "canary", Awaiting: "canary",
+		Waves: []v1.WaveCount{{Name: "canary", Selected: 1, Waiting: 1}, {Name: "rest", Selected: 3, Waiting: 3}}}
+	return c.Status().Update(ctx, sv)
 }
 
 // plannedWaves creates the Serving planned of teamNS, which deploys nothing yet, whose Order

@@ -674,6 +674,47 @@ Object.assign(scenarios, {
     await shot(page, "rollout-controls-aborted");
   },
 
+  // Approve on the Roll-out section, while the wave canary of gate-2 waits for two approvals
+  // (dana's counts; frank's is of gate-1): a viewer sees it disabled, and why; so does the
+  // admin, who promoted gate-2, while the gate asks someone else; once someone else promoted
+  // it, the admin approves, and the page counts them.
+  async approve(page) {
+    const gateURL = `${base}/#/servings/team-web/gate`;
+    await login(page, viewerToken);
+    await page.goto(gateURL);
+    await page.waitForSelector("#approve");
+    const state = await page.textContent("#approval-state");
+    check(state?.includes("The roll-out of gate-2 awaits approval of wave canary: 1 of 2 (approved by dana)") && !state.includes("frank"),
+      `the gate, the count and who approved gate-2 (${state})`);
+    check(await page.isDisabled("#approve"), "a viewer sees Approve disabled");
+    const why = await page.textContent("#approve-denied");
+    check(why?.includes("Approve is disabled") && why.includes("may not approve servings"), `and why (${why})`);
+    check(await page.getAttribute("#approve", "aria-describedby") === "approve-denied", "the reason describes the button");
+    await shot(page, "approve-viewer");
+
+    await page.context().clearCookies();
+    await login(page);
+    await page.goto(gateURL);
+    await page.waitForSelector("#approve-denied");
+    const own = await page.textContent("#approve-denied");
+    check(own?.includes("asks that someone else approve wave canary") && await page.isDisabled("#approve"), `the promoter may not approve (${own})`);
+    const promoted = await page.textContent("#approval-state");
+    check(promoted?.includes("promoted it, so someone else must approve"), `the page says the promoter may not (${promoted})`);
+
+    await act("gate-promoted-by-someone-else");
+    await page.reload();
+    await page.waitForSelector("#approve:not([disabled])");
+    const label = await page.textContent("#approve");
+    check(label === "Approve wave canary (1 of 2)", `the button names the gate and the count (${label})`);
+    await page.click("#approve");
+    await page.waitForFunction(() => document.getElementById("approve-message")?.textContent === "Approved wave canary of gate-2: 2 of 2; the roll-out goes past it.");
+    check(await page.evaluate(() => document.activeElement?.id) === "approve-message", "the focus moves to what happened");
+    await page.waitForFunction(() => /2 of 2 \(approved by dana, .+\)/.test(document.getElementById("approval-state")?.textContent || ""));
+    const again = await page.textContent("#approve-denied");
+    check(again?.includes("already approved wave canary of Preparation gate-2") && await page.isDisabled("#approve"), `no second approval (${again})`);
+    await shot(page, "approve-approved");
+  },
+
   // A viewer who may not get Secrets sees that the Secrets' values are hidden, and none of
   // them, in the preview and in the diff; who may get them sees them and no note.
   async "secrets-hidden"(page) {

@@ -137,7 +137,7 @@ func order(t *testing.T, ns, name, environment string, mode v1.PromotionMode) {
 func serving(t *testing.T, ns, name, prep string) *v1.Serving {
 	t.Helper()
 	s := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.ServingSpec{
-		OrderRef: v1.LocalObjectReference{Name: name}, PreparationName: prep,
+		OrderRef: v1.LocalObjectReference{Name: name}, PreparationName: prep, PromotedBy: env.AdminName,
 	}}
 	must(t, env.Client.Create(context.Background(), s))
 	return s

@@ -89,7 +89,7 @@ func TestATenantDeliversInItsNamespaceAndNothingMore(t *testing.T) {
 	var s v1.Serving
 	must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(serving), &s))
 	patch := client.MergeFrom(s.DeepCopy())
-	s.Spec.PreparationName = "podinfo-edge-abc123"
+	s.Spec.PreparationName, s.Spec.PromotedBy = "podinfo-edge-abc123", "alice"
 	allowed(t, "promote by hand (spec.preparationName of a Serving)", tenant.Patch(ctx, &s, patch))
 	allowed(t, "list Preparations", tenant.List(ctx, &v1.PreparationList{}, client.InNamespace(ns)))
 	allowed(t, "read the Environments of its namespace", tenant.Get(ctx, client.ObjectKeyFromObject(edge), &v1.Environment{}))
@@ -222,7 +222,7 @@ func TestATenantCannotPointAServingAtAnotherOrder(t *testing.T) {
 	var s v1.Serving
 	must(t, tenant.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mine"}, &s))
 	patch := client.MergeFrom(s.DeepCopy())
-	s.Spec.PreparationName = "mine-1"
+	s.Spec.PreparationName, s.Spec.PromotedBy = "mine-1", "dev-orderref"
 	allowed(t, "promote its own Serving", tenant.Patch(ctx, &s, patch))
 	patch = client.MergeFrom(s.DeepCopy())
 	s.Spec.OrderRef.Name = "prod-order"

@@ -102,7 +102,7 @@ func TestSIGKILLAnywhereConverges(t *testing.T) {
 		Promotion: v1.Promotion{Mode: v1.PromotionManual},
 	}}))
 	must(t, env.Client.Create(ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: namespace}, Spec: v1.ServingSpec{
-		OrderRef: v1.LocalObjectReference{Name: orderName}, PreparationName: first.Name,
+		OrderRef: v1.LocalObjectReference{Name: orderName}, PreparationName: first.Name, PromotedBy: env.AdminName,
 	}}))
 	t.Logf("registered %d Clusters, an Environment, an Order and its Serving in %s", selectedClusters+spareClusters, time.Since(start).Round(time.Millisecond))
 
@@ -137,7 +137,7 @@ func TestSIGKILLAnywhereConverges(t *testing.T) {
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: orderName}, &s); err != nil {
 				return err
 			}
-			s.Spec.PreparationName = second.Name
+			s.Spec.PreparationName, s.Spec.PromotedBy = second.Name, env.AdminName
 			return env.Client.Update(ctx, &s)
 		}))
 		for name := range leaving {

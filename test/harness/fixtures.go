@@ -2,12 +2,19 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 )
@@ -83,4 +90,23 @@ func (e *Env) CreateApplication(ctx context.Context, argoNS, ns, serving, cluste
 		return "", fmt.Errorf("set the status of Application %s: %w", name, err)
 	}
 	return name, nil
+}
+
+// ApprovalPolicyEnforced waits until the API server enforces the shipped admission policy
+// kokumi-serving-approval once it is applied (the API server loads policies a moment after):
+// a dry-run create of a Serving promoted in someone else's name, in namespace, is refused.
+func (e *Env) ApprovalPolicyEnforced(t testing.TB, namespace string) {
+	t.Helper()
+	Eventually(t, "the API server enforces kokumi-serving-approval", time.Minute, func() error {
+		probe := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "policy-probe"},
+			Spec: v1.ServingSpec{OrderRef: v1.LocalObjectReference{Name: "policy-probe"}, PreparationName: "policy-probe-1", PromotedBy: "nobody"}}
+		err := e.Client.Create(context.Background(), probe, client.DryRunAll)
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "spec.promotedBy") {
+			return nil
+		}
+		if err == nil {
+			return errors.New("a promotion in someone else's name was admitted: the policy is not enforced yet")
+		}
+		return fmt.Errorf("a promotion in someone else's name: %w, want the policy's refusal", err)
+	})
 }

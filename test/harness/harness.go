@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	kscheme "github.com/kokumi-dev/kokumi/api/scheme"
+	"github.com/kokumi-dev/kokumi/internal/controller/order"
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 )
 
@@ -35,6 +36,10 @@ type Env struct {
 	Scheme *runtime.Scheme
 	// Client is a cluster admin.
 	Client client.Client
+	// AdminName is how the API server names the writes of Client: a fixture that sets a
+	// Serving's spec.preparationName as the admin names it in spec.promotedBy, as the shipped
+	// admission policy kokumi-serving-approval asks.
+	AdminName string
 	// Kubeconfig is a kubeconfig file for the admin, for kubectl.
 	Kubeconfig string
 
@@ -73,6 +78,10 @@ func start(argoCD bool) (*Env, error) {
 	if err != nil {
 		_ = cp.Stop()
 		return nil, fmt.Errorf("create client: %w", err)
+	}
+	if e.AdminName, err = order.OwnName(context.Background(), cp.Config); err != nil {
+		_ = cp.Stop()
+		return nil, err
 	}
 	e.tmp, err = os.MkdirTemp("", "kokumi-harness-")
 	if err != nil {

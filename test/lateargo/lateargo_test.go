@@ -113,7 +113,7 @@ func TestKokumiStartsBeforeArgoCDAndBeginsWatchingWhenItArrives(t *testing.T) {
 		TargetNamespace: "podinfo", Artifact: v1.Artifact{Ref: "oci://" + repository + "@" + digest, Digest: digest}, ConfigHash: "1",
 	}}))
 	serving := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns}, Spec: v1.ServingSpec{
-		OrderRef: v1.LocalObjectReference{Name: "podinfo"}, PreparationName: "podinfo-1",
+		OrderRef: v1.LocalObjectReference{Name: "podinfo"}, PreparationName: "podinfo-1", PromotedBy: env.AdminName,
 	}}
 	must(t, env.Client.Create(ctx, serving))
 	environment := &v1.Environment{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns}}

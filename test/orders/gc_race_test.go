@@ -76,7 +76,7 @@ func TestAPreparationPromotedWhileTheCollectorRunsIsKept(t *testing.T) {
 		preps, parent = append(preps, p), digest
 	}
 	serving := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: "race", Namespace: ns},
-		Spec: v1.ServingSpec{OrderRef: v1.LocalObjectReference{Name: "race"}, PreparationName: preps[2].Name}}
+		Spec: v1.ServingSpec{OrderRef: v1.LocalObjectReference{Name: "race"}, PreparationName: preps[2].Name, PromotedBy: env.AdminName}}
 	if err := env.Client.Create(ctx, serving); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestAPreparationPromotedWhileTheCollectorRunsIsKept(t *testing.T) {
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(serving), &s); err != nil {
 				return err
 			}
-			s.Spec.PreparationName = preps[1].Name
+			s.Spec.PreparationName, s.Spec.PromotedBy = preps[1].Name, env.AdminName
 			return env.Client.Update(ctx, &s)
 		})
 		if err != nil {

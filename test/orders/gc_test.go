@@ -129,7 +129,7 @@ func TestOldPreparationsAndTheirArtifactsAreCollected(t *testing.T) {
 				if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "deployed"}, &s); err != nil {
 					return err
 				}
-				s.Spec.PreparationName = promoted.Name
+				s.Spec.PreparationName, s.Spec.PromotedBy = promoted.Name, env.AdminName
 				if err := env.Client.Update(ctx, &s); err != nil {
 					return err
 				}

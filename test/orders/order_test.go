@@ -383,7 +383,7 @@ func TestManualModeLeavesTheServingToAPerson(t *testing.T) {
 	if sv.Spec.PreparationName != "" {
 		t.Fatalf("Manual mode promoted %s", sv.Spec.PreparationName)
 	}
-	sv.Spec.PreparationName = first
+	sv.Spec.PreparationName, sv.Spec.PromotedBy = first, env.AdminName
 	if err := env.Client.Update(ctx, sv); err != nil {
 		t.Fatal(err)
 	}

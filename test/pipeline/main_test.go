@@ -394,7 +394,7 @@ func (f *fixture) promote(serving, preparation string) {
 	f.t.Helper()
 	must(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		s := f.serving(serving)
-		s.Spec.PreparationName = preparation
+		s.Spec.PreparationName, s.Spec.PromotedBy = preparation, env.AdminName
 		return env.Client.Update(f.ctx, s)
 	}))
 }

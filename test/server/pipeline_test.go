@@ -42,7 +42,7 @@ func orderAndServing(t *testing.T, ns, name, environment, prep string) *v1.Servi
 		Promotion: v1.Promotion{Mode: v1.PromotionManual},
 	}}))
 	s := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.ServingSpec{
-		OrderRef: v1.LocalObjectReference{Name: name}, PreparationName: prep,
+		OrderRef: v1.LocalObjectReference{Name: name}, PreparationName: prep, PromotedBy: env.AdminName,
 	}}
 	must(t, env.Client.Create(ctx, s))
 	return s

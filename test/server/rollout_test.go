@@ -19,10 +19,15 @@ import (
 
 // rolloutPolicy applies the shipped admission policy kokumi-serving-rollout
 // (config/rbac/serving_rollout_policy.yaml), which this suite does not install otherwise.
-func rolloutPolicy(t *testing.T) {
+func rolloutPolicy(t *testing.T) { applyRBAC(t, "serving_rollout_policy.yaml") }
+
+// applyRBAC applies files of the shipped config/rbac.
+func applyRBAC(t *testing.T, files ...string) {
 	t.Helper()
-	if out, err := env.Kubectl(context.Background(), "apply", "-f", filepath.Join(env.Assets.Root, "config", "rbac", "serving_rollout_policy.yaml")); err != nil {
-		t.Fatalf("apply the admission policy kokumi-serving-rollout: %v: %s", err, out)
+	for _, f := range files {
+		if out, err := env.Kubectl(context.Background(), "apply", "-f", filepath.Join(env.Assets.Root, "config", "rbac", f)); err != nil {
+			t.Fatalf("apply %s: %v: %s", f, err, out)
+		}
 	}
 }
 

@@ -102,7 +102,7 @@ func serving(t *testing.T, ns string) *v1.Serving {
 	ctx := context.Background()
 	must(t, env.CreateNamespace(ctx, ns))
 	s := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo-edge"}, Spec: v1.ServingSpec{
-		OrderRef: v1.LocalObjectReference{Name: "podinfo-edge"}, PreparationName: "podinfo-edge-abc",
+		OrderRef: v1.LocalObjectReference{Name: "podinfo-edge"}, PreparationName: "podinfo-edge-abc", PromotedBy: env.AdminName,
 	}}
 	must(t, env.Client.Create(ctx, s))
 	held := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))

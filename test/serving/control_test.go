@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -22,15 +21,7 @@ import (
 func (f *fixture) tenant(name string) (client.Client, string) {
 	f.t.Helper()
 	must(f.t, env.AggregateTenantRoles(f.ctx))
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name + "-edit", Namespace: f.ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
-		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: name}}}
-	must(f.t, env.Client.Create(f.ctx, binding))
-	cfg, err := env.AddUser(name)
-	must(f.t, err)
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	must(f.t, err)
-	return c, name
+	return f.person(name, "edit")
 }
 
 // control sets the Serving's spec.rollout as c.

@@ -213,7 +213,7 @@ func (f *fixture) order(environment, preparation string) *v1.Serving {
 		ProductRef: v1.LocalObjectReference{Name: "podinfo-fleet"}, EnvironmentRef: v1.LocalObjectReference{Name: environment},
 	}}))
 	s := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: "podinfo-edge", Namespace: f.ns}, Spec: v1.ServingSpec{
-		OrderRef: v1.LocalObjectReference{Name: "podinfo-edge"}, PreparationName: preparation,
+		OrderRef: v1.LocalObjectReference{Name: "podinfo-edge"}, PreparationName: preparation, PromotedBy: env.AdminName,
 	}}
 	must(f.t, env.Client.Create(f.ctx, s))
 	return s
@@ -288,7 +288,7 @@ func (f *fixture) promote(preparation string) {
 	f.t.Helper()
 	must(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		s := f.serving()
-		s.Spec.PreparationName = preparation
+		s.Spec.PreparationName, s.Spec.PromotedBy = preparation, env.AdminName
 		return env.Client.Update(f.ctx, s)
 	}))
 }

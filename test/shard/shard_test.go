@@ -122,7 +122,7 @@ func TestTwoShardsSplitServingsAndWriteOnlyTheirOwn(t *testing.T) {
 				TargetNamespace: name, Artifact: v1.Artifact{Ref: "oci://127.0.0.1:1/" + ns + "/" + name + "@" + digest, Digest: digest}, ConfigHash: "1",
 			}}))
 			must(t, env.Client.Create(ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Spec: v1.ServingSpec{
-				OrderRef: v1.LocalObjectReference{Name: name}, PreparationName: name + "-1",
+				OrderRef: v1.LocalObjectReference{Name: name}, PreparationName: name + "-1", PromotedBy: env.AdminName,
 			}}))
 			all = append(all, key{ns, name, shard})
 		}
@@ -188,7 +188,7 @@ func TestTwoShardsSplitServingsAndWriteOnlyTheirOwn(t *testing.T) {
 		ProductRef: v1.LocalObjectReference{Name: "taken"}, EnvironmentRef: v1.LocalObjectReference{Name: v1.LocalEnvironmentName},
 		Promotion: v1.Promotion{Mode: v1.PromotionManual}}}))
 	must(t, env.Client.Create(ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: "taken", Namespace: "team-main"}, Spec: v1.ServingSpec{
-		OrderRef: v1.LocalObjectReference{Name: "taken"}, PreparationName: "taken-1"}}))
+		OrderRef: v1.LocalObjectReference{Name: "taken"}, PreparationName: "taken-1", PromotedBy: env.AdminName}}))
 	harness.Eventually(t, "the Serving whose name is taken is held OptInRequired", time.Minute, func() error {
 		var s v1.Serving
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "team-main", Name: "taken"}, &s); err != nil {

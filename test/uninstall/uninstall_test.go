@@ -128,7 +128,7 @@ func TestTheDocumentedUninstallRemovesEverythingWithoutHanging(t *testing.T) {
 		TargetNamespace: "podinfo", Artifact: v1.Artifact{Ref: "oci://" + repository + "@" + digest, Digest: digest}, ConfigHash: "1",
 	}}))
 	must(t, env.Client.Create(ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns}, Spec: v1.ServingSpec{
-		OrderRef: v1.LocalObjectReference{Name: "podinfo"}, PreparationName: "podinfo-1",
+		OrderRef: v1.LocalObjectReference{Name: "podinfo"}, PreparationName: "podinfo-1", PromotedBy: env.AdminName,
 	}}))
 
 	app := &unstructured.Unstructured{}

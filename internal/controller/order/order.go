@@ -77,6 +77,11 @@ type Reconciler struct {
 	Config config.Config
 	// Gate holds Automatic promotion back; nil promotes at once.
 	Gate PromotionGate
+	// Name is how the API server names the reconciler's writes: an Automatic promotion writes
+	// it into the Serving's spec.promotedBy, as the admission policy kokumi-serving-approval
+	// asks. SetupWithManager learns it (OwnName) when empty; when the API server does not say,
+	// promotions clear promotedBy, which that policy refuses where it is installed.
+	Name string
 	// RetryAfter is when a failed render is first tried again without any change (default five
 	// seconds); each failure in a row doubles the wait, up to MaxRetryAfter.
 	RetryAfter time.Duration
@@ -112,6 +117,13 @@ func Setup(mgr ctrl.Manager, cfg config.Config, gate PromotionGate) error {
 // SetupWithManager registers the reconciler: Orders, their Preparations and Servings, and the
 // Products they name.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Name == "" {
+		name, err := OwnName(context.Background(), mgr.GetConfig())
+		if err != nil {
+			mgr.GetLogger().WithName("order").Error(err, "Automatic promotions will not name Kokumi in the Servings' spec.promotedBy: the admission policy kokumi-serving-approval, where installed, refuses them")
+		}
+		r.Name = name
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &deliveryv1alpha1.Order{}, productRefIndex,
 		func(o client.Object) []string { return []string{o.(*deliveryv1alpha1.Order).Spec.ProductRef.Name} }); err != nil {
 		return fmt.Errorf("index orders by product: %w", err)
@@ -953,8 +965,9 @@ const retrySeparator = " — "
 func shorten(s string) string { return text.ShortenMiddle(s, text.MaxMessage) }
 
 // promote keeps the Serving (same name as the Order). Automatic mode points it at the Order's
-// newest Ready Preparation once the gate allows, and otherwise returns why it waits; Manual
-// mode creates it empty and leaves spec.preparationName to a person.
+// newest Ready Preparation once the gate allows, naming Kokumi in spec.promotedBy, and
+// otherwise returns why it waits; Manual mode creates it empty and leaves
+// spec.preparationName to a person.
 func (r *Reconciler) promote(ctx context.Context, order *deliveryv1alpha1.Order, prep *deliveryv1alpha1.Preparation) (verdict promotion.Verdict, err error) {
 	verdict.Allowed = true
 	var serving deliveryv1alpha1.Serving
@@ -980,6 +993,9 @@ func (r *Reconciler) promote(ctx context.Context, order *deliveryv1alpha1.Order,
 			ObjectMeta: metav1.ObjectMeta{Name: order.Name, Namespace: order.Namespace, Labels: shard.Inherit(order, nil)},
 			Spec:       deliveryv1alpha1.ServingSpec{OrderRef: deliveryv1alpha1.LocalObjectReference{Name: order.Name}, PreparationName: want},
 		}
+		if want != "" {
+			serving.Spec.PromotedBy = r.Name
+		}
 		if err := controllerutil.SetControllerReference(order, &serving, r.Scheme()); err != nil {
 			return verdict, fmt.Errorf("own serving %s: %w", order.Name, err)
 		}
@@ -991,7 +1007,7 @@ func (r *Reconciler) promote(ctx context.Context, order *deliveryv1alpha1.Order,
 	if want == "" || serving.Spec.PreparationName == want {
 		return verdict, nil
 	}
-	serving.Spec.PreparationName = want
+	serving.Spec.PreparationName, serving.Spec.PromotedBy = want, r.Name
 	if err := r.Update(ctx, &serving); err != nil {
 		return verdict, fmt.Errorf("promote %s to serving %s: %w", want, order.Name, err)
 	}

@@ -32,10 +32,12 @@ var HubControllers = []string{"garbage-collector-controller", "namespace-control
 
 // PeopleRBAC are the files of config/rbac that give people their roles, as an installation
 // applies them: kokumi-admin, kokumi-tenant (aggregated into admin and edit), kokumi-view
-// (aggregated into view), the public keys everyone may read, and the admission policy that
-// keeps Kokumi's finalizer on Servings. The controller's own role is left out: in the fleet
+// (aggregated into view), kokumi-approver (bound by an admin), the public keys everyone may
+// read, and the admission policies that keep Kokumi's finalizer on Servings and hold the names
+// of who paused, promoted and approved to the writers. The controller's own role is left out: in the fleet
 // it runs as a cluster admin.
-var PeopleRBAC = []string{"kokumi_admin_role.yaml", "kokumi_tenant_role.yaml", "public_keys.yaml", "serving_finalizer_policy.yaml", "serving_rollout_policy.yaml"}
+var PeopleRBAC = []string{"kokumi_admin_role.yaml", "kokumi_tenant_role.yaml", "kokumi_approver_role.yaml", "public_keys.yaml",
+	"serving_finalizer_policy.yaml", "serving_rollout_policy.yaml", "serving_approval_policy.yaml"}
 
 // controllerManager says how to run kube-controller-manager as name on the cluster of
 // kubeconfig, with the given controllers ("*" for a cluster's defaults) and extra flags.

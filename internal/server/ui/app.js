@@ -22,7 +22,8 @@
 /** @typedef {{name: string, selected: number, healthy: number, progressing: number, failed: number, waiting: number}} WaveCount */
 /** @typedef {{preparation: string, from?: string, state: string, wave?: string, waveHealthySince?: string, rollbackTo?: string, by?: string, nextWindow?: string, message?: string, waves?: WaveCount[]}} Rollout */
 /** @typedef {{paused?: boolean, abort?: string, by?: string}} RolloutControl */
-/** @typedef {ServingSummary & {rows: ClusterRow[], rowsTotal?: number, rowsOmitted?: number, promotion?: Promotion, pipeline?: Pipeline, records?: Records, rollout?: Rollout, control?: RolloutControl, can?: Record<string, Can>, loadedAt?: number, missing?: undefined}} ServingDetail */
+/** @typedef {{gate: string, wave?: string, preparation: string, required: number, approvers: string[], separateFromPromoter?: boolean, promotedBy?: string}} Approval */
+/** @typedef {ServingSummary & {rows: ClusterRow[], rowsTotal?: number, rowsOmitted?: number, promotion?: Promotion, pipeline?: Pipeline, records?: Records, rollout?: Rollout, control?: RolloutControl, approval?: Approval, can?: Record<string, Can>, loadedAt?: number, missing?: undefined}} ServingDetail */
 /** @typedef {{missing: true, namespace: string, name: string, order: OrderSummary}} MissingServing */
 /** @typedef {{name: string, clusters: number, names: string[], moreNames?: number, notReady?: number, soak?: string, maxUnavailable: number}} WavePreview */
 /** @typedef {{environment: string, found: boolean, allAtOnce: boolean, clusters: number, waves: WavePreview[], failureBudget: number, onFailure?: string, windows?: {open: boolean, nextOpen?: string, error?: string}, summary: string[]}} PlanPreview */
@@ -529,13 +530,14 @@ const pageSize = 100;
  * @property {{kind: "promote" | "rollback", name: string, against?: string, diff?: Diff, error?: string, plan?: PlanPreview, planError?: string, busy?: boolean, opener: string} | null} confirm
  * @property {{text: string, error?: boolean} | null} message
  * @property {{confirmAbort?: string, busy?: boolean, message?: {text: string, error?: boolean}}} rollout
+ * @property {{busy?: boolean, message?: {text: string, error?: boolean}}} approve
  */
 
 /** @type {Page} */
 const servingPage = {
   title: (s, [, name]) => `${s ? s.name : name} · Serving · Kokumi`,
   /** @returns {ServingUI} */
-  init: () => ({ q: "", state: "", offset: 0, searchTimer: undefined, panel: null, confirm: null, message: null, rollout: {} }),
+  init: () => ({ q: "", state: "", offset: 0, searchTimer: undefined, panel: null, confirm: null, message: null, rollout: {}, approve: {} }),
   /**
    * @param {string[]} args
    * @param {ServingUI} ui
@@ -744,6 +746,7 @@ function rolloutSection(s, ui) {
     // What was asked and not yet acted upon: the controller's status says what it did.
     asked ? h("p", { class: "note", id: "rollout-asked" }, `${asked} asked by ${control.by}; Kokumi acts on it shortly.`) : "",
     r && r.message ? h("p", { class: ["Halted", "RolledBack", "Aborted"].includes(r.state) ? "error" : "note", id: "rollout-message" }, r.message) : "",
+    approvalPart(s, ui, serving),
     controls && denied ? h("p", { class: "note denied", id: "rollout-denied", "data-key": "denied" }, "Pause, Resume and Abort are disabled: ", denied) : "",
     controls ? h("p", { class: "buttons", "data-key": "rollout-buttons" },
       control.paused ? button("rollout-resume", "Resume", () => act("resume")) :
@@ -767,6 +770,52 @@ function rolloutSection(s, ui) {
       { label: "Failed", cell: w => String(w.failed) },
       { label: "Waiting", cell: w => String(w.waiting) },
     ], s.rollout.waves, w => w.name) : "");
+}
+
+// approvalPart shows the gate the roll-out waits at for approvals (status.rollout.awaiting),
+// how many it asks and who approved so far (spec.approvals of the Preparation rolled out), and
+// Approve, which adds the person's own approval; disabled, with the reason, for whoever may not
+// approve (RBAC's verb approve) or may not approve this one (the promoter, when the gate asks
+// for someone else; who approved already).
+/**
+ * @param {ServingDetail} s
+ * @param {ServingUI} ui
+ * @param {string} serving
+ */
+function approvalPart(s, ui, serving) {
+  const a = s.approval;
+  if (!a || a.preparation !== s.preparation) return "";
+  const gate = a.wave ? `wave ${a.wave}` : "the Environment's gate";
+  const can = (s.can && s.can.approve) || { allowed: false, reason: "You may not approve this roll-out." };
+  const state = ui.approve;
+  async function approve() {
+    if (state.busy || !a) return;
+    state.busy = true;
+    paint();
+    try {
+      const r = await post(`${serving}/approve`, { wave: a.wave || "", preparation: a.preparation });
+      const left = r.required - r.approvers.length;
+      state.message = { text: `Approved ${gate} of ${r.preparation}: ${r.approvers.length} of ${r.required}` +
+        (left > 0 ? `; it waits for ${left} more.` : "; the roll-out goes past it.") };
+    } catch (e) {
+      const fields = e instanceof APIError ? e.fields : [];
+      state.message = { text: fields.length ? clip(fields.map(f => f.message).join("; ")) : errorText(e), error: true };
+    }
+    state.busy = false;
+    paint();
+    focusNow("#approve-message");
+    refresh();
+  }
+  const count = `${a.approvers.length} of ${a.required}`;
+  return h("div", { "data-key": "approval", id: "approval" },
+    h("p", { class: "note", id: "approval-state", "data-key": "state" }, `The roll-out of ${a.preparation} awaits approval of ${gate}: `,
+      h("b", {}, count), a.approvers.length ? ` (approved by ${a.approvers.join(", ")})` : "",
+      a.separateFromPromoter && a.promotedBy ? `; ${a.promotedBy} promoted it, so someone else must approve` : "", "."),
+    !can.allowed ? h("p", { class: "note denied", id: "approve-denied", "data-key": "denied" }, "Approve is disabled: ", can.reason || "") : "",
+    h("p", { class: "buttons", "data-key": "buttons" }, h("button", {
+      type: "button", id: "approve", disabled: !can.allowed || !!state.busy, "aria-describedby": can.allowed ? undefined : "approve-denied", onclick: approve,
+    }, state.busy ? "Working…" : `Approve ${gate} (${count})`)),
+    state.message ? h("p", { class: state.message.error ? "error" : "note", role: "status", tabindex: "-1", "data-key": "message", id: "approve-message" }, state.message.text) : "");
 }
 
 // pipelineSection shows the stages the Order's Environment requires, for one Preparation:
