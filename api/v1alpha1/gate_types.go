@@ -185,7 +185,7 @@ type ApprovalPolicy struct {
 }
 
 // NotificationEvent is a roll-out transition a webhook can be told of.
-// +kubebuilder:validation:Enum=WaveStarted;RolloutHalted;RolledBack;RolloutAborted;RolloutPaused;RolloutResumed;VerificationFailed;AwaitingApproval;RolloutComplete
+// +kubebuilder:validation:Enum=WaveStarted;RolloutHalted;RolledBack;RolloutAborted;RolloutPaused;RolloutResumed;VerificationFailed;AwaitingApproval;Approved;RolloutComplete
 type NotificationEvent string
 
 // Notification is a webhook Kokumi posts a JSON body of each roll-out transition to, signed

@@ -244,6 +244,14 @@ type RolloutStatus struct {
 	// +optional
 	Verifications []VerificationResult `json:"verifications,omitempty"`
 
+	// Approvals are the approvals that count for this Preparation (spec.approvals, less those
+	// of other Preparations and, where a gate asks for separation, the promoter's), in roll-out
+	// order: each new one is an Event Approved.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Approvals []Approval `json:"approvals,omitempty"`
+
 	// Awaiting names the gate that waits for approvals: a wave, or "environment"; empty when
 	// none waits.
 	// +kubebuilder:validation:MaxLength=63

@@ -8,9 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kokumi-dev/kokumi/internal/rollout"
-	"github.com/kokumi-dev/kokumi/internal/view"
-
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -22,6 +19,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
+	"github.com/kokumi-dev/kokumi/internal/view"
 )
 
 // Status is what `status` prints with -o json or -o yaml: the Serving page's summary and
@@ -158,9 +156,6 @@ func printStatus(out io.Writer, st *Status, output string, now time.Time) error 
 		for _, wave := range r.Waves {
 			w.printf("  wave %-12s %d clusters: %d healthy, %d progressing, %d failed, %d waiting\n", wave.Name, wave.Selected, wave.Healthy, wave.Progressing, wave.Failed, wave.Waiting)
 		}
-		if r.Awaiting != "" {
-			w.printf("  awaiting approval of %s: kubectl kokumi approve %s%s\n", r.Awaiting, st.Name, approveFlag(r.Awaiting))
-		}
 		for _, v := range r.Verifications {
 			w.printf("  verification %s of %s (%s): %s, %d passes in a row, %d failed of %d runs: %s\n",
 				v.Name, rollout.GateName(v.Wave), v.Kind, v.Phase, v.Passes, v.Failures, v.Runs, oneLine(v.Message))
@@ -288,12 +283,4 @@ func printStructured(out io.Writer, v any, output string) (bool, error) {
 		return true, err
 	}
 	return false, nil
-}
-
-// approveFlag is the flag of kubectl kokumi approve that names the gate awaiting approval.
-func approveFlag(gate string) string {
-	if gate == v1.EnvironmentGate {
-		return ""
-	}
-	return " --wave " + gate
 }

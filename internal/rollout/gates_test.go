@@ -47,7 +47,7 @@ func TestAWaveThatAsksForApprovalStartsOnlyOnceSomeoneElseApproved(t *testing.T)
 	if _, waits := started.Waiting["c1"]; waits {
 		t.Errorf("c1 still waits: %v", started.Waiting)
 	}
-	if ts := Transitions(&waiting.Status, &started.Status, ""); len(ts) != 1 || ts[0].Reason != "WaveStarted" {
+	if ts := Transitions(&waiting.Status, &started.Status, ""); len(ts) != 2 || ts[0].Reason != "Approved" || ts[0].Message != "bob approved wave canary of Preparation p-2" || ts[1].Reason != "WaveStarted" {
 		t.Errorf("transitions %+v", ts)
 	}
 }

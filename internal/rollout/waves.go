@@ -550,6 +550,7 @@ func Decide(in Input) Plan {
 		}
 	}
 	plan.Evidence = gates.evidence(st.Verifications, len(names)-1, st.State == v1.RolloutComplete)
+	plan.Status.Approvals = plan.Evidence.Approvals
 	return plan
 }
 
@@ -663,7 +664,7 @@ type Transition struct {
 
 // Transitions returns the changes of a roll-out from previous to next worth an Event, in the
 // order they happened: a person paused, resumed or aborted it (by is the Serving's
-// spec.rollout.by), a wave started, a verification failed, a gate awaits approval, the
+// spec.rollout.by), a person approved a gate, a wave started, a verification failed, a gate awaits approval, the
 // roll-out halted, rolled back or completed.
 func Transitions(previous *v1.RolloutStatus, next *v1.RolloutStatus, by string) []Transition {
 	if next == nil {
@@ -682,6 +683,11 @@ func Transitions(previous *v1.RolloutStatus, next *v1.RolloutStatus, by string) 
 		add("RolloutPaused", false, next.Message)
 	case was.State == v1.RolloutPaused && (next.State == v1.RolloutProgressing || next.State == v1.RolloutComplete):
 		add("RolloutResumed", false, who(by)+" resumed the roll-out of Preparation "+next.Preparation)
+	}
+	for _, a := range next.Approvals {
+		if !slices.Contains(was.Approvals, a) {
+			add("Approved", false, a.By+" approved "+GateName(a.Wave)+" of Preparation "+next.Preparation)
+		}
 	}
 	if next.Wave != "" && next.Wave != was.Wave && next.Wave != AllAtOnceWave && !Stopped(next.State) {
 		add("WaveStarted", false, "the roll-out of Preparation "+next.Preparation+" started wave "+next.Wave)

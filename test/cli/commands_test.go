@@ -567,7 +567,6 @@ func TestStatusShowsTheRolloutInWaves(t *testing.T) {
 		"Roll-out:     Progressing web-2, current wave canary\n",
 		"  wave canary       1 clusters: 1 healthy, 0 progressing, 0 failed, 0 waiting\n",
 		"  wave rest         4 clusters: 0 healthy, 0 progressing, 0 failed, 4 waiting\n",
-		"  awaiting approval of rest: kubectl kokumi approve web --wave rest\n",
 		"  verification error-rate of wave canary (http): Passed, 2 passes in a row, 0 failed of 2 runs: successCondition holds; the answer: 200 OK in 3ms: {\"status\":\"success\"}\n",
 	} {
 		if !strings.Contains(r.stdout, want) {
