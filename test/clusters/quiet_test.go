@@ -175,7 +175,7 @@ func TestOnboardingClustersRecordsNoEventPerCluster(t *testing.T) {
 		line := fmt.Sprintf("%s %s/%s: %s %s", e.Type, e.Regarding.Kind, e.Regarding.Name, e.Reason, e.Note)
 		switch {
 		case e.Regarding.Kind == "Cluster" && strings.HasPrefix(e.Regarding.Name, "onboard-") &&
-			!(e.Regarding.Name == names[0] && e.Reason == v1.ReasonCredentialsNotFound):
+			(e.Regarding.Name != names[0] || e.Reason != v1.ReasonCredentialsNotFound):
 			perCluster = append(perCluster, line)
 		case e.Regarding.Kind == "Environment" && e.Regarding.Namespace == "team-onboard":
 			environment = append(environment, line)

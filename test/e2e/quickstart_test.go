@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -69,10 +70,14 @@ func TestQuickstartClusterAddOnTheFleet(t *testing.T) {
 	// An earlier test of the package may have registered the member as the demo does the others.
 	if err := hub.Delete(ctx, &deliveryv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}); err == nil {
 		eventually(t, 3*time.Minute, "the Cluster "+name+" registered earlier is gone", func(ctx context.Context) error {
-			if err := hub.Get(ctx, key, &deliveryv1alpha1.Cluster{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there (%v)", err)
+			err := hub.Get(ctx, key, &deliveryv1alpha1.Cluster{})
+			switch {
+			case apierrors.IsNotFound(err):
+				return nil
+			case err != nil:
+				return fmt.Errorf("read it: %w", err)
 			}
-			return nil
+			return errors.New("still there")
 		})
 	} else if !apierrors.IsNotFound(err) {
 		t.Fatal(err)
