@@ -213,7 +213,6 @@ func TestAClusterWithATokenIsReadyAndDeclaredToArgoCD(t *testing.T) {
 	if cfg.BearerToken != token || string(cfg.TLSClientConfig.CAData) != string(member.CA) {
 		t.Errorf("Argo CD config does not carry the token and the member's CA")
 	}
-	waitEvent(t, "member", v1.ReasonConnected)
 	assertNoCredential(t, "member", token)
 }
 
@@ -345,8 +344,14 @@ func TestAStoppedMemberIsUnreachableAndReadyAgainWhenRestarted(t *testing.T) {
 	must(t, member.startAPIServer())
 	restarted = true
 	waitReady(t, "member-restarting", metav1.ConditionTrue, v1.ReasonConnected)
-	if reasons := clusterEvents(t, "member-restarting"); countString(reasons, v1.ReasonUnreachable) != 1 {
+	// The recovery is told (a Normal Connected), the first Ready was not.
+	waitEvent(t, "member-restarting", v1.ReasonConnected)
+	reasons := clusterEvents(t, "member-restarting")
+	if countString(reasons, v1.ReasonUnreachable) != 1 {
 		t.Errorf("events %v: want one Unreachable, on the transition only", reasons)
+	}
+	if countString(reasons, v1.ReasonConnected) != 1 {
+		t.Errorf("events %v: want one Connected, on the recovery only", reasons)
 	}
 	assertNoCredential(t, "member-restarting", token)
 }

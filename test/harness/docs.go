@@ -12,7 +12,8 @@ import (
 	"strings"
 )
 
-// DocSection is a section of a doc whose shell steps a test runs as written.
+// DocSection is a section of a doc whose shell steps a test runs as written: from its heading
+// to the next heading of the same or a higher level.
 type DocSection struct {
 	// Path is the doc's path from the repository root.
 	Path string
@@ -20,9 +21,22 @@ type DocSection struct {
 	Heading string
 }
 
+// headingLevel is the level of a Markdown heading line (2 for "## …"), 0 for another line.
+func headingLevel(line string) int {
+	n := len(line) - len(strings.TrimLeft(line, "#"))
+	if n == 0 || !strings.HasPrefix(line[n:], " ") {
+		return 0
+	}
+	return n
+}
+
 // QuickstartRBAC is the quickstart's section that binds a person to edit in the demo's
 // namespace and asks what they may do.
 var QuickstartRBAC = DocSection{Path: "docs/quickstart.md", Heading: "## 4. Let a person deliver in a namespace"}
+
+// QuickstartClusterAdd is the quickstart's subsection that registers the member the demo left
+// out (sandbox.DemoPluginMember) with the kubectl plugin.
+var QuickstartClusterAdd = DocSection{Path: "docs/quickstart.md", Heading: "### Register the third member with `kubectl kokumi cluster add`"}
 
 // DocStep is a ```sh block of a doc and, when the doc shows it, what it prints.
 type DocStep struct {
@@ -45,6 +59,7 @@ func (d DocSection) Steps(root string) ([]DocStep, error) {
 	var (
 		steps           []DocStep
 		in, found       bool
+		level           int
 		block           []string
 		lang            string
 		outputMayFollow bool
@@ -52,9 +67,13 @@ func (d DocSection) Steps(root string) ([]DocStep, error) {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		line := sc.Text()
-		if block == nil && strings.HasPrefix(line, "## ") {
-			in = line == d.Heading
-			found = found || in
+		if l := headingLevel(line); block == nil && l > 0 {
+			switch {
+			case line == d.Heading:
+				in, found, level = true, true, l
+			case in && l <= level:
+				in = false
+			}
 			continue
 		}
 		if !in {

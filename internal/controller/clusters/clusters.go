@@ -122,7 +122,9 @@ func Setup(mgr ctrl.Manager, cfg config.Config) error {
 		// A probe result that changes what a Cluster's status says.
 		WatchesRawSource(prober.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: cfg.Workers(config.ClusterConcurrency)}).
-		Complete(r)
+		// A write from a cache behind the reconciler's own last write (the finalizer, the Argo
+		// CD cluster Secret) is tried again quietly, as a status write is.
+		Complete(status.QuietConflicts(r))
 	if err != nil {
 		return fmt.Errorf("set up the cluster controller: %w", err)
 	}

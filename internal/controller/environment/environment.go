@@ -83,7 +83,7 @@ func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache) error {
 		// An Environment appearing, going or changing its requirements may break or mend the
 		// pipelines of the others in its namespace.
 		Watches(&v1.Environment{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOfNamespace))
-	c, err := b.WithOptions(controller.Options{MaxConcurrentReconciles: cfg.Workers(config.EnvironmentConcurrency)}).Build(r)
+	c, err := b.WithOptions(controller.Options{MaxConcurrentReconciles: cfg.Workers(config.EnvironmentConcurrency)}).Build(status.QuietConflicts(r))
 	if err != nil {
 		return fmt.Errorf("set up the environment controller: %w", err)
 	}

@@ -1,6 +1,8 @@
 // Package status is the one policy of Kokumi's status writes: a merge patch of what a reconcile
-// changed, from the object it read, under an optimistic lock; a conflict is a quiet requeue; and
-// an Event on a Ready transition, never one per loop.
+// changed, from the object it read, under an optimistic lock; a conflict, of that write or of any
+// other a reconcile makes from its cache (QuietConflicts), is a quiet requeue; and an Event on a
+// Ready transition that a person needs to hear of, never one per loop nor one per object that
+// simply became Ready.
 package status
 
 import (
@@ -16,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 )
@@ -35,21 +38,45 @@ func Patch(base client.Object) client.Patch {
 // usually caught up by then.
 const ConflictRetry = 500 * time.Millisecond
 
-// ReadyTransitionEvent records an event when the Ready condition's status or reason changed:
-// Normal when it turned True, Warning otherwise. The note is the condition's message.
+// ReadyTransitionEvent records an event when the Ready condition's status or reason changed, and
+// a person needs to hear of it: a Warning when it is not True (a failure, or another failure
+// than before); a Normal one when it turned True again after being False (a recovery). The
+// first Ready of a new object records none: its condition says it, and onboarding 10,000
+// Clusters would otherwise record 10,000 Events. The note is the condition's message.
 func ReadyTransitionEvent(rec events.EventRecorder, obj client.Object, before, after []metav1.Condition) {
 	now := meta.FindStatusCondition(after, v1.ConditionReady)
 	if now == nil {
 		return
 	}
-	if was := meta.FindStatusCondition(before, v1.ConditionReady); was != nil && was.Status == now.Status && was.Reason == now.Reason {
+	was := meta.FindStatusCondition(before, v1.ConditionReady)
+	if was != nil && was.Status == now.Status && was.Reason == now.Reason {
 		return
 	}
 	kind := corev1.EventTypeWarning
 	if now.Status == metav1.ConditionTrue {
+		if was == nil || was.Status != metav1.ConditionFalse {
+			return // the first Ready (or after Unknown): routine
+		}
 		kind = corev1.EventTypeNormal
 	}
 	rec.Eventf(obj, nil, kind, now.Reason, "Reconcile", "%s", now.Message)
+}
+
+// QuietConflicts wraps a reconciler so that a conflict is a quiet requeue wherever its reconcile
+// meets one: a write from a cache that had not yet seen the reconciler's own last write (a
+// finalizer added, a Secret updated, a status written) fails with a conflict, and the reconcile
+// runs again after ConflictRetry on what the cache holds by then. Returned to controller-runtime,
+// the conflict would be logged as an error line and retried with a growing backoff. Any other
+// error is returned as it is.
+func QuietConflicts(r reconcile.Reconciler) reconcile.Reconciler {
+	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		res, err := r.Reconcile(ctx, req)
+		if err != nil && apierrors.IsConflict(err) {
+			ctrl.LoggerFrom(ctx).V(1).Info("the object changed since it was read; trying again", "reason", err.Error())
+			return ctrl.Result{RequeueAfter: ConflictRetry}, nil
+		}
+		return res, err
+	})
 }
 
 // Written is what Write did.

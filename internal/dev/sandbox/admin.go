@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,10 +84,13 @@ func (f *Fleet) RegisterCluster(ctx context.Context, c *Cluster, labels map[stri
 	return nil
 }
 
-// RegisterDemoClusters registers every member as the demo does: each labelled
-// EnvironmentLabel=DemoEnvironment, the first also StagingLabel=DemoStagingEnvironment.
-func (f *Fleet) RegisterDemoClusters(ctx context.Context) error {
+// RegisterDemoClusters registers every member but those named in except as the demo does: each
+// labelled EnvironmentLabel=DemoEnvironment, the first also StagingLabel=DemoStagingEnvironment.
+func (f *Fleet) RegisterDemoClusters(ctx context.Context, except ...string) error {
 	for i, m := range f.Members() {
+		if slices.Contains(except, m.Name) {
+			continue
+		}
 		labels := map[string]string{EnvironmentLabel: DemoEnvironment}
 		if i == 0 {
 			labels[StagingLabel] = DemoStagingEnvironment

@@ -60,6 +60,11 @@ type ControllerSettings struct {
 // DefaultMembers are the member clusters of `kokumi dev`.
 var DefaultMembers = []string{"edge-1", "edge-2", "edge-3"}
 
+// DemoPluginMember is the member `kokumi dev` leaves for the quickstart to register with the
+// kubectl plugin (`kubectl kokumi cluster add edge-3 --label environment=edge`), as a person
+// registers a cluster; it registers the others itself.
+const DemoPluginMember = "edge-3"
+
 // DemoEnvironment is the Environment `kokumi dev` sets up for the spec's example.
 const DemoEnvironment = "edge"
 
@@ -104,7 +109,7 @@ func RunDev(ctx context.Context, o DevOptions) (err error) {
 	if err := fleet.WriteKubeconfig(kubeconfig); err != nil {
 		return err
 	}
-	if err := fleet.RegisterDemoClusters(ctx); err != nil {
+	if err := fleet.RegisterDemoClusters(ctx, DemoPluginMember); err != nil {
 		return err
 	}
 	// A two-stage pipeline: staging (the first member) runs a release first; edge takes it once
@@ -257,7 +262,8 @@ UI: http://%s (token %s, kept in %s)
 Kubeconfig: %s (contexts: hub, %s)
 
 Try:
-  export KUBECONFIG=%s
+  export KUBECONFIG=%s PATH=%s:$PATH
+  %s kokumi cluster add %s --label %s=%s   # register %s with the plugin, bin/kubectl-kokumi
   %s get clusters,environments -A
   %s get orders,servings -n %s        # staging runs each release first; edge takes it after a %s soak
   %s get serving podinfo-edge -n %s -o wide
@@ -268,7 +274,7 @@ Try:
 
 Press Ctrl-C to stop; everything started here stops with it.
 `, formatVersions(o.Assets.Versions()), ui.addr, ui.token, ui.tokenPath, kubeconfig, strings.Join(memberNames(f), ", "),
-		kubeconfig, k, k, ns, DemoSoak, k, ns, k, ns, k, f.ArgoCDNamespace, ns, k, DemoTargetNamespace)
+		kubeconfig, filepath.Join(o.Assets.Root, "bin"), k, DemoPluginMember, EnvironmentLabel, DemoEnvironment, DemoPluginMember, k, k, ns, DemoSoak, k, ns, k, ns, k, f.ArgoCDNamespace, ns, k, DemoTargetNamespace)
 }
 
 func memberNames(f *Fleet) []string {
