@@ -594,7 +594,9 @@ func rollingOut(ctx context.Context) error {
 	since := metav1.NewTime(time.Now().Add(-3 * time.Minute).Truncate(time.Second))
 	sv.Status.Clusters = v1.ClusterCounts{Selected: 5, Healthy: 1, Progressing: 4}
 	sv.Status.Rollout = &v1.RolloutStatus{Preparation: "waves-2", From: "waves-1", State: v1.RolloutProgressing, Wave: "canary", WaveHealthySince: &since,
-		Waves: []v1.WaveCount{{Name: "canary", Selected: 1, Healthy: 1}, {Name: "rest", Selected: 4, Waiting: 4}}}
+		Waves: []v1.WaveCount{{Name: "canary", Selected: 1, Healthy: 1}, {Name: "rest", Selected: 4, Waiting: 4}},
+		Verifications: []v1.VerificationResult{{Name: "error-rate", Wave: "canary", Kind: "http", Phase: v1.VerificationRunning, Passes: 1, Runs: 1, Completed: 1,
+			Started: &since, Message: `successCondition holds; the answer: 200 OK in 8ms: {"status":"success","data":{"result":[{"value":[1733390000,"0.002"]}]}}`}}}
 	apimeta.SetStatusCondition(&sv.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonProgressing,
 		Message: "wave canary is healthy and soaks until 10m0s have passed"})
 	if err := c.Status().Update(ctx, sv); err != nil {

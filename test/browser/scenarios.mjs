@@ -601,9 +601,15 @@ Object.assign(scenarios, {
     await page.waitForSelector("section[data-key=rollout]");
     const state = await page.textContent("#rollout-state");
     check(state?.includes("Progressing") && state.includes("current wave canary") && state.includes("waves-1"), `the state, the current wave and what the waves not reached run (${state})`);
-    const rows = await page.$$eval("section[data-key=rollout] tbody tr", rs => rs.map(r => Array.from(r.querySelectorAll("td")).map(td => td.textContent)));
+    const rows = await page.$$eval("section[data-key=rollout] tbody tr", rs => rs.filter(r => !r.closest("#verifications")).map(r => Array.from(r.querySelectorAll("td")).map(td => td.textContent)));
     check(JSON.stringify(rows) === JSON.stringify([["canary", "1", "1", "0", "0", "0"], ["rest", "4", "0", "0", "0", "4"]]), `each wave's counts (${JSON.stringify(rows)})`);
     check(await page.$("section[data-key=rollout] [aria-current=step]") !== null, "the current wave is marked for a screen reader");
+    // The canary's verification, as the controller tallied it: the result, the runs and what
+    // the last run said.
+    const checks = await page.$$eval("#verifications tbody tr", rs => rs.map(r => Array.from(r.querySelectorAll("td")).map(td => td.textContent)));
+    check(checks.length === 1 && checks[0][0] === "error-rate" && checks[0][1] === "wave canary" && checks[0][2] === "http" &&
+      checks[0][3]?.includes("Running") && checks[0][4] === "1 passed in a row, 0 failed, of 1" && checks[0][5]?.startsWith("last run ") &&
+      checks[0][6]?.includes("successCondition holds; the answer: 200 OK"), `the verification's result (${JSON.stringify(checks)})`);
     await shot(page, "rollout");
   },
 

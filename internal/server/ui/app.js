@@ -20,7 +20,8 @@
 /** @typedef {{digest: string, environment?: string, clusters: number, time?: string, keyID?: string, verified?: boolean, problem?: string}} RecordItem */
 /** @typedef {{preparation: string, artifact?: string, verify: string, items: RecordItem[], itemsOmitted?: number, error?: string}} Records */
 /** @typedef {{name: string, selected: number, healthy: number, progressing: number, failed: number, waiting: number}} WaveCount */
-/** @typedef {{preparation: string, from?: string, state: string, wave?: string, waveHealthySince?: string, rollbackTo?: string, by?: string, nextWindow?: string, message?: string, waves?: WaveCount[]}} Rollout */
+/** @typedef {{name: string, wave?: string, kind: string, phase: string, passes?: number, failures?: number, runs?: number, started?: string, finished?: string, message?: string}} VerificationResult */
+/** @typedef {{preparation: string, from?: string, state: string, wave?: string, waveHealthySince?: string, rollbackTo?: string, by?: string, nextWindow?: string, message?: string, waves?: WaveCount[], verifications?: VerificationResult[], awaiting?: string}} Rollout */
 /** @typedef {{paused?: boolean, abort?: string, by?: string}} RolloutControl */
 /** @typedef {{gate: string, wave?: string, preparation: string, required: number, approvers: string[], separateFromPromoter?: boolean, promotedBy?: string}} Approval */
 /** @typedef {ServingSummary & {rows: ClusterRow[], rowsTotal?: number, rowsOmitted?: number, promotion?: Promotion, pipeline?: Pipeline, records?: Records, rollout?: Rollout, control?: RolloutControl, approval?: Approval, can?: Record<string, Can>, loadedAt?: number, missing?: undefined}} ServingDetail */
@@ -296,7 +297,7 @@ const glyphs = {
   Healthy: ["✓", "ok"], True: ["✓", "ok"], Passed: ["✓", "ok"], Synced: ["✓", "ok"], yes: ["✓", "ok"],
   Progressing: ["◐", "warn"], Soaking: ["◷", "warn"], Waiting: ["…", "warn"], Unknown: ["?", "warn"],
   OutOfSync: ["≠", "warn"], Suspended: ["‖", "warn"],
-  Degraded: ["✕", "bad"], False: ["✕", "bad"], no: ["✕", "bad"], Missing: ["∅", "bad"], Held: ["⊘", "bad"],
+  Degraded: ["✕", "bad"], False: ["✕", "bad"], no: ["✕", "bad"], Missing: ["∅", "bad"], Held: ["⊘", "bad"], Failed: ["✕", "bad"], Running: ["◐", "warn"],
 };
 
 /** @param {string | undefined} text */
@@ -769,7 +770,29 @@ function rolloutSection(s, ui) {
       { label: "Progressing", cell: w => String(w.progressing) },
       { label: "Failed", cell: w => String(w.failed) },
       { label: "Waiting", cell: w => String(w.waiting) },
-    ], s.rollout.waves, w => w.name) : "");
+    ], s.rollout.waves, w => w.name) : "",
+    verificationsTable(s.rollout));
+}
+
+// verificationsTable lists the verifications of the gates (status.rollout.verifications) as the
+// controller tallied them: the gate, the kind, the result, the runs, when, and what the last run
+// said (the HTTP answer's first lines, or the Job's container's last words), at most 512
+// characters each and 72 rows.
+/** @param {Rollout | undefined} r */
+function verificationsTable(r) {
+  const vs = (r && r.verifications) || [];
+  if (!vs.length) return "";
+  return h("div", { "data-key": "verifications", id: "verifications" },
+    h("h4", {}, "Verifications"),
+    table([
+      { label: "Verification", cell: v => v.name },
+      { label: "Gate", cell: v => v.wave ? `wave ${v.wave}` : "Environment" },
+      { label: "Kind", cell: v => v.kind },
+      { label: "Result", cell: v => badge(v.phase) },
+      { label: "Runs", cell: v => `${v.passes || 0} passed in a row, ${v.failures || 0} failed, of ${v.runs || 0}` },
+      { label: "When", cell: v => v.finished ? `${v.phase.toLowerCase()} ${since(v.finished)}` : v.started ? `last run ${since(v.started)}` : "not started" },
+      { label: "Last output", cell: v => h("code", { class: "output" }, v.message || "") },
+    ], vs, v => `${v.wave || ""}/${v.name}`));
 }
 
 // approvalPart shows the gate the roll-out waits at for approvals (status.rollout.awaiting),
