@@ -107,10 +107,7 @@ func (j *JobRunner) output(ctx context.Context, job *batchv1.Job) string {
 // owned by the Serving.
 func jobFor(spec *v1.Verification, wave string, run int32, facts Facts) *batchv1.Job {
 	js := spec.Job
-	timeout := DefaultJobTimeout
-	if js.Timeout != nil && js.Timeout.Duration > 0 {
-		timeout = js.Timeout.Duration
-	}
+	timeout := jobTimeout(spec)
 	sa := js.ServiceAccountName
 	if sa == "" {
 		sa = "default"

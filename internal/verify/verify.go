@@ -29,6 +29,9 @@ const (
 	PollJob = 5 * time.Second
 	// MaxMessage is the most a result's message holds.
 	MaxMessage = 512
+	// JobGrace is how long past its timeout Kokumi waits for a Job's end before it counts the
+	// run as failed itself.
+	JobGrace = time.Minute
 	// MaxClustersInFacts is the most cluster names KOKUMI_CLUSTERS holds.
 	MaxClustersInFacts = 500
 )
@@ -98,6 +101,12 @@ func (r *Runner) Step(ctx context.Context, specs []v1.Verification, wave string,
 				o, done, err := r.Jobs.Read(ctx, spec, wave, res.Runs, facts)
 				if err != nil {
 					return nil, 0, err
+				}
+				if !done && res.Started != nil && now.Sub(res.Started.Time) > jobTimeout(spec)+JobGrace {
+					// The Job controller ends a Job at its deadline; where none runs (a hub without
+					// one), Kokumi does not wait for ever.
+					o, done = Outcome{Message: fmt.Sprintf("Job %s did not end within its timeout of %s and %s more: is the hub's Job controller running?",
+						JobName(facts, wave, spec.Name, res.Runs), jobTimeout(spec), JobGrace)}, true
 				}
 				if !done {
 					soon(PollJob)
@@ -195,3 +204,11 @@ func (f Facts) env() []nameValue {
 }
 
 type nameValue struct{ name, value string }
+
+// jobTimeout is how long one run of a job verification may take (its activeDeadlineSeconds).
+func jobTimeout(spec *v1.Verification) time.Duration {
+	if spec.Job != nil && spec.Job.Timeout != nil && spec.Job.Timeout.Duration > 0 {
+		return spec.Job.Timeout.Duration
+	}
+	return DefaultJobTimeout
+}

@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 )
@@ -114,5 +118,34 @@ func TestJobNamesAreStableShortAndPerRun(t *testing.T) {
 	a, b := JobName(f, "canary", long, 1), JobName(f, "canary", long, 2)
 	if a == b || len(a) > 63 || JobName(f, "canary", long, 1) != a || JobName(f, "rest", long, 1) == a {
 		t.Errorf("names %q %q", a, b)
+	}
+}
+
+func TestAJobThatNoControllerEndsFailsPastItsTimeout(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := batchv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	now := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	r := &Runner{Jobs: &JobRunner{Client: c, Reader: c}, Now: func() time.Time { return now }}
+	spec := []v1.Verification{{Name: "smoke", Job: &v1.JobVerification{Image: "smoke:1", Timeout: &metav1.Duration{Duration: time.Minute}}}}
+	facts := Facts{Namespace: "team", Preparation: "web-2", Serving: &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: "web", UID: "u"}}}
+	res, recheck, err := r.Step(context.Background(), spec, "canary", nil, facts)
+	if err != nil || res[0].Runs != 1 || res[0].Completed != 0 || recheck != PollJob {
+		t.Fatalf("started: %+v %v %v", res, recheck, err)
+	}
+	var job batchv1.Job
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "team", Name: JobName(facts, "canary", "smoke", 1)}, &job); err != nil || *job.Spec.ActiveDeadlineSeconds != 60 {
+		t.Fatalf("the Job: %v %+v", err, job.Spec)
+	}
+	now = now.Add(time.Minute + 30*time.Second)
+	if res, _, _ = r.Step(context.Background(), spec, "canary", res, facts); res[0].Phase != v1.VerificationRunning {
+		t.Fatalf("failed within the grace: %+v", res[0])
+	}
+	now = now.Add(time.Minute)
+	res, _, _ = r.Step(context.Background(), spec, "canary", res, facts)
+	if res[0].Phase != v1.VerificationFailed || !strings.Contains(res[0].Message, "did not end within its timeout of 1m0s and 1m0s more") {
+		t.Fatalf("a Job no controller ends: %+v", res[0])
 	}
 }
