@@ -564,7 +564,7 @@ func TestStatusShowsTheRolloutInWaves(t *testing.T) {
 	must(t, env.Client.Status().Update(ctx, s))
 	r := kubectlKokumi(t, "status", "web", "-n", ns)
 	for _, want := range []string{
-		"Roll-out:     Progressing web-2, current wave canary\n",
+		"Roll-out:     Progressing web-2, current wave canary, awaiting approval of wave rest (kubectl kokumi approve web -n waves)\n",
 		"  wave canary       1 clusters: 1 healthy, 0 progressing, 0 failed, 0 waiting\n",
 		"  wave rest         4 clusters: 0 healthy, 0 progressing, 0 failed, 4 waiting\n",
 		"  verification error-rate of wave canary (http): Passed, 2 passes in a row, 0 failed of 2 runs: successCondition holds; the answer: 200 OK in 3ms: {\"status\":\"success\"}\n",
