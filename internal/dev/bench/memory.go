@@ -201,7 +201,7 @@ func (r *run) createServings(preps []prep) error {
 	return parallel(8, len(preps), func(i int) error {
 		name := servingName(i)
 		if err := r.admin.Create(r.ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenantNamespace}, Spec: v1.ServingSpec{
-			OrderRef: v1.LocalObjectReference{Name: name}, PreparationName: preps[i].name,
+			OrderRef: v1.LocalObjectReference{Name: name}, PreparationName: preps[i].name, PromotedBy: r.adminName,
 		}}); err != nil {
 			return fmt.Errorf("create Serving %s: %w", name, err)
 		}

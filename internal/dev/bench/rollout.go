@@ -236,7 +236,7 @@ func (r *run) rollout(row *RolloutRow, opts RolloutOptions) error {
 // there.
 func (r *run) promote(p prep, alive func() error) (time.Duration, error) {
 	start := time.Now()
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"preparationName":"`+p.name+`"}}`))
+	patch := r.promotion(p.name)
 	if err := r.admin.Patch(r.ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}}, patch); err != nil {
 		return 0, fmt.Errorf("promote %s: %w", p.name, err)
 	}

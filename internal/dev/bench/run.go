@@ -8,6 +8,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
+	"github.com/kokumi-dev/kokumi/internal/controller/order"
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/oci"
@@ -175,17 +177,20 @@ type run struct {
 	// windows are the timed phases of the controller, for PhaseWrites.
 	windows []window
 
-	ctx     context.Context
-	dir     string
-	assets  sandbox.Assets
-	hub     *hub
-	admin   client.Client
-	obs     *observer
-	members *Members
-	reg     *registry.Registry
-	kokumi  *process
-	preps   [2]prep
-	row     *Row
+	ctx    context.Context
+	dir    string
+	assets sandbox.Assets
+	hub    *hub
+	admin  client.Client
+	// adminName is how the API server names admin's writes: the promotedBy of its promotions
+	// (the admission policy kokumi-serving-approval holds it to the writer).
+	adminName string
+	obs       *observer
+	members   *Members
+	reg       *registry.Registry
+	kokumi    *process
+	preps     [2]prep
+	row       *Row
 }
 
 // window is a named span of time.
@@ -338,6 +343,9 @@ func (r *run) setUpHub(o hubOptions, observed ...string) error {
 	}
 	if r.admin, err = client.New(r.hub.admin, client.Options{Scheme: scheme}); err != nil {
 		return fmt.Errorf("admin client: %w", err)
+	}
+	if r.adminName, err = order.OwnName(r.ctx, r.hub.admin); err != nil {
+		return fmt.Errorf("admin's name: %w", err)
 	}
 	for _, ns := range []string{ControllerNamespace, argocdNamespace, bareNamespace, tenantNamespace} {
 		if err := r.admin.Create(r.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -539,7 +547,7 @@ func (r *run) kokumiRun() error {
 
 	// Another Preparation, until N Applications at its digest.
 	start = time.Now()
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"preparationName":"`+r.preps[1].name+`"}}`))
+	patch := r.promotion(r.preps[1].name)
 	if err := r.admin.Patch(r.ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}}, patch); err != nil {
 		return fmt.Errorf("patch the Serving: %w", err)
 	}
@@ -809,9 +817,15 @@ func (r *run) createOrder(preparation string) error {
 		return fmt.Errorf("create the Order: %w", err)
 	}
 	if err := r.admin.Create(r.ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}, Spec: v1.ServingSpec{
-		OrderRef: v1.LocalObjectReference{Name: orderName}, PreparationName: preparation,
+		OrderRef: v1.LocalObjectReference{Name: orderName}, PreparationName: preparation, PromotedBy: r.adminName,
 	}}); err != nil {
 		return fmt.Errorf("create the Serving: %w", err)
 	}
 	return nil
+}
+
+// promotion is the merge patch that promotes preparation, naming the admin as its writer.
+func (r *run) promotion(preparation string) client.Patch {
+	body, _ := json.Marshal(map[string]any{"spec": map[string]any{"preparationName": preparation, "promotedBy": r.adminName}})
+	return client.RawPatch(types.MergePatchType, body)
 }
