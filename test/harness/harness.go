@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	kscheme "github.com/kokumi-dev/kokumi/api/scheme"
-	"github.com/kokumi-dev/kokumi/internal/controller/order"
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
+	"github.com/kokumi-dev/kokumi/internal/whoami"
 )
 
 // Env is a running control plane and an admin client for it.
@@ -79,7 +79,7 @@ func start(argoCD bool) (*Env, error) {
 		_ = cp.Stop()
 		return nil, fmt.Errorf("create client: %w", err)
 	}
-	if e.AdminName, err = order.OwnName(context.Background(), cp.Config); err != nil {
+	if e.AdminName, err = whoami.Name(context.Background(), cp.Config); err != nil {
 		_ = cp.Stop()
 		return nil, err
 	}

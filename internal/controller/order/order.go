@@ -45,6 +45,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/shard"
 	"github.com/kokumi-dev/kokumi/internal/stages"
 	"github.com/kokumi-dev/kokumi/internal/text"
+	"github.com/kokumi-dev/kokumi/internal/whoami"
 )
 
 const (
@@ -79,7 +80,7 @@ type Reconciler struct {
 	Gate PromotionGate
 	// Name is how the API server names the reconciler's writes: an Automatic promotion writes
 	// it into the Serving's spec.promotedBy, as the admission policy kokumi-serving-approval
-	// asks. SetupWithManager learns it (OwnName) when empty; when the API server does not say,
+	// asks. SetupWithManager learns it (whoami.Name) when empty; when the API server does not say,
 	// promotions clear promotedBy, which that policy refuses where it is installed.
 	Name string
 	// RetryAfter is when a failed render is first tried again without any change (default five
@@ -118,7 +119,7 @@ func Setup(mgr ctrl.Manager, cfg config.Config, gate PromotionGate) error {
 // Products they name.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Name == "" {
-		name, err := OwnName(context.Background(), mgr.GetConfig())
+		name, err := whoami.Name(context.Background(), mgr.GetConfig())
 		if err != nil {
 			mgr.GetLogger().WithName("order").Error(err, "Automatic promotions will not name Kokumi in the Servings' spec.promotedBy: the admission policy kokumi-serving-approval, where installed, refuses them")
 		}

@@ -31,11 +31,11 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
-	"github.com/kokumi-dev/kokumi/internal/controller/order"
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/registry"
+	"github.com/kokumi-dev/kokumi/internal/whoami"
 )
 
 // Names of what one run creates on the hub.
@@ -344,7 +344,7 @@ func (r *run) setUpHub(o hubOptions, observed ...string) error {
 	if r.admin, err = client.New(r.hub.admin, client.Options{Scheme: scheme}); err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
-	if r.adminName, err = order.OwnName(r.ctx, r.hub.admin); err != nil {
+	if r.adminName, err = whoami.Name(r.ctx, r.hub.admin); err != nil {
 		return fmt.Errorf("admin's name: %w", err)
 	}
 	for _, ns := range []string{ControllerNamespace, argocdNamespace, bareNamespace, tenantNamespace} {
