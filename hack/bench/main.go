@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -48,7 +49,7 @@ func run() error {
 		keep     = flag.Bool("keep", false, "keep each run's work directory (logs, audit log)")
 		kokumi   = flag.String("kokumi", "", "the kokumi binary to run (default: go build ./cmd/kokumi)")
 		extra    bench.ListFlag
-		maxRatio = flag.Float64("max-ratio", 0, "fail when Kokumi's Serving → N over the bare client's time exceeds this (0: never)")
+		maxRatio = flag.Float64("max-ratio", 0, "fail when Kokumi's Serving → N, change → N or Order deleted → 0 over the bare client's same writes exceeds this (0: never)")
 		memory   = flag.Bool("memory", false, "measure the controller's start and memory with --memory-servings × --memory-clusters Applications put into etcd, instead of the fan-out (-n is not used)")
 		servings = flag.Int("memory-servings", 100, "with --memory, how many Servings")
 		clusters = flag.Int("memory-clusters", 1000, "with --memory, how many clusters every Serving deploys to")
@@ -172,10 +173,12 @@ func run() error {
 		return fmt.Errorf("%d of %d runs failed: %s", len(failed), len(sizes)+len(rolloutSizes), strings.Join(failed, "; "))
 	}
 	if *maxRatio > 0 {
+		var over []string
 		for _, r := range rows {
-			if got := r.ServingRatio(); got > *maxRatio {
-				return fmt.Errorf("at N = %d, Kokumi's Serving → N took %.2f× the bare client's time, more than %.2f×", r.N, got, *maxRatio)
-			}
+			over = append(over, r.Over(*maxRatio)...)
+		}
+		if len(over) > 0 {
+			return errors.New(strings.Join(over, "; "))
 		}
 	}
 	return nil

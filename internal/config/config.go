@@ -164,11 +164,14 @@ const DefaultRenderWorkers = 2
 // DefaultConcurrency is how many reconciles of each kind run at a time by default: Orders more
 // than the renders (DefaultRenderWorkers), so that an Order waiting for a render slot, or one
 // that renders nothing new, does not hold up another namespace's; roll-outs and Clusters wait on
-// the network.
+// the network. A Cluster's reconcile is a few round trips to the API server, of which the
+// deletion's consistent list of its Applications waits for the API server's watch cache (up to
+// its 100 ms progress tick): 16 at a time, as many as the bare client of `make bench`, onboard
+// and offboard a fleet at the API server's pace rather than at 4 × 10 a second.
 var DefaultConcurrency = map[string]int{
 	OrderConcurrency:       4,
 	ServingConcurrency:     4,
-	ClusterConcurrency:     4,
+	ClusterConcurrency:     16,
 	EnvironmentConcurrency: 1,
 }
 

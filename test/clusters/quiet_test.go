@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -150,6 +153,8 @@ func TestOnboardingClustersRecordsNoEventPerCluster(t *testing.T) {
 	t.Cleanup(members.Close)
 	createProject(t, "onboard", "team-onboard")
 	createEnvironment(t, "team-onboard", "edge", "onboard", metav1.LabelSelector{MatchLabels: tier("onboard")})
+	statusWrites := countWrites(t, &v1.EnvironmentList{}, "team-onboard", "edge")
+	began := time.Now()
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("onboard-%02d", i)
@@ -160,6 +165,13 @@ func TestOnboardingClustersRecordsNoEventPerCluster(t *testing.T) {
 		createCluster(t, names[i], members.Server(names[i]), names[i], tier("onboard"))
 	}
 	waitEnvironment(t, "team-onboard", "edge", n, n, v1.ReasonEnvironmentReady)
+	// The Environment counts its Clusters' changes in batches (environment.ClusterChangesBatch):
+	// a write a batch, not one per few Clusters.
+	took := time.Since(began)
+	if got, most := statusWrites(), int(took/environment.ClusterChangesBatch)+3; got > most {
+		t.Errorf("onboarding %d Clusters in %s wrote the Environment %d times, want at most %d (one a batch of %s)",
+			n, took.Round(time.Millisecond), got, most, environment.ClusterChangesBatch)
+	}
 
 	// A failure is still told: the Warning of one Cluster whose credentials go. The recorder
 	// sends Events in order, so once it is there the onboarding's would be too.
@@ -191,5 +203,34 @@ func TestOnboardingClustersRecordsNoEventPerCluster(t *testing.T) {
 	}
 	if conflictLogged() {
 		t.Error("the controllers logged a conflict as an error")
+	}
+}
+
+// countWrites watches the object name of namespace (list is its kind's list) and returns a
+// function that says how many times it was written since.
+func countWrites(t *testing.T, list client.ObjectList, namespace, name string) func() int {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	must(t, err)
+	w, err := wc.Watch(context.Background(), list, client.InNamespace(namespace), client.MatchingFields{"metadata.name": name})
+	must(t, err)
+	var mu sync.Mutex
+	writes := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := range w.ResultChan() {
+			if e.Type == watch.Modified {
+				mu.Lock()
+				writes++
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); <-done })
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return writes
 	}
 }

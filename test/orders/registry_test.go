@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/controller/registrycreds"
@@ -123,6 +125,27 @@ func TestControllerCreatesTheRegistryCredentialsAndArgoCDsAtStart(t *testing.T) 
 	}
 	for _, s := range all.Items {
 		t.Errorf("Argo CD's credential template %s (url %q, user %q) is left: any AppProject's Application would sign in with it", s.Name, s.Data["url"], s.Data["username"])
+	}
+
+	// Once they are gone, the minute's check writes nothing: a quiet hub costs no write request,
+	// not even a delete answered 404.
+	var writes atomic.Int64
+	admin, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counting := interceptor.NewClient(admin, interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			writes.Add(1)
+			return c.Delete(ctx, obj, opts...)
+		},
+	})
+	quiet := &registrycreds.Keeper{Client: counting, Reader: env.Client, Config: cfg}
+	if _, err := quiet.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := writes.Load(); n != 0 {
+		t.Errorf("the credentials' check made %d delete requests on a hub with nothing to delete, want 0", n)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -123,11 +124,19 @@ func (r *Reconciler) environmentsForProject(ctx context.Context, p *metav1.Parti
 // clusterHandler enqueues the Environments a Cluster joins or leaves (by its labels, or by
 // being deleted), or whose Ready count it changes: those whose selector matches its labels
 // before or after.
+// ClusterChangesBatch is how long an Environment waits after a change of one of its Clusters
+// (created, deleted, Ready or not, relabelled) before it counts them again: the changes within
+// it are counted in one reconcile and one status write.
+const ClusterChangesBatch = time.Second
+
 func (r *Reconciler) clusterHandler() handler.TypedEventHandler[*v1.Cluster, reconcile.Request] {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	enqueue := func(ctx context.Context, q queue, sets ...labels.Set) {
 		for _, req := range r.environmentsSelecting(ctx, sets...) {
-			q.Add(req)
+			// Batched: the first Cluster change schedules the Environment, those within the
+			// batch ride along, so that a fleet onboarding or going costs the Environment one
+			// status write a batch, not one per few Clusters.
+			q.AddAfter(req, ClusterChangesBatch)
 		}
 	}
 	return handler.TypedFuncs[*v1.Cluster, reconcile.Request]{

@@ -107,11 +107,30 @@ func (k *Keeper) Ensure(ctx context.Context) (oci.RegistryCredentials, error) {
 	if err := k.keep(ctx, PullerSecret(k.Config, creds.Puller)); err != nil {
 		return creds, err
 	}
-	legacy := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: k.Config.ArgoCDNamespace, Name: LegacyArgoCDSecret}}
-	if err := client.IgnoreNotFound(k.Client.Delete(ctx, legacy)); err != nil {
-		return creds, fmt.Errorf("delete Argo CD's credential template of every namespace %s/%s: %w", legacy.Namespace, legacy.Name, err)
+	if err := k.deleteLegacy(ctx); err != nil {
+		return creds, err
 	}
 	return creds, k.deleteTemplates(ctx)
+}
+
+// deleteLegacy deletes the credential template of every namespace that earlier versions gave
+// Argo CD, when there is one: it is read first, so that a hub without it costs no write request
+// a minute (a quiet fleet writes nothing).
+func (k *Keeper) deleteLegacy(ctx context.Context) error {
+	legacy := &metav1.PartialObjectMetadata{}
+	legacy.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	key := client.ObjectKey{Namespace: k.Config.ArgoCDNamespace, Name: LegacyArgoCDSecret}
+	if err := k.Reader.Get(ctx, key, legacy); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("read Argo CD's credential template of every namespace %s: %w", key, err)
+	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	if err := client.IgnoreNotFound(k.Client.Delete(ctx, s, client.Preconditions{UID: &legacy.UID})); err != nil {
+		return fmt.Errorf("delete Argo CD's credential template of every namespace %s: %w", key, err)
+	}
+	return nil
 }
 
 // deleteTemplates deletes the credential templates earlier versions gave Argo CD, one per

@@ -75,6 +75,15 @@ func (o *observer) applications(ctx context.Context, namespace string, labels ma
 	return n, nil
 }
 
+// clusters counts the Clusters.
+func (o *observer) clusters(ctx context.Context) (int, error) {
+	var list v1.ClusterList
+	if err := o.cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, fmt.Errorf("list Clusters: %w", err)
+	}
+	return len(list.Items), nil
+}
+
 // readyClusters counts the Clusters whose Ready condition is True.
 func (o *observer) readyClusters(ctx context.Context) (int, error) {
 	var list v1.ClusterList
@@ -152,4 +161,9 @@ func waitCount(ctx context.Context, start time.Time, timeout time.Duration, what
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// with binds a count of the observer to the run's context, for waitCount.
+func (r *run) with(count func(context.Context) (int, error)) func() (int, error) {
+	return func() (int, error) { return count(r.ctx) }
 }

@@ -96,8 +96,14 @@ type Row struct {
 	N int
 	// Bare is how long the bare client took to create N Applications, until all were seen;
 	// BarePatch, to patch their targetRevision to another digest as Kokumi does (a merge patch
-	// with an optimistic lock), until all were seen at it.
-	Bare, BarePatch time.Duration
+	// with an optimistic lock), until all were seen at it; BareDelete, to delete them one by
+	// one, until none was seen.
+	Bare, BarePatch, BareDelete time.Duration
+	// BareOnboard is how long the bare client took to write N Clusters and what the controller
+	// writes for each (credentials checked, Argo CD cluster Secret, finalizer, status), until all
+	// were seen Ready; BareOffboard, to delete them and what the controller deletes, until none
+	// was seen.
+	BareOnboard, BareOffboard time.Duration
 	// AppSet is how long from creating the ApplicationSet until its N Applications existed;
 	// AppSetNote says why it was not measured.
 	AppSet     time.Duration
@@ -106,8 +112,9 @@ type Row struct {
 	// Preparation's digest; Change, from patching spec.preparationName until N at the new
 	// digest; Deleted, from deleting the Serving and Order until no Application of Kokumi's.
 	Serving, Change, Deleted time.Duration
-	// ClustersReady is from creating the first of N Clusters until all were Ready.
-	ClustersReady time.Duration
+	// ClustersReady is from creating the first of N Clusters until all were Ready; Offboarded,
+	// from deleting the first of them (and its credentials) until none was left.
+	ClustersReady, Offboarded time.Duration
 	// QuietWrites counts the controller's write requests in Quiet (-1: not measured), by verb
 	// and resource in QuietBy.
 	QuietWrites int64
@@ -132,8 +139,41 @@ type PhaseWrites struct {
 	By    map[string]int64
 }
 
-// ServingRatio is Kokumi's fan-out time over the bare client's (0 when either is missing).
+// ServingRatio is Kokumi's fan-out time over the bare client's creates (0 when either is
+// missing).
 func (r Row) ServingRatio() float64 { return ratio(r.Serving, r.Bare) }
+
+// ChangeRatio is Kokumi's change over the bare client's patches of the same Applications.
+func (r Row) ChangeRatio() float64 { return ratio(r.Change, r.BarePatch) }
+
+// DeleteRatio is Kokumi's Order deleted → 0 over the bare client's deletes.
+func (r Row) DeleteRatio() float64 { return ratio(r.Deleted, r.BareDelete) }
+
+// OnboardRatio is Kokumi's all Clusters Ready over the bare client's writes of the same objects.
+func (r Row) OnboardRatio() float64 { return ratio(r.ClustersReady, r.BareOnboard) }
+
+// Over lists the ratios that CI and --max-ratio hold to limit (Serving → N, change → N and
+// Order deleted → 0, each over the bare client's same writes) that exceed it, each as a sentence.
+func (r Row) Over(limit float64) []string {
+	var over []string
+	for _, c := range []struct {
+		what         string
+		kokumi, bare time.Duration
+	}{
+		{"Serving → N over the bare client's creates", r.Serving, r.Bare},
+		{"change → N over the bare client's patches", r.Change, r.BarePatch},
+		{"Order deleted → 0 over the bare client's deletes", r.Deleted, r.BareDelete},
+	} {
+		if got := ratio(c.kokumi, c.bare); got > limit {
+			over = append(over, fmt.Sprintf("at N = %d, Kokumi's %s was %.2f× (%s against %s), more than %.2f×",
+				r.N, c.what, got, c.kokumi.Round(time.Millisecond), c.bare.Round(time.Millisecond), limit))
+		}
+	}
+	return over
+}
+
+// OffboardRatio is Kokumi's offboarding over the bare client's deletes of the same objects.
+func (r Row) OffboardRatio() float64 { return ratio(r.Offboarded, r.BareOffboard) }
 
 func ratio(a, b time.Duration) float64 {
 	if a <= 0 || b <= 0 {
@@ -246,6 +286,12 @@ func Run(ctx context.Context, opts Options) (row *Row, err error) {
 	if err := r.kokumiRun(); err != nil {
 		return r.row, fmt.Errorf("run kokumi controller: %w", err)
 	}
+	// The controller stopped, the bare client onboards the same N Clusters (whose Argo CD
+	// cluster Secrets the ApplicationSet's generator then selects) and offboards them after.
+	if r.row.BareOnboard, err = r.bareOnboard(); err != nil {
+		return r.row, fmt.Errorf("bare client: onboard the Clusters: %w", err)
+	}
+	r.logf("bare client: %d Clusters onboarded in %s", opts.N, r.row.BareOnboard.Round(time.Millisecond))
 	if opts.AppSet {
 		if err := r.appSet(); err != nil {
 			r.row.AppSetNote = err.Error()
@@ -254,6 +300,10 @@ func Run(ctx context.Context, opts Options) (row *Row, err error) {
 	} else {
 		r.row.AppSetNote = "not run"
 	}
+	if r.row.BareOffboard, err = r.bareOffboard(); err != nil {
+		return r.row, fmt.Errorf("bare client: offboard the Clusters: %w", err)
+	}
+	r.logf("bare client: %d Clusters offboarded in %s", opts.N, r.row.BareOffboard.Round(time.Millisecond))
 	return r.row, nil
 }
 
@@ -467,13 +517,24 @@ func (r *run) bare() error {
 		return err
 	}
 	r.logf("bare client: %d Applications patched in %s", n, r.row.BarePatch.Round(time.Millisecond))
-	if err := r.admin.DeleteAllOf(r.ctx, newApplication(), client.InNamespace(bareNamespace)); err != nil {
-		return fmt.Errorf("delete the bare client's Applications: %w", err)
+
+	// And deleted one by one, as Kokumi deletes a Serving's.
+	start = time.Now()
+	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
+		if err := r.admin.Delete(r.ctx, objs[i]); err != nil {
+			return fmt.Errorf("delete Application %s: %w", objs[i].GetName(), err)
+		}
+		return nil
+	}); err != nil {
+		return err
 	}
-	_, err = waitCount(r.ctx, time.Now(), r.opts.Timeout, "the bare client's Applications to go", 0, func() (int, error) {
+	if r.row.BareDelete, err = waitCount(r.ctx, start, r.opts.Timeout, "the bare client's Applications to go", 0, func() (int, error) {
 		return r.obs.applications(r.ctx, bareNamespace, nil, "")
-	}, nil)
-	return err
+	}, nil); err != nil {
+		return err
+	}
+	r.logf("bare client: %d Applications deleted in %s", n, r.row.BareDelete.Round(time.Millisecond))
+	return nil
 }
 
 // kokumiLabels select the Applications of the benchmark's Serving.
@@ -592,6 +653,14 @@ func (r *run) kokumiRun() error {
 	if m, err := r.kokumi.memory(); err == nil && m.HWM > r.row.Memory.HWM*21/20 {
 		r.row.Notes = append(r.row.Notes, fmt.Sprintf("Kokumi's peak RSS rose to %s during the deletion", mib(m.HWM)))
 	}
+
+	// The N Clusters go, until the controller let the last one go.
+	start = time.Now()
+	if r.row.Offboarded, err = r.offboard(alive); err != nil {
+		return err
+	}
+	r.windows = append(r.windows, window{"Clusters deleted → 0", start, start.Add(r.row.Offboarded)})
+	r.logf("Clusters deleted → 0 in %s", r.row.Offboarded.Round(time.Millisecond))
 	// The ApplicationSet controller gets the machine to itself, as the bare client did.
 	r.kokumi.stop()
 	time.Sleep(time.Second) // the audit log is written as the requests complete
@@ -646,13 +715,7 @@ func (r *run) warmUp() error {
 	if err := r.admin.Delete(r.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ControllerNamespace}}); err != nil {
 		return fmt.Errorf("delete the warm-up Cluster's credentials: %w", err)
 	}
-	if _, err := waitCount(r.ctx, time.Now(), r.opts.Timeout, "the warm-up Cluster to go", 0, func() (int, error) {
-		var list v1.ClusterList
-		if err := r.obs.cache.List(r.ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-			return 0, fmt.Errorf("list Clusters: %w", err)
-		}
-		return len(list.Items), nil
-	}, r.kokumi.alive); err != nil {
+	if _, err := waitCount(r.ctx, time.Now(), r.opts.Timeout, "the warm-up Cluster to go", 0, r.with(r.obs.clusters), r.kokumi.alive); err != nil {
 		return err
 	}
 	r.logf("the controller is up: a warm-up Cluster was Ready %s after its start", time.Since(start).Round(time.Millisecond))
