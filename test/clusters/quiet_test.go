@@ -153,6 +153,9 @@ func TestOnboardingClustersRecordsNoEventPerCluster(t *testing.T) {
 	t.Cleanup(members.Close)
 	createProject(t, "onboard", "team-onboard")
 	createEnvironment(t, "team-onboard", "edge", "onboard", metav1.LabelSelector{MatchLabels: tier("onboard")})
+	// The Environment counts its Clusters' changes in batches: a write a batch, not one per
+	// few Clusters.
+	batch := environment.ClusterChangesBatch
 	statusWrites := countWrites(t, &v1.EnvironmentList{}, "team-onboard", "edge")
 	began := time.Now()
 	names := make([]string, n)
@@ -165,12 +168,10 @@ func TestOnboardingClustersRecordsNoEventPerCluster(t *testing.T) {
 		createCluster(t, names[i], members.Server(names[i]), names[i], tier("onboard"))
 	}
 	waitEnvironment(t, "team-onboard", "edge", n, n, v1.ReasonEnvironmentReady)
-	// The Environment counts its Clusters' changes in batches (environment.ClusterChangesBatch):
-	// a write a batch, not one per few Clusters.
 	took := time.Since(began)
-	if got, most := statusWrites(), int(took/environment.ClusterChangesBatch)+3; got > most {
+	if got, most := statusWrites(), int(took/batch)+3; got > most {
 		t.Errorf("onboarding %d Clusters in %s wrote the Environment %d times, want at most %d (one a batch of %s)",
-			n, took.Round(time.Millisecond), got, most, environment.ClusterChangesBatch)
+			n, took.Round(time.Millisecond), got, most, batch)
 	}
 
 	// A failure is still told: the Warning of one Cluster whose credentials go. The recorder
@@ -203,6 +204,20 @@ func TestOnboardingClustersRecordsNoEventPerCluster(t *testing.T) {
 	}
 	if conflictLogged() {
 		t.Error("the controllers logged a conflict as an error")
+	}
+
+	// Offboarding them, one by one as a person or a script would, costs the Environment a
+	// write a batch too, not one per Cluster.
+	offboarded := countWrites(t, &v1.EnvironmentList{}, "team-onboard", "edge")
+	began = time.Now()
+	for _, name := range names {
+		must(t, env.Client.Delete(ctx, &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}))
+	}
+	waitEnvironment(t, "team-onboard", "edge", 0, 0, v1.ReasonNoClusters)
+	took = time.Since(began)
+	if got, most := offboarded(), int(took/batch)+3; got > most {
+		t.Errorf("offboarding %d Clusters in %s wrote the Environment %d times, want at most %d (one a batch of %s)",
+			n, took.Round(time.Millisecond), got, most, batch)
 	}
 }
 
