@@ -17,6 +17,10 @@ const (
 	ArgoCDKeyConfig = "config"
 )
 
+// Finalizer keeps a Cluster until its Argo CD cluster Secret can go: after every Argo CD
+// Application for it is gone.
+const Finalizer = "delivery.kokumi.dev/argocd-cluster-secret"
+
 // secretPrefix starts the name of every Argo CD cluster Secret Kokumi keeps.
 const secretPrefix = "kokumi-cluster-"
 

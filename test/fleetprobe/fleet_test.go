@@ -18,6 +18,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/controller/clusters"
 )
 
 // fleetSize is how many Clusters the test registers: KOKUMI_FLEET_N, or 100.
@@ -217,6 +218,12 @@ func TestAFleetIsProbedWithoutReconcileWork(t *testing.T) {
 	}
 	if updates != 0 || reconciles != 0 {
 		t.Errorf("a quiet fleet made %d Cluster writes and %.0f reconciles, want none", updates, reconciles)
+	}
+	// The periodic probes come in bursts at the start of each clusters.ProbeTick (a quarter of it
+	// at most), not spread one by one: far cheaper in CPU than waking the process for each.
+	within := clusters.ProbeTick / 4
+	if inBurst, total := members.burst(t0, t0.Add(elapsed), within); total == 0 || inBurst < total*9/10 {
+		t.Errorf("%d of %d probes of the quiet window came in the first %v of their %v tick, want at least 90%%", inBurst, total, within, clusters.ProbeTick)
 	}
 	// --probe-keep-alive (on, as by default): every probe of the window reused its Cluster's
 	// connection.

@@ -161,3 +161,22 @@ func (m *fakeMembers) lastAnswer(name string, ok bool, before time.Time) (time.T
 	}
 	return time.Time{}, false
 }
+
+// burst counts the answers given from since to until, and how many of them came in the first
+// within of their ProbeTick.
+func (m *fakeMembers) burst(since, until time.Time, within time.Duration) (inBurst, total int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, as := range m.answers {
+		for _, a := range as {
+			if a.at.Before(since) || a.at.After(until) {
+				continue
+			}
+			total++
+			if a.at.Sub(a.at.Truncate(clusters.ProbeTick)) < within {
+				inBurst++
+			}
+		}
+	}
+	return inBurst, total
+}

@@ -252,6 +252,50 @@ func TestChartValuesChangeWhatTheySay(t *testing.T) {
 	}
 }
 
+// controller.fleetSize sizes the controller's memory limit and GOMEMLIMIT for a fleet larger
+// than the defaults hold, and keeps a larger limit that was given.
+func TestChartSizesTheControllersMemoryForItsFleet(t *testing.T) {
+	archive := packageChart(t, "v1.2.3")
+	for _, tc := range []struct {
+		name              string
+		controller        map[string]any
+		limit, goMemLimit string
+	}{
+		{"the defaults hold 1,000 Clusters", nil, "1Gi", "900MiB"},
+		{"1,000 Clusters", map[string]any{"fleetSize": 1000}, "1Gi", "900MiB"},
+		{"10,000 Clusters", map[string]any{"fleetSize": 10000}, "2176Mi", "1958MiB"},
+		{"3,500 Clusters", map[string]any{"fleetSize": 3500}, "1344Mi", "1209MiB"},
+		{"a larger limit given is kept", map[string]any{"fleetSize": 10000, "resources": map[string]any{"limits": map[string]any{"memory": "4Gi"}}}, "4Gi", "3686MiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			values := map[string]any{}
+			if tc.controller != nil {
+				values["controller"] = tc.controller
+			}
+			objs, err := renderChart(t, archive, values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := container(t, find(objs, "Deployment", "kokumi-system", "kokumi-controller"))
+			if got := c.Resources.Limits.Memory().String(); got != tc.limit {
+				t.Errorf("memory limit %s, want %s", got, tc.limit)
+			}
+			var goMemLimit string
+			for _, e := range c.Env {
+				if e.Name == "GOMEMLIMIT" {
+					goMemLimit = e.Value
+				}
+			}
+			if goMemLimit != tc.goMemLimit {
+				t.Errorf("GOMEMLIMIT %q, want %q", goMemLimit, tc.goMemLimit)
+			}
+			if got := c.Resources.Requests.Memory().String(); got != "128Mi" {
+				t.Errorf("memory request %s, want the values' 128Mi", got)
+			}
+		})
+	}
+}
+
 // The chart and the kustomization install the same objects with the same rights and the same
 // containers, so that neither drifts from the other.
 func TestChartAndKustomizationInstallTheSame(t *testing.T) {

@@ -67,3 +67,30 @@ affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/* kokumi.controllerMemory is the controller's resources and GOMEMLIMIT for
+.Values.controller.fleetSize, as YAML: up to 1,000 Clusters those of the values; above, a memory
+limit of 1024Mi and 128Mi more per 1,000 Clusters beyond 1,000 (unless the values' limit, in Mi
+or Gi, is larger) and a GOMEMLIMIT of 90% of the limit. */}}
+{{- define "kokumi.controllerMemory" -}}
+{{- $c := .Values.controller -}}
+{{- $resources := deepCopy (default dict $c.resources) -}}
+{{- $goMemLimit := $c.goMemLimit -}}
+{{- $fleet := int (default 0 $c.fleetSize) -}}
+{{- if gt $fleet 1000 -}}
+{{- $mi := add 1024 (div (mul (sub $fleet 1000) 128) 1000) -}}
+{{- $limits := default dict $resources.limits -}}
+{{- $given := toString (default "" $limits.memory) -}}
+{{- $givenMi := 0 -}}
+{{- if hasSuffix "Gi" $given -}}{{- $givenMi = mul (int (trimSuffix "Gi" $given)) 1024 -}}
+{{- else if hasSuffix "Mi" $given -}}{{- $givenMi = int (trimSuffix "Mi" $given) -}}
+{{- end -}}
+{{- if gt $givenMi $mi -}}{{- $mi = $givenMi -}}{{- end -}}
+{{- $_ := set $limits "memory" (printf "%dMi" $mi) -}}
+{{- $_ := set $resources "limits" $limits -}}
+{{- $goMemLimit = printf "%dMiB" (div (mul $mi 9) 10) -}}
+{{- end -}}
+resources:
+  {{- toYaml $resources | nindent 2 }}
+goMemLimit: {{ $goMemLimit | quote }}
+{{- end -}}

@@ -38,9 +38,8 @@ import (
 )
 
 const (
-	// Finalizer keeps a Cluster until its Argo CD cluster Secret can go: after every
-	// Argo CD Application for it is gone.
-	Finalizer = "delivery.kokumi.dev/argocd-cluster-secret"
+	// Finalizer is cluster.Finalizer, which this reconciler adds and removes.
+	Finalizer = cluster.Finalizer
 
 	// clusterCredentialsIndex indexes Clusters by the name of their credentials Secret.
 	clusterCredentialsIndex = "kokumi.spec.credentialsRef.name"

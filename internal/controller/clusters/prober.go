@@ -26,6 +26,15 @@ import (
 // and with 32 servers that time out (10 s each) at once a healthy one waits at most that long.
 const DefaultProbeWorkers = 32
 
+// ProbeTick is the grain of the periodic probes: each Cluster's next probe is due at the start
+// of the tick its jittered period ends in (never later), so that the fleet's probes run in
+// bursts, one a tick, rather than one every few milliseconds. A process woken 333 times a second
+// from idle, as by 10,000 Clusters probed every 30 s one at a time, spends most of its probes'
+// CPU in the scheduler and the kernel waking and parking threads; in a burst the threads stay
+// awake from one probe to the next. Probes after a change, and the retry of a failure, are not
+// held to it.
+const ProbeTick = time.Second
+
 // Prober probes the server of every Cluster it tracks on a period, with jitter, in a bounded
 // pool of workers of its own: a slow or dead server holds a probe worker, never a reconcile
 // worker. Each Cluster keeps one transport (and, with keepAlive, its TLS connection) from probe
@@ -237,7 +246,7 @@ func (p *Prober) run(ctx context.Context, t *probeTarget) {
 		t.failures++
 	}
 	t.result = &ProbeResult{Result: res, At: metav1.NewTime(now), FailuresInARow: t.failures}
-	next := now.Add(cluster.Jitter(p.period, rand.Float64()))
+	next := now.Add(cluster.Jitter(p.period, rand.Float64())).Truncate(ProbeTick)
 	enqueue := false
 	switch {
 	case t.known.fresh && t.known.status == probeStatus(res) && t.known.reason == res.Reason && t.known.version == probeVersion(res, t.known.version):

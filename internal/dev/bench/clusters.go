@@ -11,7 +11,6 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
-	"github.com/kokumi-dev/kokumi/internal/controller/clusters"
 )
 
 // offboard deletes the N Clusters and their credentials Secrets, as a person removing the fleet
@@ -66,7 +65,7 @@ func (r *run) bareOnboard() (time.Duration, error) {
 		if err := r.admin.Create(r.ctx, cluster.ArgoCDSecret(argocdNamespace, name, c.Spec.Server, creds)); err != nil {
 			return fmt.Errorf("create the Argo CD cluster Secret of %s: %w", name, err)
 		}
-		c.Finalizers = append(c.Finalizers, clusters.Finalizer)
+		c.Finalizers = append(c.Finalizers, cluster.Finalizer)
 		if err := r.admin.Update(r.ctx, &c); err != nil {
 			return fmt.Errorf("add the finalizer to Cluster %s: %w", name, err)
 		}

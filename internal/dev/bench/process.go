@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -97,9 +98,18 @@ type Memory struct {
 
 // cpu reads the CPU time the process has used so far, in user and system mode.
 func (p *process) cpu() (time.Duration, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	d, err := cpuOf(p.cmd.Process.Pid)
 	if err != nil {
 		return 0, fmt.Errorf("read the CPU time of %s: %w", p.name, err)
+	}
+	return d, nil
+}
+
+// cpuOf reads the CPU time the process pid has used so far, in user and system mode.
+func cpuOf(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
 	}
 	// The command name, in parentheses, may hold spaces: fields are counted after it.
 	rest := string(stat)
@@ -109,18 +119,48 @@ func (p *process) cpu() (time.Duration, error) {
 	fields := strings.Fields(rest)
 	// utime and stime are the 14th and 15th fields of the line, the 12th and 13th after ")".
 	if len(fields) < 13 {
-		return 0, fmt.Errorf("read the CPU time of %s: /proc/%d/stat has %d fields", p.name, p.cmd.Process.Pid, len(fields))
+		return 0, fmt.Errorf("/proc/%d/stat has %d fields", pid, len(fields))
 	}
 	var ticks int64
 	for _, f := range fields[11:13] {
 		n, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("read the CPU time of %s: %w", p.name, err)
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 		}
 		ticks += n
 	}
 	// Linux counts in USER_HZ, 100 a second on every architecture Go supports.
 	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
+
+// pidWith finds the process whose command line holds every one of args, or 0.
+func pidWith(args ...string) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		line := strings.ReplaceAll(string(cmdline), "\x00", " ")
+		found := true
+		for _, a := range args {
+			if !strings.Contains(line, a) {
+				found = false
+				break
+			}
+		}
+		if found {
+			return pid
+		}
+	}
+	return 0
 }
 
 // memory reads the process's VmRSS and VmHWM.

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,6 +138,9 @@ type PhaseWrites struct {
 	Phase string
 	Total int64
 	By    map[string]int64
+	// KokumiCPU and APICPU are the CPU time the controller and the API server used in the
+	// phase (0: not read): on one machine, what the controller spends is the API server's loss.
+	KokumiCPU, APICPU time.Duration
 }
 
 // ServingRatio is Kokumi's fan-out time over the bare client's creates (0 when either is
@@ -229,14 +233,48 @@ type run struct {
 	members   *Members
 	reg       *registry.Registry
 	kokumi    *process
-	preps     [2]prep
-	row       *Row
+	// apiPid is the hub's kube-apiserver's process id (0: not found), for its CPU time.
+	apiPid int
+	preps  [2]prep
+	row    *Row
 }
 
 // window is a named span of time.
 type window struct {
 	name     string
 	from, to time.Time
+	// kokumi and api are the CPU time the controller and the API server used in it (0: not
+	// read).
+	kokumi, api time.Duration
+}
+
+// mark is where a phase began: when, and the CPU time the controller and the API server had
+// used by then.
+type mark struct {
+	at          time.Time
+	kokumi, api time.Duration
+}
+
+// begin marks the start of a timed phase.
+func (r *run) begin() mark {
+	m := mark{at: time.Now()}
+	m.kokumi, _ = r.kokumi.cpu()
+	if r.apiPid > 0 {
+		m.api, _ = cpuOf(r.apiPid)
+	}
+	return m
+}
+
+// phase records the phase name that began at m and took d, with the CPU time used in it.
+func (r *run) phase(name string, m mark, d time.Duration) {
+	w := window{name: name, from: m.at, to: m.at.Add(d)}
+	if k, err := r.kokumi.cpu(); err == nil && m.kokumi > 0 {
+		w.kokumi = k - m.kokumi
+	}
+	if a, err := cpuOf(r.apiPid); err == nil && r.apiPid > 0 && m.api > 0 {
+		w.api = a - m.api
+	}
+	r.windows = append(r.windows, w)
 }
 
 // prep is a Preparation and its artifact.
@@ -386,6 +424,9 @@ func (r *run) setUpHub(o hubOptions, observed ...string) error {
 	var err error
 	if r.hub, err = startHub(r.assets, r.dir, o); err != nil {
 		return err
+	}
+	if u, err := url.Parse(r.hub.admin.Host); err == nil {
+		r.apiPid = pidWith("kube-apiserver", "--secure-port="+u.Port())
 	}
 	scheme, err := kscheme.New()
 	if err != nil {
@@ -579,7 +620,8 @@ func (r *run) kokumiRun() error {
 	var err error
 
 	// N Clusters and their credentials, until the controller probed them all Ready.
-	start := time.Now()
+	m := r.begin()
+	start := m.at
 	if err := parallel(16, n, func(i int) error {
 		name := ClusterName(i)
 		return r.createCluster(name, environmentName)
@@ -592,22 +634,24 @@ func (r *run) kokumiRun() error {
 	}, alive); err != nil {
 		return err
 	}
-	r.windows = append(r.windows, window{"all Clusters Ready", start, start.Add(r.row.ClustersReady)})
+	r.phase("all Clusters Ready", m, r.row.ClustersReady)
 	r.logf("Clusters: created in %s, all Ready %s after the first", created.Round(time.Millisecond), r.row.ClustersReady.Round(time.Millisecond))
 
 	// The Order and its Serving, until N Applications at the first Preparation's digest.
-	start = time.Now()
+	m = r.begin()
+	start = m.at
 	if err := r.createOrder(r.preps[0].name); err != nil {
 		return err
 	}
 	if r.row.Serving, err = r.waitApps(start, "Applications at "+r.preps[0].name, n, r.preps[0].digest, alive); err != nil {
 		return err
 	}
-	r.windows = append(r.windows, window{"Serving → N", start, start.Add(r.row.Serving)})
+	r.phase("Serving → N", m, r.row.Serving)
 	r.logf("Serving → %d Applications in %s", n, r.row.Serving.Round(time.Millisecond))
 
 	// Another Preparation, until N Applications at its digest.
-	start = time.Now()
+	m = r.begin()
+	start = m.at
 	patch := r.promotion(r.preps[1].name)
 	if err := r.admin.Patch(r.ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}}, patch); err != nil {
 		return fmt.Errorf("patch the Serving: %w", err)
@@ -615,7 +659,7 @@ func (r *run) kokumiRun() error {
 	if r.row.Change, err = r.waitApps(start, "Applications at "+r.preps[1].name, n, r.preps[1].digest, alive); err != nil {
 		return err
 	}
-	r.windows = append(r.windows, window{"change → N", start, start.Add(r.row.Change)})
+	r.phase("change → N", m, r.row.Change)
 	r.logf("change → %d Applications at the new digest in %s", n, r.row.Change.Round(time.Millisecond))
 
 	if r.opts.ArgoCDStatus {
@@ -638,7 +682,8 @@ func (r *run) kokumiRun() error {
 	}
 
 	// The Serving and Order go, until no Application of Kokumi's is left.
-	start = time.Now()
+	m = r.begin()
+	start = m.at
 	if err := r.admin.Delete(r.ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}}); err != nil {
 		return fmt.Errorf("delete the Serving: %w", err)
 	}
@@ -648,18 +693,18 @@ func (r *run) kokumiRun() error {
 	if r.row.Deleted, err = r.waitApps(start, "no Application of Kokumi's", 0, "", alive); err != nil {
 		return err
 	}
-	r.windows = append(r.windows, window{"Order deleted → 0", start, start.Add(r.row.Deleted)})
+	r.phase("Order deleted → 0", m, r.row.Deleted)
 	r.logf("Order deleted → 0 Applications in %s", r.row.Deleted.Round(time.Millisecond))
-	if m, err := r.kokumi.memory(); err == nil && m.HWM > r.row.Memory.HWM*21/20 {
-		r.row.Notes = append(r.row.Notes, fmt.Sprintf("Kokumi's peak RSS rose to %s during the deletion", mib(m.HWM)))
+	if mem, err := r.kokumi.memory(); err == nil && mem.HWM > r.row.Memory.HWM*21/20 {
+		r.row.Notes = append(r.row.Notes, fmt.Sprintf("Kokumi's peak RSS rose to %s during the deletion", mib(mem.HWM)))
 	}
 
 	// The N Clusters go, until the controller let the last one go.
-	start = time.Now()
+	m = r.begin()
 	if r.row.Offboarded, err = r.offboard(alive); err != nil {
 		return err
 	}
-	r.windows = append(r.windows, window{"Clusters deleted → 0", start, start.Add(r.row.Offboarded)})
+	r.phase("Clusters deleted → 0", m, r.row.Offboarded)
 	r.logf("Clusters deleted → 0 in %s", r.row.Offboarded.Round(time.Millisecond))
 	// The ApplicationSet controller gets the machine to itself, as the bare client did.
 	r.kokumi.stop()
@@ -669,7 +714,7 @@ func (r *run) kokumiRun() error {
 		if err != nil {
 			return err
 		}
-		r.row.PhaseWrites = append(r.row.PhaseWrites, PhaseWrites{Phase: w.name, Total: n, By: by})
+		r.row.PhaseWrites = append(r.row.PhaseWrites, PhaseWrites{Phase: w.name, Total: n, By: by, KokumiCPU: w.kokumi, APICPU: w.api})
 	}
 	return nil
 }

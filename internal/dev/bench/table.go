@@ -77,7 +77,11 @@ func (r Row) Details() string {
 			text.Thousands(r.N), len(r.Health), r.HealthP50().Milliseconds(), r.Health[len(r.Health)*9/10].Milliseconds(), r.Health[len(r.Health)-1].Milliseconds())
 	}
 	for _, p := range r.PhaseWrites {
-		fmt.Fprintf(&b, "- N = %s: the controller's writes during %s: %d (%s)\n", text.Thousands(r.N), p.Phase, p.Total, byVerb(p.By))
+		cpu := ""
+		if p.KokumiCPU > 0 || p.APICPU > 0 {
+			cpu = fmt.Sprintf("; CPU: the controller %s, the API server %s", secs(p.KokumiCPU), secs(p.APICPU))
+		}
+		fmt.Fprintf(&b, "- N = %s: the controller's writes during %s: %d (%s)%s\n", text.Thousands(r.N), p.Phase, p.Total, byVerb(p.By), cpu)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "- N = %s: %s\n", text.Thousands(r.N), n)
