@@ -37,14 +37,19 @@ const (
 // over before compaction (etcd's default is 2 GiB).
 const etcdQuota = "8589934592"
 
-// auditPolicy logs the metadata of every write the controller makes, and nothing else: the
-// audit log is the exact count of its write requests, those that changed nothing too.
+// auditPolicy logs the metadata of every write the controller makes (the audit log is the
+// exact count of its write requests, those that changed nothing too) and of every write of the
+// admins (system:masters: the bare client, the ApplicationSet controller, the harness), so that
+// the peers it is compared with pay the API server's audit as it does.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
 - level: Metadata
   users: ["` + ControllerUser + `"]
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: Metadata
+  userGroups: ["system:masters"]
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: None
 `

@@ -255,6 +255,23 @@ type mark struct {
 	kokumi, api time.Duration
 }
 
+// apiCPU is the CPU time the API server has used so far (0: not found).
+func (r *run) apiCPU() time.Duration {
+	if r.apiPid <= 0 {
+		return 0
+	}
+	d, _ := cpuOf(r.apiPid)
+	return d
+}
+
+// noteAPICPU notes the API server's CPU time in one of the bare client's phases, which began
+// when it had used from.
+func (r *run) noteAPICPU(what string, from time.Duration) {
+	if to := r.apiCPU(); from > 0 && to > from {
+		r.row.Notes = append(r.row.Notes, fmt.Sprintf("the API server's CPU while the bare client %s: %s", what, secs(to-from)))
+	}
+}
+
 // begin marks the start of a timed phase.
 func (r *run) begin() mark {
 	m := mark{at: time.Now()}
@@ -326,9 +343,11 @@ func Run(ctx context.Context, opts Options) (row *Row, err error) {
 	}
 	// The controller stopped, the bare client onboards the same N Clusters (whose Argo CD
 	// cluster Secrets the ApplicationSet's generator then selects) and offboards them after.
+	api := r.apiCPU()
 	if r.row.BareOnboard, err = r.bareOnboard(); err != nil {
 		return r.row, fmt.Errorf("bare client: onboard the Clusters: %w", err)
 	}
+	r.noteAPICPU("onboarded N Clusters", api)
 	r.logf("bare client: %d Clusters onboarded in %s", opts.N, r.row.BareOnboard.Round(time.Millisecond))
 	if opts.AppSet {
 		if err := r.appSet(); err != nil {
@@ -338,9 +357,11 @@ func Run(ctx context.Context, opts Options) (row *Row, err error) {
 	} else {
 		r.row.AppSetNote = "not run"
 	}
+	api = r.apiCPU()
 	if r.row.BareOffboard, err = r.bareOffboard(); err != nil {
 		return r.row, fmt.Errorf("bare client: offboard the Clusters: %w", err)
 	}
+	r.noteAPICPU("offboarded them", api)
 	r.logf("bare client: %d Clusters offboarded in %s", opts.N, r.row.BareOffboard.Round(time.Millisecond))
 	return r.row, nil
 }
@@ -519,6 +540,7 @@ func (r *run) bare() error {
 	for i := range objs {
 		objs[i] = r.spec(i, r.preps[0], bareNamespace).Build()
 	}
+	api := r.apiCPU()
 	start := time.Now()
 	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
 		if err := r.admin.Create(r.ctx, objs[i]); err != nil {
@@ -535,10 +557,12 @@ func (r *run) bare() error {
 		return err
 	}
 	r.row.Bare = d
+	r.noteAPICPU("created N Applications", api)
 	r.logf("bare client: %d Applications in %s", n, d.Round(time.Millisecond))
 
 	// The same Applications patched to the next Preparation's digest: the floor of a change's
 	// roll-out, which the API server answers with a read, a merge and an update of each.
+	api = r.apiCPU()
 	start = time.Now()
 	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
 		next := objs[i].DeepCopy()
@@ -557,9 +581,11 @@ func (r *run) bare() error {
 	}, nil); err != nil {
 		return err
 	}
+	r.noteAPICPU("patched them", api)
 	r.logf("bare client: %d Applications patched in %s", n, r.row.BarePatch.Round(time.Millisecond))
 
 	// And deleted one by one, as Kokumi deletes a Serving's.
+	api = r.apiCPU()
 	start = time.Now()
 	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
 		if err := r.admin.Delete(r.ctx, objs[i]); err != nil {
@@ -574,6 +600,7 @@ func (r *run) bare() error {
 	}, nil); err != nil {
 		return err
 	}
+	r.noteAPICPU("deleted them", api)
 	r.logf("bare client: %d Applications deleted in %s", n, r.row.BareDelete.Round(time.Millisecond))
 	return nil
 }
