@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kscheme "github.com/kokumi-dev/kokumi/api/scheme"
@@ -68,6 +69,11 @@ type Options struct {
 	GoMemLimit string
 	// BareWorkers is how many workers the bare client creates with (16 when zero).
 	BareWorkers int
+	// BareAsController runs the bare client's Applications as the controller's ServiceAccount,
+	// into Argo CD's namespace (before the controller starts), rather than as an admin into a
+	// namespace of its own: the same identity's authentication, authorization and API priority
+	// as Kokumi's writes.
+	BareAsController bool
 	// AppSet runs Argo CD's ApplicationSet controller too; AppSetUpdates is its
 	// --concurrent-application-updates (16 when zero).
 	AppSet        bool
@@ -536,14 +542,26 @@ func (r *run) servingSpec(serving string, i int, p prep, namespace string) argoc
 // their own, until the observer saw them all; then deletes them.
 func (r *run) bare() error {
 	n := r.opts.N
+	ns, writer := bareNamespace, r.admin
+	if r.opts.BareAsController {
+		cfg, err := clientcmd.BuildConfigFromFlags("", r.hub.controllerKubeconfig)
+		if err != nil {
+			return fmt.Errorf("the controller's kubeconfig: %w", err)
+		}
+		cfg.QPS, cfg.Burst = -1, 0 // as controller-runtime configures the controller's
+		if writer, err = client.New(cfg, client.Options{Scheme: r.admin.Scheme()}); err != nil {
+			return fmt.Errorf("a client as the controller: %w", err)
+		}
+		ns = argocdNamespace
+	}
 	objs := make([]*unstructured.Unstructured, n)
 	for i := range objs {
-		objs[i] = r.spec(i, r.preps[0], bareNamespace).Build()
+		objs[i] = r.spec(i, r.preps[0], ns).Build()
 	}
 	api := r.apiCPU()
 	start := time.Now()
 	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
-		if err := r.admin.Create(r.ctx, objs[i]); err != nil {
+		if err := writer.Create(r.ctx, objs[i]); err != nil {
 			return fmt.Errorf("create Application %s: %w", objs[i].GetName(), err)
 		}
 		return nil
@@ -551,7 +569,7 @@ func (r *run) bare() error {
 		return err
 	}
 	d, err := waitCount(r.ctx, start, r.opts.Timeout, "the bare client's Applications", n, func() (int, error) {
-		return r.obs.applications(r.ctx, bareNamespace, nil, "")
+		return r.obs.applications(r.ctx, ns, nil, "")
 	}, nil)
 	if err != nil {
 		return err
@@ -569,7 +587,7 @@ func (r *run) bare() error {
 		if err := unstructured.SetNestedField(next.Object, r.preps[1].digest, "spec", "source", "targetRevision"); err != nil {
 			return fmt.Errorf("set the targetRevision of Application %s: %w", objs[i].GetName(), err)
 		}
-		if err := r.admin.Patch(r.ctx, next, client.MergeFromWithOptions(objs[i], client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := writer.Patch(r.ctx, next, client.MergeFromWithOptions(objs[i], client.MergeFromWithOptimisticLock{})); err != nil {
 			return fmt.Errorf("patch Application %s: %w", objs[i].GetName(), err)
 		}
 		return nil
@@ -577,7 +595,7 @@ func (r *run) bare() error {
 		return err
 	}
 	if r.row.BarePatch, err = waitCount(r.ctx, start, r.opts.Timeout, "the bare client's Applications at the next digest", n, func() (int, error) {
-		return r.obs.applications(r.ctx, bareNamespace, nil, r.preps[1].digest)
+		return r.obs.applications(r.ctx, ns, nil, r.preps[1].digest)
 	}, nil); err != nil {
 		return err
 	}
@@ -588,7 +606,7 @@ func (r *run) bare() error {
 	api = r.apiCPU()
 	start = time.Now()
 	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
-		if err := r.admin.Delete(r.ctx, objs[i]); err != nil {
+		if err := writer.Delete(r.ctx, objs[i]); err != nil {
 			return fmt.Errorf("delete Application %s: %w", objs[i].GetName(), err)
 		}
 		return nil
@@ -596,7 +614,7 @@ func (r *run) bare() error {
 		return err
 	}
 	if r.row.BareDelete, err = waitCount(r.ctx, start, r.opts.Timeout, "the bare client's Applications to go", 0, func() (int, error) {
-		return r.obs.applications(r.ctx, bareNamespace, nil, "")
+		return r.obs.applications(r.ctx, ns, nil, "")
 	}, nil); err != nil {
 		return err
 	}
