@@ -121,14 +121,14 @@ func (r *Reconciler) environmentsForProject(ctx context.Context, p *metav1.Parti
 	return reqs
 }
 
-// clusterHandler enqueues the Environments a Cluster joins or leaves (by its labels, or by
-// being deleted), or whose Ready count it changes: those whose selector matches its labels
-// before or after.
 // ClusterChangesBatch is how long an Environment waits after a change of one of its Clusters
 // (created, deleted, Ready or not, relabelled) before it counts them again: the changes within
 // it are counted in one reconcile and one status write.
 const ClusterChangesBatch = time.Second
 
+// clusterHandler enqueues the Environments a Cluster joins or leaves (by its labels, or by
+// being deleted), or whose Ready count it changes: those whose selector matches its labels
+// before or after.
 func (r *Reconciler) clusterHandler() handler.TypedEventHandler[*v1.Cluster, reconcile.Request] {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	enqueue := func(ctx context.Context, q queue, sets ...labels.Set) {
