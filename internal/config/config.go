@@ -268,3 +268,10 @@ func (c Config) RegistryAllowed(host string) bool {
 	}
 	return false
 }
+
+// OrDefault sets *v to def unless it is positive: an option left at zero takes its default.
+func OrDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/config"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
 	"github.com/kokumi-dev/kokumi/internal/text"
@@ -117,12 +118,12 @@ type delivery struct {
 
 // New returns a Notifier of opts, its queue ready to take deliveries before it starts.
 func New(opts Options) *Notifier {
-	orDefault(&opts.Queue, DefaultQueue)
-	orDefault(&opts.Senders, DefaultSenders)
-	orDefault(&opts.Tries, DefaultTries)
-	orDefault(&opts.FirstBackoff, DefaultFirstBackoff)
-	orDefault(&opts.MaxRetryAfter, DefaultMaxRetryAfter)
-	orDefault(&opts.Timeout, DefaultTimeout)
+	config.OrDefault(&opts.Queue, DefaultQueue)
+	config.OrDefault(&opts.Senders, DefaultSenders)
+	config.OrDefault(&opts.Tries, DefaultTries)
+	config.OrDefault(&opts.FirstBackoff, DefaultFirstBackoff)
+	config.OrDefault(&opts.MaxRetryAfter, DefaultMaxRetryAfter)
+	config.OrDefault(&opts.Timeout, DefaultTimeout)
 	if opts.Client == nil {
 		opts.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
@@ -130,13 +131,6 @@ func New(opts Options) *Notifier {
 		opts.Now = time.Now
 	}
 	return &Notifier{opts: opts, queue: make(chan *delivery, opts.Queue)}
-}
-
-// orDefault sets *v to d when it is not above zero.
-func orDefault[T int | time.Duration](v *T, d T) {
-	if *v <= 0 {
-		*v = d
-	}
 }
 
 // Setup adds a Notifier to mgr, reading Secrets with its API reader and recording Events as

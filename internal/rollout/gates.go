@@ -109,11 +109,7 @@ func (g gateRule) verify(results []v1.VerificationResult, w int) (*VerifyStep, s
 	if len(pending) == 0 {
 		return nil, ""
 	}
-	clusters := g.healthyUpTo(w)
-	if w < 0 {
-		clusters = g.healthyUpTo(-1)
-	}
-	return &VerifyStep{Wave: wave, Specs: specs, Clusters: clusters},
+	return &VerifyStep{Wave: wave, Specs: specs, Clusters: g.healthyUpTo(w)},
 		GateName(wave) + " is being verified: " + strings.Join(pending, ", ")
 }
 

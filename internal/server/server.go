@@ -129,13 +129,6 @@ type Options struct {
 	Log logr.Logger
 }
 
-// orDefault sets *v to def unless it is positive.
-func orDefault[T int | time.Duration](v *T, def T) {
-	if *v <= 0 {
-		*v = def
-	}
-}
-
 // timeout is d, or def when d is zero, or no limit (zero) when d is negative.
 func timeout(d, def time.Duration) time.Duration {
 	switch {
@@ -206,14 +199,14 @@ func New(cfg *rest.Config, c client.Client, reader client.Reader, informers cach
 	o.ReadTimeout = timeout(o.ReadTimeout, DefaultReadTimeout)
 	o.WriteTimeout = timeout(o.WriteTimeout, DefaultWriteTimeout)
 	o.IdleTimeout = timeout(o.IdleTimeout, DefaultIdleTimeout)
-	orDefault(&o.MaxStreamsPerSession, DefaultMaxStreamsPerSession)
-	orDefault(&o.MaxStreamsPerIdentity, DefaultMaxStreamsPerIdentity)
-	orDefault(&o.MaxStreams, DefaultMaxStreams)
-	orDefault(&o.FailedLoginBurst, DefaultFailedLoginBurst)
-	orDefault(&o.FailedLoginInterval, DefaultFailedLoginInterval)
-	orDefault(&o.MaxSessions, DefaultMaxSessions)
-	orDefault(&o.MaxSessionsPerIdentity, DefaultMaxSessionsPerIdentity)
-	orDefault(&o.Revalidate, DefaultRevalidate)
+	config.OrDefault(&o.MaxStreamsPerSession, DefaultMaxStreamsPerSession)
+	config.OrDefault(&o.MaxStreamsPerIdentity, DefaultMaxStreamsPerIdentity)
+	config.OrDefault(&o.MaxStreams, DefaultMaxStreams)
+	config.OrDefault(&o.FailedLoginBurst, DefaultFailedLoginBurst)
+	config.OrDefault(&o.FailedLoginInterval, DefaultFailedLoginInterval)
+	config.OrDefault(&o.MaxSessions, DefaultMaxSessions)
+	config.OrDefault(&o.MaxSessionsPerIdentity, DefaultMaxSessionsPerIdentity)
+	config.OrDefault(&o.Revalidate, DefaultRevalidate)
 	trusted, err := ParseTrustedProxies(o.TrustedProxies)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -97,7 +98,7 @@ func (r *run) bareOffboard() (time.Duration, error) {
 		if err := r.admin.Delete(r.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: cluster.SecretName(name), Namespace: argocdNamespace}}); err != nil {
 			return fmt.Errorf("delete the Argo CD cluster Secret of %s: %w", name, err)
 		}
-		patch := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
 		if err := r.admin.Patch(r.ctx, &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}, patch); err != nil {
 			return fmt.Errorf("remove the finalizer of Cluster %s: %w", name, err)
 		}

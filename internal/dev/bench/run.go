@@ -280,11 +280,8 @@ func (r *run) noteAPICPU(what string, from time.Duration) {
 
 // begin marks the start of a timed phase.
 func (r *run) begin() mark {
-	m := mark{at: time.Now()}
+	m := mark{at: time.Now(), api: r.apiCPU()}
 	m.kokumi, _ = r.kokumi.cpu()
-	if r.apiPid > 0 {
-		m.api, _ = cpuOf(r.apiPid)
-	}
 	return m
 }
 
@@ -294,7 +291,7 @@ func (r *run) phase(name string, m mark, d time.Duration) {
 	if k, err := r.kokumi.cpu(); err == nil && m.kokumi > 0 {
 		w.kokumi = k - m.kokumi
 	}
-	if a, err := cpuOf(r.apiPid); err == nil && r.apiPid > 0 && m.api > 0 {
+	if a := r.apiCPU(); m.api > 0 && a > m.api {
 		w.api = a - m.api
 	}
 	r.windows = append(r.windows, w)
