@@ -3,13 +3,18 @@
 // (a template that loops in a loop, a value passed through tpl that makes gigabytes, a loop that
 // never ends) takes the controller's memory or holds one of its workers beyond the timeout.
 //
-// The parent writes the request (the source's layers and the render options) as JSON on the
-// child's stdin and reads the rendered manifests from its stdout, no more than the output budget
-// allows; the child is the binary itself, started with ChildFlag as its only argument
-// (MainIfChild runs it), so that the child is the same code as the controller, with no other file to install.
+// The parent writes each request (the source's layers and the render options) as a frame of
+// JSON on the child's stdin and reads the rendered manifests from its stdout, no more than the
+// output budget allows; the child is the binary itself, started with ChildFlag as its only
+// argument (MainIfChild runs it), so that the child is the same code as the controller, with no
+// other file to install. A child renders one request after another (up to ChildRenders), each
+// held to the limits anew, and is kept between renders (Process.Warm): starting Kokumi's binary
+// costs some 40 ms of CPU, ten times what a small chart's render costs. A child that fails, goes
+// over a limit, is killed at the timeout, or grew its memory is never given another render.
 package isolate
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -35,7 +41,12 @@ import (
 // rather than doing anything else.
 const ChildFlag = "-kokumi-render-child"
 
-// addressHeadroom is added to the address space the child has mapped before it renders (Go
+// ChildRenders is the most renders one child makes before it exits and another takes its
+// place, so that nothing one render leaves in a child (a fragmented heap) outlives a few
+// seconds of renders.
+const ChildRenders = 100
+
+// addressHeadroom is added to the address space the child has mapped before a render (Go
 // reserves address space it may never touch, the binary is mapped whole, each thread has its
 // stack) and the render's memory, for its address-space limit: the render's threads and the
 // runtime's own growth.
@@ -43,6 +54,9 @@ const addressHeadroom = 256 << 20
 
 // childNice is the child's scheduling priority (nice): below the controller's.
 const childNice = 10
+
+// exitCPU is the exit code of a child whose render ran out of CPU time (SIGXCPU).
+const exitCPU = 86
 
 // TimeoutError is a render stopped at its timeout.
 type TimeoutError struct {
@@ -59,32 +73,33 @@ func (e *TimeoutError) Error() string {
 type Process struct {
 	// Executable is the binary the child runs: Kokumi's own (os.Executable) unless set.
 	Executable string
-	// Memory is the most memory the render may use (the child's Go memory limit; its data and
-	// address-space limits are set from it). Zero means no limit.
+	// Memory is the most memory a render may use (the child's Go memory limit; its data and
+	// address-space limits are set from it for each render). Zero means no limit.
 	Memory int64
 	// Timeout is the most wall time a render takes; the child is killed then, and its CPU
-	// time is held to it too. Zero means no timeout.
+	// time for the render is held to it too. Zero means no timeout.
 	Timeout time.Duration
-	// Warm is how many children are started ahead of need and wait for their request, so that
-	// a render does not wait for its child's start (some 80 ms for Kokumi's binary, most of
-	// what a small chart's render costs). Each child still renders once and exits. Zero
-	// starts each child when its render begins.
+	// Warm is how many children are kept waiting for a request between renders, so that a
+	// render does not wait for its child's start (some 80 ms for Kokumi's binary, most of what a
+	// small chart's render costs) nor pay its CPU time; as many as renders run at a time is
+	// enough. Zero starts a child for each render, which exits after it.
 	Warm int
 }
 
-// request is what the parent writes on the child's stdin.
+// request is what the parent writes on the child's stdin, one frame per render.
 type request struct {
 	Layers  []oci.Layer    `json:"layers"`
 	Options render.Options `json:"options"`
-	Memory  int64          `json:"memory"`
 }
 
-// response is what the child writes on its stdout: the manifests, or the failure.
+// response is what the child writes on its stdout for a request: the manifests, or the
+// failure; and whether it exits after it (Retire).
 type response struct {
 	Chart     bool            `json:"chart"`
 	Manifests []byte          `json:"manifests,omitempty"`
 	Error     string          `json:"error,omitempty"`
 	Limit     *oci.LimitError `json:"limit,omitempty"`
+	Retire    bool            `json:"retire,omitempty"`
 }
 
 // Render renders layers with o in a child process, as render.Render does in this one. A child
@@ -99,7 +114,8 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 			return nil, fmt.Errorf("find Kokumi's binary to render in: %w", err)
 		}
 	}
-	in, err := json.Marshal(request{Layers: layers, Options: o, Memory: p.Memory})
+	p.Executable = exe
+	in, err := json.Marshal(request{Layers: layers, Options: o})
 	if err != nil {
 		return nil, fmt.Errorf("encode the render request: %w", err)
 	}
@@ -108,53 +124,55 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		ctx, cancel = context.WithTimeout(ctx, p.Timeout)
 		defer cancel()
 	}
-	c, err := p.take(exe)
-	if err != nil {
-		return nil, err
-	}
-	// The child is killed at the timeout, or when the caller gives up.
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		select {
-		case <-ctx.Done():
-			_ = c.cmd.Process.Kill()
-		case <-stop:
-		}
-	}()
-	go func() {
-		// A child that dies before reading it all fails on its own: its error is Wait's.
-		_, _ = c.stdin.Write(in)
-		_ = c.stdin.Close()
-	}()
-	cmd, stdout, stderr := c.cmd, c.stdout, &c.stderr
 	// The output is read no further than its budget allows, with room for the encoding.
 	most := int64(64 << 20)
 	if o.Limits.OutputBytes > 0 {
 		most = o.Limits.OutputBytes*2 + 1<<20
 	}
-	out, readErr := io.ReadAll(io.LimitReader(stdout, most+1))
-	if int64(len(out)) > most {
-		_ = cmd.Process.Kill()
+	c, kept, err := p.take()
+	if err != nil {
+		return nil, err
 	}
-	waitErr := cmd.Wait()
+	out, tooMuch, readErr := c.exchange(ctx, in, most)
+	if kept && errors.Is(readErr, errNotSent) && ctx.Err() == nil {
+		// A kept child that died while it waited (killed from outside) took no part in this
+		// render: a new one renders it.
+		p.discard(c)
+		if c, err = p.start(); err != nil {
+			return nil, err
+		}
+		p.born()
+		out, tooMuch, readErr = c.exchange(ctx, in, most)
+	}
 	switch {
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && p.Timeout > 0:
+		p.discard(c)
 		return nil, &TimeoutError{After: p.Timeout}
 	case ctx.Err() != nil:
+		p.discard(c)
 		return nil, fmt.Errorf("render: %w", ctx.Err())
-	case int64(len(out)) > most:
+	case tooMuch:
+		p.discard(c)
 		return nil, &oci.LimitError{Limit: render.LimitOutputBytes, Max: o.Limits.OutputBytes}
-	}
-	if waitErr != nil {
-		return nil, p.childFailed(waitErr, stderr.String())
-	}
-	if readErr != nil {
+	case readErr != nil:
+		// The child died before its answer: Wait says of what.
+		_ = c.stdin.Close()
+		waitErr := c.cmd.Wait()
+		p.gone()
+		if waitErr != nil {
+			return nil, p.childFailed(waitErr, c.stderr.String())
+		}
 		return nil, fmt.Errorf("read the render's output: %w", readErr)
 	}
 	var res response
 	if err := json.Unmarshal(out, &res); err != nil {
+		p.discard(c)
 		return nil, fmt.Errorf("read the render's output: %w", err)
+	}
+	if res.Retire {
+		p.discard(c)
+	} else {
+		p.put(c)
 	}
 	switch {
 	case res.Limit != nil:
@@ -169,74 +187,171 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 	return &render.Result{Chart: res.Chart, Objects: objs}, nil
 }
 
-// waiting is a render child started, waiting for its request on stdin.
-type waiting struct {
+// child is a render child, started, between renders or in one.
+type child struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stdout io.ReadCloser
+	stdout *bufio.Reader
 	stderr bytes.Buffer
 }
 
-// warm holds, for each Process, the children started ahead of need (Process.Warm).
-var warm = struct {
-	sync.Mutex
-	idle map[Process][]*waiting
-}{idle: map[Process][]*waiting{}}
-
-// take returns a child waiting for its request: one started ahead when there is one, else one
-// started now; and, with Warm, starts another for the next render.
-func (p Process) take(exe string) (*waiting, error) {
-	p.Executable = exe
-	var c *waiting
-	warm.Lock()
-	if idle := warm.idle[p]; len(idle) > 0 {
-		c, warm.idle[p] = idle[len(idle)-1], idle[:len(idle)-1]
+// exchange writes the request in to the child and reads its answer, at most most bytes of it
+// (tooMuch when it says more), killing the child when ctx ends first.
+func (c *child) exchange(ctx context.Context, in []byte, most int64) (out []byte, tooMuch bool, err error) {
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-ctx.Done():
+			_ = c.cmd.Process.Kill()
+		case <-stop:
+		}
+	}()
+	defer func() {
+		close(stop)
+		<-stopped
+	}()
+	if err := writeFrame(c.stdin, in); err != nil {
+		// A child that died before reading it all says why on its own: its error is Wait's.
+		return nil, false, fmt.Errorf("%w: %w", errNotSent, err)
 	}
-	warm.Unlock()
-	if p.Warm > 0 {
-		go p.refill()
+	n, err := readFrameSize(c.stdout)
+	if err != nil {
+		return nil, false, err
 	}
-	if c != nil {
-		return c, nil
+	if n > most {
+		_ = c.cmd.Process.Kill()
+		return nil, true, nil
 	}
-	return p.start()
+	out = make([]byte, n)
+	if _, err := io.ReadFull(c.stdout, out); err != nil {
+		return nil, false, err
+	}
+	return out, false, nil
 }
 
-// refill starts a child for a later render, unless Warm of them wait already.
-func (p Process) refill() {
-	warm.Lock()
-	room := len(warm.idle[p]) < p.Warm
-	warm.Unlock()
-	if !room {
+// errNotSent is a request the child did not take: it had exited.
+var errNotSent = errors.New("the render's process took no request")
+
+// writeFrame writes b as one frame: its length in decimal, a newline, and b.
+func writeFrame(w io.Writer, b []byte) error {
+	if _, err := io.WriteString(w, strconv.Itoa(len(b))+"\n"); err != nil {
+		return err
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+// readFrameSize reads a frame's length (writeFrame).
+func readFrameSize(r *bufio.Reader) (int64, error) {
+	line, err := r.ReadSlice('\n')
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(strings.TrimSuffix(string(line), "\n"), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("read the render's output: a frame of length %q", line)
+	}
+	return n, nil
+}
+
+// pool holds, for each Process, its children waiting for a request (idle), and how many it has
+// started and not seen exit (live).
+var pool = struct {
+	sync.Mutex
+	idle map[Process][]*child
+	live map[Process]int
+}{idle: map[Process][]*child{}, live: map[Process]int{}}
+
+// take returns a child waiting for its request: one kept from an earlier render, or one
+// started ahead (kept), when there is one, else one started now.
+func (p Process) take() (c *child, kept bool, err error) {
+	pool.Lock()
+	if idle := pool.idle[p]; len(idle) > 0 {
+		c = idle[len(idle)-1]
+		pool.idle[p] = idle[:len(idle)-1]
+		pool.Unlock()
+		return c, true, nil
+	}
+	pool.Unlock()
+	if c, err = p.start(); err != nil {
+		return nil, false, err
+	}
+	p.born()
+	return c, false, nil
+}
+
+// born counts a child started.
+func (p Process) born() {
+	pool.Lock()
+	pool.live[p]++
+	pool.Unlock()
+}
+
+// put keeps c, which has answered its request and waits for the next, for a later render;
+// or lets it exit when Warm children wait already.
+func (p Process) put(c *child) {
+	pool.Lock()
+	if len(pool.idle[p]) < p.Warm {
+		pool.idle[p] = append(pool.idle[p], c)
+		pool.Unlock()
 		return
 	}
+	pool.Unlock()
+	p.discard(c)
+}
+
+// discard lets c exit (its stdin closed) or kills it, and starts another for a later render
+// when fewer than Warm children live.
+func (p Process) discard(c *child) {
+	_ = c.stdin.Close()
+	_ = c.cmd.Process.Kill()
+	go func() { _ = c.cmd.Wait() }()
+	p.gone()
+}
+
+// gone counts a child that exited, or will, and starts another ahead of need when fewer than
+// Warm live.
+func (p Process) gone() {
+	pool.Lock()
+	pool.live[p]--
+	refill := pool.live[p] < p.Warm
+	if refill {
+		pool.live[p]++
+	}
+	pool.Unlock()
+	if refill {
+		go p.refill()
+	}
+}
+
+// refill starts a child for a later render (a live one, counted already).
+func (p Process) refill() {
 	c, err := p.start()
 	if err != nil {
+		pool.Lock()
+		pool.live[p]--
+		pool.Unlock()
 		return // the next render starts its own, and says what fails
 	}
-	warm.Lock()
-	defer warm.Unlock()
-	if len(warm.idle[p]) >= p.Warm {
-		_ = c.stdin.Close() // it reads no request and exits
-		go func() { _ = c.cmd.Wait() }()
-		return
-	}
-	warm.idle[p] = append(warm.idle[p], c)
+	p.put(c)
 }
 
 // start starts a child of p.Executable. A child waiting for its request uses no CPU time, and
 // exits when its stdin closes, as it does when the controller exits.
-func (p Process) start() (*waiting, error) {
-	c := &waiting{cmd: exec.Command(p.Executable, ChildFlag)}
+func (p Process) start() (*child, error) {
+	c := &child{cmd: exec.Command(p.Executable, ChildFlag)}
 	c.cmd.Env = childEnv(p)
 	c.cmd.Stderr = &limitedWriter{w: &c.stderr, n: 4096}
 	var err error
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
 		return nil, fmt.Errorf("start the render: %w", err)
 	}
-	if c.stdout, err = c.cmd.StdoutPipe(); err != nil {
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
 		return nil, fmt.Errorf("start the render: %w", err)
 	}
+	c.stdout = bufio.NewReader(stdout)
 	if err := c.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the render (%s): %w", p.Executable, err)
 	}
@@ -245,18 +360,16 @@ func (p Process) start() (*waiting, error) {
 
 // childFailed names why a child exited without an answer: its memory (the runtime's "out of
 // memory", or a SIGKILL before its CPU time ran out: the kernel's OOM killer, which takes the
-// child first), its CPU time (SIGXCPU, or the SIGKILL that follows it), or else what it wrote
-// on stderr.
+// child first), its CPU time (exitCPU on SIGXCPU), or else what it wrote on stderr.
 func (p Process) childFailed(err error, stderr string) error {
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		status, _ := exit.Sys().(syscall.WaitStatus)
-		cpu := exit.UserTime() + exit.SystemTime()
 		// The runtime's words when an allocation, or a thread's stack, finds no room in the limits.
 		outOfMemory := strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") ||
 			strings.Contains(stderr, "pthread_create failed") || strings.Contains(stderr, "failed to create new OS thread")
 		switch {
-		case p.Timeout > 0 && status.Signaled() && (status.Signal() == syscall.SIGXCPU || (status.Signal() == syscall.SIGKILL && cpu >= p.Timeout-time.Second)):
+		case p.Timeout > 0 && status.Exited() && status.ExitStatus() == exitCPU:
 			return &TimeoutError{After: p.Timeout}
 		case p.Memory > 0 && (outOfMemory || (status.Signaled() && status.Signal() == syscall.SIGKILL)):
 			return &oci.LimitError{Limit: render.LimitMemory, Max: p.Memory}
@@ -266,14 +379,17 @@ func (p Process) childFailed(err error, stderr string) error {
 }
 
 // childEnv is the child's environment: none of the controller's, but for what the Go runtime
-// reads, with its memory limit.
+// reads, with its memory limit, and the render's limits.
 func childEnv(p Process) []string {
 	env := []string{"GOTRACEBACK=none"}
 	if p.Memory > 0 {
-		env = append(env, "GOMEMLIMIT="+strconv.FormatInt(p.Memory, 10))
+		env = append(env, "GOMEMLIMIT="+strconv.FormatInt(p.Memory, 10), "KOKUMI_RENDER_MEMORY="+strconv.FormatInt(p.Memory, 10))
 	}
 	if p.Timeout > 0 {
 		env = append(env, "KOKUMI_RENDER_CPU_SECONDS="+strconv.Itoa(max(int(p.Timeout.Seconds()), 1)))
+	}
+	if p.Warm <= 0 {
+		env = append(env, "KOKUMI_RENDER_ONCE=1")
 	}
 	return env
 }
@@ -283,43 +399,133 @@ func IsChild(args []string) bool { return len(args) == 2 && args[1] == ChildFlag
 
 // MainIfChild runs a render child and exits when this process is one (IsChild), and returns
 // at once otherwise: call it first thing in main, and in TestMain of a test binary that runs
-// the Order reconciler, whose renders start the test binary itself. The child holds itself to
-// the limits first, reads the request on stdin, renders, and writes the response on stdout.
+// the Order reconciler, whose renders start the test binary itself. The child reads one request
+// after another on stdin, holds itself to the limits anew for each, renders, and writes the
+// response on stdout; it exits when stdin closes, or after a response that says Retire.
 func MainIfChild() {
 	if IsChild(os.Args) {
-		os.Exit(child(os.Stdin, os.Stdout))
+		os.Exit(runChild(os.Stdin, os.Stdout))
 	}
 }
 
-func child(stdin io.Reader, stdout io.Writer) int {
+// limits are a child's limits, from its environment (childEnv).
+type limits struct {
+	memory     int64
+	cpuSeconds uint64
+	once       bool
+	// data is the child's data segment before its first request.
+	data uint64
+}
+
+func childLimits() limits {
+	var l limits
+	l.memory, _ = strconv.ParseInt(os.Getenv("KOKUMI_RENDER_MEMORY"), 10, 64)
+	l.cpuSeconds, _ = strconv.ParseUint(os.Getenv("KOKUMI_RENDER_CPU_SECONDS"), 10, 64)
+	l.once = os.Getenv("KOKUMI_RENDER_ONCE") != ""
+	return l
+}
+
+func runChild(stdin io.Reader, stdout io.Writer) int {
 	// The kernel's OOM killer takes the child before the controller, should a node or a
 	// cgroup run out first.
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0)
 	// And the controller's own work (roll-outs, probes, records) comes before any render's on
 	// a busy CPU.
 	_ = syscall.Setpriority(syscall.PRIO_PROCESS, 0, childNice)
-	if s, err := strconv.Atoi(os.Getenv("KOKUMI_RENDER_CPU_SECONDS")); err == nil && s > 0 {
-		lim := uint64(s)
-		_ = syscall.Setrlimit(syscall.RLIMIT_CPU, &syscall.Rlimit{Cur: lim, Max: lim + 1})
+	lim := childLimits()
+	if lim.cpuSeconds > 0 {
+		// The CPU limit is the soft one, moved for each render (a hard one could not be raised
+		// again): the kernel's SIGXCPU at it ends the child.
+		xcpu := make(chan os.Signal, 1)
+		signal.Notify(xcpu, syscall.SIGXCPU)
+		go func() {
+			<-xcpu
+			fmt.Fprintln(os.Stderr, "the render ran out of CPU time")
+			os.Exit(exitCPU)
+		}()
 	}
-	in, err := io.ReadAll(stdin)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "read the render request:", err)
-		return 1
+	if lim.memory > 0 {
+		debug.SetMemoryLimit(lim.memory)
 	}
-	var req request
-	if err := json.Unmarshal(in, &req); err != nil {
-		fmt.Fprintln(os.Stderr, "decode the render request:", err)
-		return 1
+	in := bufio.NewReader(stdin)
+	lim.data = data()
+	for renders := 1; ; renders++ {
+		n, err := readFrameSize(in)
+		if errors.Is(err, io.EOF) {
+			return 0
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "read the render request:", err)
+			return 1
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(in, body); err != nil {
+			fmt.Fprintln(os.Stderr, "read the render request:", err)
+			return 1
+		}
+		var req request
+		if err := json.Unmarshal(body, &req); err != nil {
+			fmt.Fprintln(os.Stderr, "decode the render request:", err)
+			return 1
+		}
+		body = nil
+		// The request is read: from here on the render alone grows, held to its limits.
+		lim.hold()
+		res := renderRequest(req)
+		// A child whose heap grew (a render that came near its limit leaves its heap mapped),
+		// or that went over a budget, or has rendered enough, renders nothing more.
+		res.Retire = lim.once || renders >= ChildRenders || res.Limit != nil ||
+			(lim.memory > 0 && data() > lim.data+uint64(lim.memory)/2)
+		b, err := json.Marshal(res)
+		if err == nil {
+			err = writeFrame(stdout, b)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "write the render's output:", err)
+			return 1
+		}
+		if res.Retire {
+			return 0
+		}
 	}
-	if req.Memory > 0 {
-		// The request is read: from here on the render alone grows.
-		debug.SetMemoryLimit(req.Memory)
-		data := uint64(req.Memory) + 128<<20
-		_ = syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: data, Max: data})
-		as := uint64(req.Memory) + mapped() + addressHeadroom
-		_ = syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: as, Max: as})
+}
+
+// hold sets the soft limits of this process for the render that follows: its memory (data and
+// address space) above what is mapped now, and its CPU time above what it used so far. Soft
+// limits only: the next render moves them again. A child's first render is held to Memory and
+// 128 MiB of data in all, as a child that renders once; a later one to as much beyond what the
+// renders before it left mapped (at most Memory / 2, or the child retires).
+func (l limits) hold() {
+	if l.memory > 0 {
+		grown := uint64(0)
+		if now := data(); now > l.data {
+			grown = now - l.data
+		}
+		setSoft(syscall.RLIMIT_DATA, uint64(l.memory)+128<<20+grown)
+		setSoft(syscall.RLIMIT_AS, uint64(l.memory)+mapped()+addressHeadroom)
 	}
+	if l.cpuSeconds > 0 {
+		var ru syscall.Rusage
+		used := uint64(0)
+		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+			used = uint64(ru.Utime.Sec + ru.Stime.Sec + 1)
+		}
+		setSoft(syscall.RLIMIT_CPU, used+l.cpuSeconds)
+	}
+}
+
+// setSoft sets the soft limit of resource to v, below its hard limit.
+func setSoft(resource int, v uint64) {
+	var r syscall.Rlimit
+	if syscall.Getrlimit(resource, &r) != nil {
+		return
+	}
+	r.Cur = min(v, r.Max)
+	_ = syscall.Setrlimit(resource, &r)
+}
+
+// renderRequest renders req in this process, as the response.
+func renderRequest(req request) response {
 	var res response
 	out, err := render.Render(context.Background(), req.Layers, req.Options)
 	if err == nil {
@@ -333,20 +539,23 @@ func child(stdin io.Reader, stdout io.Writer) int {
 			res.Limit = le
 		}
 	}
-	if err := json.NewEncoder(stdout).Encode(res); err != nil {
-		fmt.Fprintln(os.Stderr, "write the render's output:", err)
-		return 1
-	}
-	return 0
+	return res
 }
 
 // mapped is the address space this process has mapped (VmSize), or 2 GiB when it cannot be
 // read.
-func mapped() uint64 {
+func mapped() uint64 { return status("VmSize:") }
+
+// data is this process's data segment, as RLIMIT_DATA counts it (VmData), or 2 GiB when it
+// cannot be read.
+func data() uint64 { return status("VmData:") }
+
+// status is the size in /proc/self/status under field, or 2 GiB when it cannot be read.
+func status(field string) uint64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "VmSize:"); ok {
+			if v, ok := strings.CutPrefix(l, field); ok {
 				if kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64); err == nil {
 					return kb << 10
 				}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -102,16 +103,18 @@ func heap() uint64 {
 	return m.HeapInuse
 }
 
-// Children started ahead (Warm) render as any: each once, what this process renders, and a
-// hostile chart is still stopped at the memory and at the timeout, counted from its request.
-func TestWarmChildrenRenderOnceEachAndKeepTheLimits(t *testing.T) {
+// Kept children (Warm) render one request after another, each what this process renders; a
+// hostile chart is still stopped at the memory and at the timeout, counted from its request,
+// and the child it ran in renders nothing more: the next render has a new one.
+func TestKeptChildrenRenderManyAndKeepTheLimits(t *testing.T) {
 	layers := []oci.Layer{{MediaType: oci.MediaTypeHelmChart, Data: ocitest.PodinfoChart(t)}}
 	opts := render.Options{ReleaseName: "web", TargetNamespace: "team-a"}
 	want, err := render.Render(context.Background(), layers, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := isolate.Process{Memory: 256 << 20, Timeout: 3 * time.Second, Warm: 2}
+	p := isolate.Process{Memory: 256 << 20, Timeout: 3 * time.Second, Warm: 1}
+	seen := map[int]bool{}
 	for i := range 5 {
 		got, err := p.Render(context.Background(), layers, opts)
 		if err != nil {
@@ -120,9 +123,15 @@ func TestWarmChildrenRenderOnceEachAndKeepTheLimits(t *testing.T) {
 		if len(got.Objects) != len(want.Objects) {
 			t.Fatalf("render %d: %d objects, want %d", i, len(got.Objects), len(want.Objects))
 		}
+		for _, pid := range children(t) {
+			seen[pid] = true
+		}
 	}
-	// A child waits for its request without a clock: one started long before still has its
-	// whole timeout.
+	if len(seen) != 1 {
+		t.Fatalf("5 renders ran in children %v, want one kept child", seen)
+	}
+	// A child waits for its request without a clock: one kept long since still has its whole
+	// timeout.
 	time.Sleep(4 * time.Second)
 	start := time.Now()
 	_, err = p.Render(context.Background(), bomb(t, "{{ range until 4000000 }}{{ range until 400 }}{{ end }}{{ end }}"), render.Options{ReleaseName: "b", TargetNamespace: "b"})
@@ -133,12 +142,107 @@ func TestWarmChildrenRenderOnceEachAndKeepTheLimits(t *testing.T) {
 	if took := time.Since(start); took < 3*time.Second || took > 10*time.Second {
 		t.Errorf("killed after %s, its timeout being 3s", took)
 	}
+	if _, err := p.Render(context.Background(), layers, opts); err != nil {
+		t.Fatalf("the render after a timeout: %v", err)
+	}
+	for _, pid := range children(t) {
+		if seen[pid] {
+			t.Errorf("child %d, killed at the timeout, still renders", pid)
+		}
+	}
 	// The memory limit, with a timeout long enough that a loaded machine reaches the memory
-	// first.
+	// first; a child kept from a render before it.
 	p = isolate.Process{Memory: 256 << 20, Timeout: 60 * time.Second, Warm: 1}
+	if _, err := p.Render(context.Background(), layers, opts); err != nil {
+		t.Fatal(err)
+	}
 	_, err = p.Render(context.Background(), bomb(t, "{{ range until 4000000 }}{{ range until 4000000 }}xxxxxxxx{{ end }}{{ end }}"), render.Options{ReleaseName: "b", TargetNamespace: "b"})
 	var le *oci.LimitError
 	if !errors.As(err, &le) || le.Limit != render.LimitMemory {
 		t.Fatalf("err %v, want the memory limit", err)
 	}
+	if _, err := p.Render(context.Background(), layers, opts); err != nil {
+		t.Fatalf("the render after the memory limit: %v", err)
+	}
+}
+
+// A kept child's CPU time is held to the timeout for each render, not for its life: renders
+// that together take more than it each end well.
+func TestAKeptChildsCPULimitIsPerRender(t *testing.T) {
+	p := isolate.Process{Memory: 256 << 20, Timeout: 2 * time.Second, Warm: 1}
+	busy := bomb(t, "{{ range until 10000 }}{{ range until 400 }}{{ end }}{{ end }}")
+	opts := render.Options{ReleaseName: "b", TargetNamespace: "b"}
+	var cpu time.Duration
+	seen := map[int]bool{}
+	for i := 0; cpu < 5*time.Second; i++ {
+		before := childCPU(t)
+		start := time.Now()
+		if _, err := p.Render(context.Background(), busy, opts); err != nil {
+			t.Fatalf("render %d, after %s of the child's CPU time in all: %v", i, cpu, err)
+		}
+		took := childCPU(t) - before
+		if took <= 0 {
+			took = time.Since(start) // the child's first render: its CPU was not read before
+		}
+		cpu += took
+		for _, pid := range children(t) {
+			seen[pid] = true
+		}
+		if i > ChildRendersInATest {
+			t.Fatal("the renders take no CPU time")
+		}
+	}
+	if len(seen) != 1 {
+		t.Errorf("the renders ran in children %v, want one", seen)
+	}
+	t.Logf("one child rendered for %s of CPU time, its timeout being 2s", cpu.Round(time.Millisecond))
+}
+
+// ChildRendersInATest is fewer than isolate.ChildRenders: the test's renders would otherwise
+// see the child retire.
+const ChildRendersInATest = isolate.ChildRenders - 10
+
+// children are the render children of this process.
+func children(t *testing.T) []int {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		cmdline, err2 := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err != nil || err2 != nil || !strings.Contains(string(cmdline), isolate.ChildFlag) {
+			continue
+		}
+		// pid (comm) state ppid …
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) && fields[0] != "Z" {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// childCPU is the CPU time of this process's one render child (0 with none).
+func childCPU(t *testing.T) time.Duration {
+	t.Helper()
+	pids := children(t)
+	if len(pids) != 1 {
+		return 0
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pids[0]) + "/stat")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	// utime and stime are fields 14 and 15 of stat, 12 and 13 after the comm.
+	utime, _ := strconv.Atoi(fields[11])
+	stime, _ := strconv.Atoi(fields[12])
+	return time.Duration(utime+stime) * time.Second / 100
 }
