@@ -508,7 +508,8 @@ func (l limits) hold() {
 		var ru syscall.Rusage
 		used := uint64(0)
 		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-			used = uint64(ru.Utime.Sec + ru.Stime.Sec + 1)
+			// In whole seconds, rounded up: the limit is counted in them.
+			used = uint64((time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) + time.Second - 1) / time.Second)
 		}
 		setSoft(syscall.RLIMIT_CPU, used+l.cpuSeconds)
 	}
