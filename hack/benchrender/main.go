@@ -38,6 +38,7 @@ func run() error {
 		out        = flag.String("out", "", "also write the table to this file")
 		timeout    = flag.Duration("timeout", 10*time.Minute, "the longest each wait may take")
 		keep       = flag.Bool("keep", false, "keep each run's work directory (logs)")
+		profile    = flag.String("profile", "", "write 15 s CPU profiles of the API server, of the controller and of this process (its registry and watch), taken at the change pass's start, into this directory (apiserver-N.pprof, controller-N.pprof, bench-N.pprof)")
 		kokumi     = flag.String("kokumi", "", "the kokumi binary to run (default: go build ./cmd/kokumi)")
 		maxRatio   = flag.Float64("max-ratio", 0, "fail when Kokumi's change pass takes more than this times the bare pipeline's (0: never)")
 		extra      bench.ListFlag
@@ -67,7 +68,7 @@ func run() error {
 	for _, n := range sizes {
 		row, err := bench.RunRender(ctx, bench.RenderOptions{
 			N: n, Namespaces: *namespaces, KokumiBinary: bin, ControllerArgs: extra, BareWorkers: *workers,
-			Timeout: *timeout, KeepWorkDir: *keep, Log: os.Stderr,
+			Timeout: *timeout, KeepWorkDir: *keep, Log: os.Stderr, ProfileDir: *profile,
 		})
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "N = %d failed: %v\n", n, err)

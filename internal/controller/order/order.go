@@ -15,6 +15,7 @@ import (
 
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/controller/registrycreds"
 	"github.com/kokumi-dev/kokumi/internal/controller/status"
 	"github.com/kokumi-dev/kokumi/internal/preparation/build"
 	"github.com/kokumi-dev/kokumi/internal/render/isolate"
@@ -69,9 +70,13 @@ type PromotionGate func(ctx context.Context, order *deliveryv1alpha1.Order, prep
 // Reconciler renders an Order's Product into Preparations and keeps its Serving.
 type Reconciler struct {
 	client.Client
-	// APIReader reads Secrets straight from the API server, so that Kokumi caches none;
-	// nil reads them through Client.
+	// APIReader reads Secrets straight from the API server, so that Kokumi caches none of a
+	// tenant's; nil reads them through Client.
 	APIReader client.Reader
+	// Credentials reads the bundled registry's credentials Secret, which every render signs in
+	// with (registrycreds.NewCredentialsCache: a watch of that one Secret); nil reads it as
+	// APIReader reads Secrets.
+	Credentials client.Reader
 	// Recorder records events on new Preparations and failure transitions.
 	Recorder events.EventRecorder
 	// Config is Kokumi's configuration (the bundled registry).
@@ -110,7 +115,11 @@ type Reconciler struct {
 
 // Setup registers the Order reconciler, whose Automatic promotions pass gate.
 func Setup(mgr ctrl.Manager, cfg config.Config, gate PromotionGate) error {
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-order"), Config: cfg,
+	creds, err := registrycreds.NewCredentialsCache(mgr, cfg)
+	if err != nil {
+		return err
+	}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Credentials: creds, Recorder: mgr.GetEventRecorder("kokumi-order"), Config: cfg,
 		Gate: gate}
 	return r.SetupWithManager(mgr)
 }
@@ -329,6 +338,12 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 		}
 		kmetrics.ObserveRender(result, time.Since(start))
 	}()
+	// An Order of a namespace that runs its share of the renders is tried again a moment later
+	// before anything is asked of a registry or the API server: when all of a namespace's Orders
+	// change at once, the skip rule's requests are not made again at every try.
+	if r.renderSlots().full(order.Namespace) {
+		return nil, busy
+	}
 	creds, f := r.credentials(ctx, product)
 	if f != nil {
 		return nil, f

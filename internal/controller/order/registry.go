@@ -18,7 +18,10 @@ import (
 // of any credential the Product's Secret gives for that host.
 func (r *Reconciler) withPusher(ctx context.Context, creds oci.Credentials, namespace string) (oci.Credentials, error) {
 	var reader client.Reader = r.Client
-	if r.APIReader != nil {
+	switch {
+	case r.Credentials != nil:
+		reader = r.Credentials
+	case r.APIReader != nil:
 		reader = r.APIReader
 	}
 	registry, ok, err := bundled.ReadCredentials(ctx, reader, r.Config.Namespace)

@@ -53,6 +53,14 @@ func (s *slots) take(ctx context.Context, namespace string) (release func(), ok 
 	}
 }
 
+// full reports whether namespace runs its share of the renders: a take of it now would not get
+// a slot.
+func (s *slots) full(namespace string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running[namespace] >= s.perNamespace
+}
+
 // give returns a slot of namespace.
 func (s *slots) give(namespace string) {
 	s.mu.Lock()

@@ -20,6 +20,9 @@ func TestANamespaceHoldsAtMostHalfTheRenderSlots(t *testing.T) {
 	if _, ok, _ := s.take(ctx, "noisy"); ok {
 		t.Fatal("a third render of noisy took a slot of four")
 	}
+	if !s.full("noisy") || s.full("quiet") {
+		t.Fatalf("full: noisy %v (holds its share), quiet %v (holds none)", s.full("noisy"), s.full("quiet"))
+	}
 	quiet, ok, err := s.take(ctx, "quiet")
 	if !ok || err != nil {
 		t.Fatalf("quiet found no slot: ok %v, %v", ok, err)

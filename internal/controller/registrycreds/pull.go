@@ -145,3 +145,27 @@ func (p *PullSecrets) Servings(ctx context.Context) ([]types.NamespacedName, err
 	}
 	return keys, nil
 }
+
+// NewCredentialsCache caches the bundled registry's credentials Secret in Kokumi's namespace,
+// and no other Secret: the Order reconciler signs in to the bundled registry as the pusher at
+// every render, and reads the Secret from here rather than from the API server each time. A
+// rotation reaches it through the watch.
+func NewCredentialsCache(mgr ctrl.Manager, cfg config.Config) (cache.Cache, error) {
+	namespaces := map[string]cache.Config{
+		cfg.Namespace: {FieldSelector: fields.OneTermEqualSelector("metadata.name", oci.RegistryCredentialsSecret)},
+	}
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient:        mgr.GetHTTPClient(),
+		Scheme:            mgr.GetScheme(),
+		Mapper:            mgr.GetRESTMapper(),
+		ByObject:          map[client.Object]cache.ByObject{&corev1.Secret{}: {Namespaces: namespaces}},
+		DefaultNamespaces: namespaces,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create the cache of the registry's credentials Secret: %w", err)
+	}
+	if err := mgr.Add(c); err != nil {
+		return nil, fmt.Errorf("add the cache of the registry's credentials Secret: %w", err)
+	}
+	return c, nil
+}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,7 +27,10 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -67,6 +72,9 @@ type RenderOptions struct {
 	KeepWorkDir bool
 	// Log receives progress lines (nothing when nil).
 	Log io.Writer
+	// ProfileDir, when set, receives CPU profiles of the API server and of the controller
+	// during the change pass (apiserver-N.pprof, controller-N.pprof), for `go tool pprof`.
+	ProfileDir string
 }
 
 // Pass is one pass over the Orders: how long it took in all and for each Order, and what it
@@ -295,11 +303,20 @@ func (r *renderRun) kokumiPasses(row *RenderRow) error {
 	}
 	metricsAddr := "127.0.0.1:" + strconv.Itoa(port)
 	r.metricsURL = "http://" + metricsAddr + "/metrics"
-	args := append([]string{"controller",
+	args := []string{"controller",
 		"--metrics-bind-address=" + metricsAddr, "--metrics-secure=false", "--health-probe-bind-address=0",
 		"--argocd-namespace=" + argocdNamespace, "--namespace=" + ControllerNamespace,
 		"--bundled-registry=" + r.registry,
-	}, r.ro.ControllerArgs...)
+	}
+	pprofAddr := ""
+	if r.ro.ProfileDir != "" {
+		if port, err = freePort(); err != nil {
+			return err
+		}
+		pprofAddr = "127.0.0.1:" + strconv.Itoa(port)
+		args = append(args, "--pprof-bind-address="+pprofAddr)
+	}
+	args = append(args, r.ro.ControllerArgs...)
 	if r.kokumi, err = startProcess("kokumi controller", filepath.Join(r.dir, "kokumi-controller.log"), r.ro.KokumiBinary, args,
 		[]string{"KUBECONFIG=" + r.hub.controllerKubeconfig}); err != nil {
 		return err
@@ -326,6 +343,9 @@ func (r *renderRun) kokumiPasses(row *RenderRow) error {
 	time.Sleep(3 * time.Second)
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"source":{"version":"`+renderVersion2+`"}}}`))
 	row.Change, err = r.pass(renderVersion2, "Products at "+renderVersion2, func() error {
+		if r.ro.ProfileDir != "" {
+			r.profile(pprofAddr)
+		}
 		return parallel(16, len(r.namespaces), func(i int) error {
 			if err := r.admin.Patch(r.ctx, &v1.Product{ObjectMeta: metav1.ObjectMeta{Name: renderProduct, Namespace: r.namespaces[i]}}, patch); err != nil {
 				return fmt.Errorf("move the Product of %s to %s: %w", r.namespaces[i], renderVersion2, err)
@@ -334,6 +354,54 @@ func (r *renderRun) kokumiPasses(row *RenderRow) error {
 		})
 	})
 	return err
+}
+
+// profile takes, in the background, 15 s CPU profiles of the API server, of the controller (its
+// pprof at pprofAddr) and of this process into ProfileDir.
+func (r *renderRun) profile(pprofAddr string) {
+	const seconds = "15"
+	save := func(name string, get func() ([]byte, error)) {
+		b, err := get()
+		if err == nil {
+			err = os.WriteFile(filepath.Join(r.ro.ProfileDir, fmt.Sprintf("%s-%d.pprof", name, r.ro.N)), b, 0o644)
+		}
+		if err != nil {
+			r.logf("no CPU profile of the %s: %v", name, err)
+		}
+	}
+	go save("apiserver", func() ([]byte, error) {
+		rc, err := rest.RESTClientFor(restConfigForRaw(r.hub.admin))
+		if err != nil {
+			return nil, err
+		}
+		return rc.Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).Timeout(time.Minute).DoRaw(r.ctx)
+	})
+	go save("bench", func() ([]byte, error) {
+		// This process: the registry, its counting proxy and the watch of the Orders.
+		var b bytes.Buffer
+		if err := pprof.StartCPUProfile(&b); err != nil {
+			return nil, err
+		}
+		time.Sleep(15 * time.Second)
+		pprof.StopCPUProfile()
+		return b.Bytes(), nil
+	})
+	go save("controller", func() ([]byte, error) {
+		resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/profile?seconds=" + seconds)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close() //nolint:errcheck // read to the end
+		return io.ReadAll(resp.Body)
+	})
+}
+
+// restConfigForRaw is cfg for a REST client of raw paths.
+func restConfigForRaw(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &schema.GroupVersion{}
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return c
 }
 
 // pass runs start and times until every Order has a Ready Preparation at version, counting
