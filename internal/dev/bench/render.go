@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -39,6 +41,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/images"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
+	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/preparation/build"
 	"github.com/kokumi-dev/kokumi/internal/render"
 	"github.com/kokumi-dev/kokumi/internal/render/isolate"
@@ -110,8 +113,9 @@ type RenderRow struct {
 	// the first version); Change, its pass after the Products moved to the second version.
 	Create, Change Pass
 	// Bare is the bare pipeline's pass at the second version, rendering in process;
-	// BareChild, the same rendering in a child process as the controller does.
-	Bare, BareChild Pass
+	// BareChild, the same rendering in a child process as the controller does; BareRecorded,
+	// that and the API writes the controller makes for a render, as the controller.
+	Bare, BareChild, BareRecorded Pass
 	// Load is the machine's load average (1, 5, 15 min) when the run began.
 	Load string
 	// Notes say what else was seen.
@@ -185,6 +189,13 @@ func RunRender(ctx context.Context, opts RenderOptions) (row *RenderRow, err err
 	child := isolate.Process{Executable: opts.KokumiBinary, Timeout: time.Minute, Warm: opts.BareWorkers}
 	if row.BareChild, err = r.bare("bare-child", child.Render); err != nil {
 		return row, fmt.Errorf("bare pipeline, rendering in a child: %w", err)
+	}
+	rec, err := r.recorder()
+	if err != nil {
+		return row, err
+	}
+	if row.BareRecorded, err = r.bare("bare-recorded", child.Render, rec.record); err != nil {
+		return row, fmt.Errorf("bare pipeline, rendering in a child and recording: %w", err)
 	}
 	return row, nil
 }
@@ -437,7 +448,8 @@ func (r *renderRun) pass(version, what string, start func() error) (Pass, error)
 // bare does the change pass's work without Kokumi: for each Order, with BareWorkers workers,
 // pull the chart at the second version, render it (renderer; in process when nil), resolve
 // its images' tags, and push the artifact to the same registry (under dir/, beside Kokumi's).
-func (r *renderRun) bare(dir string, renderer func(context.Context, []oci.Layer, render.Options) (*render.Result, error)) (Pass, error) {
+func (r *renderRun) bare(dir string, renderer func(context.Context, []oci.Layer, render.Options) (*render.Result, error),
+	record ...func(o types.NamespacedName) error) (Pass, error) {
 	b := &build.Builder{Sources: &oci.Client{}, Images: &images.Resolver{}, Render: renderer}
 	r.proxy.reset()
 	times := make([]time.Duration, len(r.orders))
@@ -454,6 +466,11 @@ func (r *renderRun) bare(dir string, renderer func(context.Context, []oci.Layer,
 		if _, err := b.Push(r.ctx, r.registry+"/"+dir+"/"+o.Namespace+"/"+o.Name, in, built, ""); err != nil {
 			return fmt.Errorf("push %s: %w", o, err)
 		}
+		for _, rec := range record {
+			if err := rec(o); err != nil {
+				return err
+			}
+		}
 		times[i] = time.Since(began)
 		return nil
 	})
@@ -466,6 +483,88 @@ func (r *renderRun) bare(dir string, renderer func(context.Context, []oci.Layer,
 	r.logf("%s: %d Orders rendered, resolved and pushed in %s (p50 %s, p99 %s); %d registry requests",
 		dir, len(r.orders), p.Total.Round(time.Millisecond), p.P(0.5).Round(time.Millisecond), p.P(0.99).Round(time.Millisecond), p.Registry)
 	return p, nil
+}
+
+// apiRecorder makes, as the controller, the API writes the controller makes for a render: it
+// creates the Preparation (a copy of the one the controller made for the Order at the second
+// version, under another name), marks it Ready, records it in the Order's status, and records
+// the event.
+type apiRecorder struct {
+	writer client.Client
+	preps  map[types.NamespacedName]*v1.Preparation
+	orders map[types.NamespacedName]*v1.Order
+}
+
+// recorder reads, before the pass, the Orders and the Preparations the controller made at the
+// second version, and signs in as the controller.
+func (r *renderRun) recorder() (*apiRecorder, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", r.hub.controllerKubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("the controller's kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = -1, 0 // as controller-runtime configures the controller's
+	rec := &apiRecorder{preps: map[types.NamespacedName]*v1.Preparation{}, orders: map[types.NamespacedName]*v1.Order{}}
+	if rec.writer, err = client.New(cfg, client.Options{Scheme: r.admin.Scheme()}); err != nil {
+		return nil, fmt.Errorf("a client as the controller: %w", err)
+	}
+	var preps v1.PreparationList
+	if err := r.admin.List(r.ctx, &preps); err != nil {
+		return nil, fmt.Errorf("list the Preparations: %w", err)
+	}
+	for i := range preps.Items {
+		p := &preps.Items[i]
+		if p.Spec.Source.Version == renderVersion2 {
+			rec.preps[types.NamespacedName{Namespace: p.Namespace, Name: p.Labels[preparation.LabelOrder]}] = p
+		}
+	}
+	var orders v1.OrderList
+	if err := r.admin.List(r.ctx, &orders); err != nil {
+		return nil, fmt.Errorf("list the Orders: %w", err)
+	}
+	for i := range orders.Items {
+		rec.orders[client.ObjectKeyFromObject(&orders.Items[i])] = &orders.Items[i]
+	}
+	return rec, nil
+}
+
+// record makes the API writes of o's render.
+func (a *apiRecorder) record(o types.NamespacedName) error {
+	ctx := context.Background()
+	made, order := a.preps[o], a.orders[o]
+	if made == nil || order == nil {
+		return fmt.Errorf("no Preparation at %s of Order %s to record a copy of", renderVersion2, o)
+	}
+	prep := made.DeepCopy()
+	prep.ObjectMeta = metav1.ObjectMeta{Name: made.Name + "-bare", Namespace: made.Namespace, Labels: made.Labels,
+		Annotations: made.Annotations, OwnerReferences: made.OwnerReferences}
+	prep.Status = v1.PreparationStatus{}
+	if err := a.writer.Create(ctx, prep); err != nil {
+		return fmt.Errorf("create Preparation %s: %w", prep.Name, err)
+	}
+	base := prep.DeepCopy()
+	meta.SetStatusCondition(&prep.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue,
+		Reason: v1.ReasonRendered, Message: "Rendered and pushed to " + prep.Spec.Artifact.Ref, ObservedGeneration: prep.Generation})
+	if err := a.writer.Status().Patch(ctx, prep, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("mark Preparation %s Ready: %w", prep.Name, err)
+	}
+	orderBase := order.DeepCopy()
+	order.Status.LatestPreparation = prep.Name
+	if err := a.writer.Status().Patch(ctx, order, client.MergeFromWithOptions(orderBase, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("record Preparation %s in Order %s: %w", prep.Name, o, err)
+	}
+	now := time.Now()
+	ev := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", order.Name, now.UnixNano()), Namespace: order.Namespace},
+		EventTime:  metav1.NewMicroTime(now), ReportingController: "kokumi-order", ReportingInstance: "kokumi-order-bench",
+		Action: "Render", Reason: v1.ReasonRendered, Type: corev1.EventTypeNormal,
+		Regarding: corev1.ObjectReference{Kind: "Order", APIVersion: v1.GroupVersion.String(), Namespace: order.Namespace, Name: order.Name, UID: order.UID, ResourceVersion: order.ResourceVersion},
+		Related:   &corev1.ObjectReference{Kind: "Preparation", APIVersion: v1.GroupVersion.String(), Namespace: prep.Namespace, Name: prep.Name, UID: prep.UID},
+		Note:      fmt.Sprintf("Rendered Preparation %s (%s) into %s", prep.Name, prep.Spec.Source.URL, prep.Spec.Artifact.Ref),
+	}
+	if err := a.writer.Create(ctx, ev); err != nil {
+		return fmt.Errorf("record the event of Order %s: %w", o, err)
+	}
+	return nil
 }
 
 // readyWatch records when each Order first has a Ready Preparation at the expected version.
@@ -635,6 +734,7 @@ func (r RenderRow) Markdown() string {
 	line("Kokumi: chart version changed", r.Change)
 	line(fmt.Sprintf("bare pipeline, %d workers, render in process", r.BareWorkers), r.Bare)
 	line(fmt.Sprintf("bare pipeline, %d workers, render in a child", r.BareWorkers), r.BareChild)
+	line(fmt.Sprintf("bare pipeline, %d workers, render in a child, Kokumi's 4 API writes per render", r.BareWorkers), r.BareRecorded)
 	return b.String()
 }
 
@@ -644,6 +744,10 @@ func (r RenderRow) Details() string {
 	fmt.Fprintf(&b, "N = %d over %d namespaces; load average when it began: %s\n", r.N, r.Namespaces, r.Load)
 	fmt.Fprintf(&b, "- Kokumi / bare (change pass): **%s**; Kokumi / bare rendering in a child: %s\n",
 		times(r.Ratio()), times(ratio(r.Change.Total, r.BareChild.Total)))
+	if r.BareRecorded.Total > 0 {
+		fmt.Fprintf(&b, "- bare rendering in a child and writing what Kokumi writes / bare: %s; Kokumi / that: %s\n",
+			times(ratio(r.BareRecorded.Total, r.Bare.Total)), times(ratio(r.Change.Total, r.BareRecorded.Total)))
+	}
 	if r.N > 0 && r.Bare.Total > 0 && r.BareChild.Total > 0 {
 		child := (r.BareChild.Total - r.Bare.Total) * time.Duration(r.BareWorkers) / time.Duration(r.N)
 		fmt.Fprintf(&b, "- the render child costs about %s per render (bare in a child − bare in process, per Order and worker)\n", child.Round(time.Millisecond))
