@@ -1,10 +1,13 @@
 //go:build bench
 
-// Package bench is the short CI version of `make bench` (hack/bench): one run of
+// Package bench is the short CI version of `make bench` and `make bench-render`: one run of
 // internal/dev/bench for 1,000 member clusters, without the ApplicationSet controller and the quiet
 // minute, failing when Kokumi's Serving → N, change → N or Order deleted → 0 takes more than
 // maxRatio times the bare client's time to create, patch or delete the same Applications; and one roll-out run of 100 clusters, which must promote a
-// Serving through two waves in order, the second no more than its maxUnavailable at a time. It
+// Serving through two waves in order, the second no more than its maxUnavailable at a time; and
+// one render run of 100 Orders (internal/dev/bench RunRender), whose chart version change must
+// take Kokumi at most maxRenderRatio times what a bare pipeline that records its renders as
+// Kokumi does takes. It
 // is built with the tag bench only, so that it runs
 // alone (go test -tags bench ./test/bench) and not beside the other packages of go test ./...,
 // whose load would skew the ratio.
@@ -80,7 +83,46 @@ func TestRolloutInTwoWavesInOrder(t *testing.T) {
 	}
 }
 
-// The kokumi binary both tests run, built once into binDir.
+// renderOrders is how many Orders the render check moves to a new chart version, one per
+// namespace; maxRenderRatio is how many times the recording bare pipeline's time (rendering
+// in a child and making Kokumi's API writes per render, as the controller) Kokumi's change pass
+// may take.
+const (
+	renderOrders   = 100
+	maxRenderRatio = 1.5
+	// maxChildCost is the most rendering in a child may add to a render: a child kept between
+	// renders adds a few milliseconds (the request and the answer through pipes); one started
+	// for each render, some 100 ms on 2 busy cores.
+	maxChildCost = 30 * time.Millisecond
+)
+
+// Kokumi renders what a chart version bump under many Orders asks within 1.5× of a bare pipeline
+// that does the same work, renders in a child as Kokumi does and writes to the API server what
+// Kokumi writes per render (a round trip too many per Order shows here), and a render child
+// costs a render little (one started per render costs some 40 ms of CPU).
+func TestRendersKeepUpWithABarePipelineThatRecordsThem(t *testing.T) {
+	harness.QuietLogs()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin := kokumi(ctx, t)
+	row, err := bench.RunRender(ctx, bench.RenderOptions{N: renderOrders, KokumiBinary: bin, Timeout: 2 * time.Minute, Log: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s%s\n%s", bench.RenderHeader, row.Markdown(), row.Details())
+	if row.BareRecorded.Total <= 0 || row.Change.Total <= 0 {
+		t.Fatalf("a pass was not measured: Kokumi %s, the recording bare pipeline %s", row.Change.Total, row.BareRecorded.Total)
+	}
+	if cost, ok := row.ChildCost(); !ok || cost > maxChildCost {
+		t.Errorf("rendering in a child added %s per render (measured: %v), more than %s", cost, ok, maxChildCost)
+	}
+	if got := row.RecordedRatio(); got > maxRenderRatio {
+		t.Errorf("Kokumi's change pass took %s, %.2f× the recording bare pipeline's %s (at most %.1f×)",
+			row.Change.Total.Round(time.Millisecond), got, row.BareRecorded.Total.Round(time.Millisecond), maxRenderRatio)
+	}
+}
+
+// The kokumi binary the tests run, built once into binDir.
 var (
 	build     sync.Once
 	binDir    string

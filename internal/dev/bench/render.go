@@ -125,6 +125,19 @@ type RenderRow struct {
 // Ratio is Kokumi's change pass over the bare pipeline's (in process).
 func (r RenderRow) Ratio() float64 { return ratio(r.Change.Total, r.Bare.Total) }
 
+// ChildCost is what rendering in a child adds to a render: the bare pipeline's time in a child
+// less its time in process, per Order and worker; ok is false when either was not measured.
+func (r RenderRow) ChildCost() (d time.Duration, ok bool) {
+	if r.N <= 0 || r.Bare.Total <= 0 || r.BareChild.Total <= 0 {
+		return 0, false
+	}
+	return (r.BareChild.Total - r.Bare.Total) * time.Duration(r.BareWorkers) / time.Duration(r.N), true
+}
+
+// RecordedRatio is Kokumi's change pass over the recording bare pipeline's (rendering in a child
+// and making Kokumi's API writes).
+func (r RenderRow) RecordedRatio() float64 { return ratio(r.Change.Total, r.BareRecorded.Total) }
+
 // renderRun is the state of a run of RunRender.
 type renderRun struct {
 	*run
@@ -746,10 +759,9 @@ func (r RenderRow) Details() string {
 		times(r.Ratio()), times(ratio(r.Change.Total, r.BareChild.Total)))
 	if r.BareRecorded.Total > 0 {
 		fmt.Fprintf(&b, "- bare rendering in a child and writing what Kokumi writes / bare: %s; Kokumi / that: %s\n",
-			times(ratio(r.BareRecorded.Total, r.Bare.Total)), times(ratio(r.Change.Total, r.BareRecorded.Total)))
+			times(ratio(r.BareRecorded.Total, r.Bare.Total)), times(r.RecordedRatio()))
 	}
-	if r.N > 0 && r.Bare.Total > 0 && r.BareChild.Total > 0 {
-		child := (r.BareChild.Total - r.Bare.Total) * time.Duration(r.BareWorkers) / time.Duration(r.N)
+	if child, ok := r.ChildCost(); ok {
 		fmt.Fprintf(&b, "- the render child costs about %s per render (bare in a child − bare in process, per Order and worker)\n", child.Round(time.Millisecond))
 	}
 	for _, p := range []struct {
