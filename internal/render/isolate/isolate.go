@@ -439,9 +439,16 @@ func runChild(stdin io.Reader, stdout io.Writer) int {
 		xcpu := make(chan os.Signal, 1)
 		signal.Notify(xcpu, syscall.SIGXCPU)
 		go func() {
-			<-xcpu
-			fmt.Fprintln(os.Stderr, "the render ran out of CPU time")
-			os.Exit(exitCPU)
+			for range xcpu {
+				// A signal of a render that ended at its limit, arriving after the next one moved
+				// the limit, is not the next one's.
+				var r syscall.Rlimit
+				if syscall.Getrlimit(syscall.RLIMIT_CPU, &r) == nil && cpuUsed() < r.Cur {
+					continue
+				}
+				fmt.Fprintln(os.Stderr, "the render ran out of CPU time")
+				os.Exit(exitCPU)
+			}
 		}()
 	}
 	if lim.memory > 0 {
@@ -505,14 +512,17 @@ func (l limits) hold() {
 		setSoft(syscall.RLIMIT_AS, uint64(l.memory)+mapped()+addressHeadroom)
 	}
 	if l.cpuSeconds > 0 {
-		var ru syscall.Rusage
-		used := uint64(0)
-		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-			// In whole seconds, rounded up: the limit is counted in them.
-			used = uint64((time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) + time.Second - 1) / time.Second)
-		}
-		setSoft(syscall.RLIMIT_CPU, used+l.cpuSeconds)
+		setSoft(syscall.RLIMIT_CPU, cpuUsed()+l.cpuSeconds)
 	}
+}
+
+// cpuUsed is the CPU time this process used, in whole seconds rounded up, as RLIMIT_CPU counts.
+func cpuUsed() uint64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return uint64((time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) + time.Second - 1) / time.Second)
 }
 
 // setSoft sets the soft limit of resource to v, below its hard limit.
