@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/dev/chart"
 	"github.com/kokumi-dev/kokumi/internal/images"
 	"github.com/kokumi-dev/kokumi/internal/oci"
@@ -114,7 +115,8 @@ type RenderRow struct {
 	Create, Change Pass
 	// Bare is the bare pipeline's pass at the second version, rendering in process;
 	// BareChild, the same rendering in a child process as the controller does; BareRecorded,
-	// that and the API writes the controller makes for a render, as the controller.
+	// that and the API writes the controller makes for a render, as the controller, with as many
+	// workers as its Order reconciles.
 	Bare, BareChild, BareRecorded Pass
 	// Load is the machine's load average (1, 5, 15 min) when the run began.
 	Load string
@@ -466,13 +468,22 @@ func (r *renderRun) bare(dir string, renderer func(context.Context, []oci.Layer,
 	b := &build.Builder{Sources: &oci.Client{}, Images: &images.Resolver{}, Render: renderer}
 	r.proxy.reset()
 	times := make([]time.Duration, len(r.orders))
+	// BareWorkers builds (pull, render, images) at a time, as the controller's render slots; a
+	// pass that records its renders does it with as many workers as the controller's Order
+	// reconciles, which push and write after the slot is given back.
+	workers, slots := r.ro.BareWorkers, make(chan struct{}, r.ro.BareWorkers)
+	if len(record) > 0 {
+		workers = max(workers, config.DefaultConcurrency[config.OrderConcurrency])
+	}
 	began := time.Now()
-	err := parallel(r.ro.BareWorkers, len(r.orders), func(i int) error {
+	err := parallel(workers, len(r.orders), func(i int) error {
 		o := r.orders[i]
 		in := build.Input{SourceURL: r.chartURL, Version: renderVersion2, Render: render.Options{
 			ReleaseName: o.Name, TargetNamespace: renderTargetNS, Values: r.values, RequireChart: true,
 		}}
+		slots <- struct{}{}
 		built, err := b.Build(r.ctx, in)
+		<-slots
 		if err != nil {
 			return fmt.Errorf("build %s: %w", o, err)
 		}
@@ -747,7 +758,8 @@ func (r RenderRow) Markdown() string {
 	line("Kokumi: chart version changed", r.Change)
 	line(fmt.Sprintf("bare pipeline, %d workers, render in process", r.BareWorkers), r.Bare)
 	line(fmt.Sprintf("bare pipeline, %d workers, render in a child", r.BareWorkers), r.BareChild)
-	line(fmt.Sprintf("bare pipeline, %d workers, render in a child, Kokumi's 4 API writes per render", r.BareWorkers), r.BareRecorded)
+	line(fmt.Sprintf("bare pipeline, %d workers (%d building), render in a child, Kokumi's 4 API writes per render",
+		max(r.BareWorkers, config.DefaultConcurrency[config.OrderConcurrency]), r.BareWorkers), r.BareRecorded)
 	return b.String()
 }
 
