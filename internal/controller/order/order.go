@@ -175,6 +175,7 @@ func (r *Reconciler) ordersOfProduct(ctx context.Context, o client.Object) []rec
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=preparations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=servings,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=secrets,verbs=get;list;watch
 
 // Reconcile renders the Order's Product; a new result becomes a new Preparation, and the
 // Serving follows the promotion mode.
