@@ -89,8 +89,8 @@ func TestRolloutInTwoWavesInOrder(t *testing.T) {
 // may take: 0.85–1.18× in runs on 2 cores, where a pass takes 3 s and one reconcile tried again a
 // second later would be a third of it.
 const (
-	renderOrders   = 100
-	maxRenderRatio = 2
+	renderOrders           = 100
+	maxRenderRatio float64 = 2
 	// maxChildCost is the most rendering in a child may add to a render: a child kept between
 	// renders adds a few milliseconds (the request and the answer through pipes); one started
 	// for each render, some 100 ms on 2 busy cores.

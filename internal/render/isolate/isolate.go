@@ -475,7 +475,6 @@ func runChild(stdin io.Reader, stdout io.Writer) int {
 			fmt.Fprintln(os.Stderr, "decode the render request:", err)
 			return 1
 		}
-		body = nil
 		// The request is read: from here on the render alone grows, held to its limits.
 		lim.hold()
 		res := renderRequest(req)
