@@ -31,6 +31,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
 	"github.com/kokumi-dev/kokumi/internal/config"
+	"github.com/kokumi-dev/kokumi/internal/controller/registrycreds"
 	"github.com/kokumi-dev/kokumi/internal/controller/status"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
@@ -140,21 +141,7 @@ func newClusterSecretCache(mgr ctrl.Manager, cfg config.Config) (cache.Cache, er
 		})},
 		cfg.Namespace: {}, // the credentials; wins when both namespaces are the same
 	}
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient: mgr.GetHTTPClient(),
-		Scheme:     mgr.GetScheme(),
-		Mapper:     mgr.GetRESTMapper(),
-		ByObject:   map[client.Object]cache.ByObject{&corev1.Secret{}: {Namespaces: namespaces}},
-		// Only Secrets come from here.
-		DefaultNamespaces: namespaces,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("create the Secret cache of namespaces %q and %q: %w", cfg.Namespace, cfg.ArgoCDNamespace, err)
-	}
-	if err := mgr.Add(c); err != nil {
-		return nil, fmt.Errorf("add the Secret cache: %w", err)
-	}
-	return c, nil
+	return registrycreds.NewSecretCache(mgr, namespaces, fmt.Sprintf("the Secrets of namespaces %q and %q", cfg.Namespace, cfg.ArgoCDNamespace))
 }
 
 // clusterDeletionStarted passes the update that sets an object's deletionTimestamp.

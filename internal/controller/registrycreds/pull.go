@@ -57,20 +57,7 @@ func NewPullSecretCache(mgr ctrl.Manager, cfg config.Config) (cache.Cache, error
 	if cfg.Namespace == cfg.ArgoCDNamespace {
 		namespaces[cfg.Namespace] = cache.Config{}
 	}
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient:        mgr.GetHTTPClient(),
-		Scheme:            mgr.GetScheme(),
-		Mapper:            mgr.GetRESTMapper(),
-		ByObject:          map[client.Object]cache.ByObject{&corev1.Secret{}: {Namespaces: namespaces}},
-		DefaultNamespaces: namespaces,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("create the cache of Argo CD's repository Secrets: %w", err)
-	}
-	if err := mgr.Add(c); err != nil {
-		return nil, fmt.Errorf("add the cache of Argo CD's repository Secrets: %w", err)
-	}
-	return c, nil
+	return NewSecretCache(mgr, namespaces, "Argo CD's repository Secrets")
 }
 
 // Serves reports whether Argo CD reads repoURL through a Secret this keeper writes: an artifact
@@ -154,18 +141,24 @@ func NewCredentialsCache(mgr ctrl.Manager, cfg config.Config) (cache.Cache, erro
 	namespaces := map[string]cache.Config{
 		cfg.Namespace: {FieldSelector: fields.OneTermEqualSelector("metadata.name", oci.RegistryCredentialsSecret)},
 	}
+	return NewSecretCache(mgr, namespaces, "the registry's credentials Secret")
+}
+
+// NewSecretCache makes a cache of the Secrets of namespaces (each with its selectors) and of
+// nothing else, added to mgr, which starts it; what names them in an error.
+func NewSecretCache(mgr ctrl.Manager, namespaces map[string]cache.Config, what string) (cache.Cache, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient:        mgr.GetHTTPClient(),
 		Scheme:            mgr.GetScheme(),
 		Mapper:            mgr.GetRESTMapper(),
 		ByObject:          map[client.Object]cache.ByObject{&corev1.Secret{}: {Namespaces: namespaces}},
-		DefaultNamespaces: namespaces,
+		DefaultNamespaces: namespaces, // only Secrets come from here
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create the cache of the registry's credentials Secret: %w", err)
+		return nil, fmt.Errorf("create the cache of %s: %w", what, err)
 	}
 	if err := mgr.Add(c); err != nil {
-		return nil, fmt.Errorf("add the cache of the registry's credentials Secret: %w", err)
+		return nil, fmt.Errorf("add the cache of %s: %w", what, err)
 	}
 	return c, nil
 }
