@@ -391,10 +391,28 @@ var table = []badInput{
 		},
 	},
 	{
-		name: "preparation-deleted-while-deployed", kind: "Preparation", input: "the Preparation a Serving deploys is deleted",
+		name: "preparation-deleted-while-deployed", kind: "Preparation", input: "the Preparation a Serving deploys is deleted, the Order having rendered a newer one",
 		on: onServing, reason: v1.ReasonPreparationNotFound, mentions: []string{"spec.preparationName"}, keeps: keepsApps,
 		run: func(x *check) {
 			r := x.working(v1.PromotionManual, x.ns)
+			// The Order renders its latest Preparation again when it is deleted (the same name, the
+			// same artifact), and the Serving deploys it on: a deleted Preparation stays gone when
+			// the Order has rendered a newer one, which the Serving (Manual) does not deploy yet.
+			x.editProduct("web", func(p *v1.Product) {
+				v := webValues()
+				v["message"] = "newer"
+				p.Spec.Render.Helm.Values = rawJSON(v)
+			})
+			waitFor(x.t, "a newer Preparation of Order web", time.Now().Add(deadline), func() error {
+				o := order(x.ns, "web")
+				if err := env.Client.Get(x.ctx, client.ObjectKeyFromObject(o), o); err != nil {
+					return err
+				}
+				if o.Status.LatestPreparation == "" || o.Status.LatestPreparation == r.preparation {
+					return fmt.Errorf("its latest Preparation is %q", o.Status.LatestPreparation)
+				}
+				return nil
+			})
 			x.broke()
 			x.must(env.Client.Delete(x.ctx, &v1.Preparation{ObjectMeta: metav1.ObjectMeta{Name: r.preparation, Namespace: x.ns}}))
 			x.sees(serving(x.ns, "web"))
