@@ -28,12 +28,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/discovery"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -396,11 +393,11 @@ func (r *renderRun) profile(pprofAddr string) {
 		}
 	}
 	go save("apiserver", func() ([]byte, error) {
-		rc, err := rest.RESTClientFor(restConfigForRaw(r.hub.admin))
+		dc, err := discovery.NewDiscoveryClientForConfig(r.hub.admin)
 		if err != nil {
 			return nil, err
 		}
-		return rc.Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).Timeout(time.Minute).DoRaw(r.ctx)
+		return dc.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).Timeout(time.Minute).DoRaw(r.ctx)
 	})
 	go save("bench", func() ([]byte, error) {
 		// This process: the registry, its counting proxy and the watch of the Orders.
@@ -420,14 +417,6 @@ func (r *renderRun) profile(pprofAddr string) {
 		defer resp.Body.Close() //nolint:errcheck // read to the end
 		return io.ReadAll(resp.Body)
 	})
-}
-
-// restConfigForRaw is cfg for a REST client of raw paths.
-func restConfigForRaw(cfg *rest.Config) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &schema.GroupVersion{}
-	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	return c
 }
 
 // pass runs start and times until every Order has a Ready Preparation at version, counting
@@ -514,6 +503,7 @@ func (r *renderRun) bare(dir string, renderer func(context.Context, []oci.Layer,
 // version, under another name), marks it Ready, records it in the Order's status, and records
 // the event.
 type apiRecorder struct {
+	ctx    context.Context
 	writer client.Client
 	preps  map[types.NamespacedName]*v1.Preparation
 	orders map[types.NamespacedName]*v1.Order
@@ -522,14 +512,10 @@ type apiRecorder struct {
 // recorder reads, before the pass, the Orders and the Preparations the controller made at the
 // second version, and signs in as the controller.
 func (r *renderRun) recorder() (*apiRecorder, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", r.hub.controllerKubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("the controller's kubeconfig: %w", err)
-	}
-	cfg.QPS, cfg.Burst = -1, 0 // as controller-runtime configures the controller's
-	rec := &apiRecorder{preps: map[types.NamespacedName]*v1.Preparation{}, orders: map[types.NamespacedName]*v1.Order{}}
-	if rec.writer, err = client.New(cfg, client.Options{Scheme: r.admin.Scheme()}); err != nil {
-		return nil, fmt.Errorf("a client as the controller: %w", err)
+	rec := &apiRecorder{ctx: r.ctx, preps: map[types.NamespacedName]*v1.Preparation{}, orders: map[types.NamespacedName]*v1.Order{}}
+	var err error
+	if rec.writer, err = r.asController(); err != nil {
+		return nil, err
 	}
 	var preps v1.PreparationList
 	if err := r.admin.List(r.ctx, &preps); err != nil {
@@ -553,7 +539,7 @@ func (r *renderRun) recorder() (*apiRecorder, error) {
 
 // record makes the API writes of o's render.
 func (a *apiRecorder) record(o types.NamespacedName) error {
-	ctx := context.Background()
+	ctx := a.ctx
 	made, order := a.preps[o], a.orders[o]
 	if made == nil || order == nil {
 		return fmt.Errorf("no Preparation at %s of Order %s to record a copy of", renderVersion2, o)

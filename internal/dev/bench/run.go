@@ -535,19 +535,30 @@ func (r *run) servingSpec(serving string, i int, p prep, namespace string) argoc
 	return req.Spec(fleet.Cluster{Name: name, Server: r.members.Server(name), Ready: true})
 }
 
+// asController is a client that signs in as the controller (its ServiceAccount), without a rate
+// limit, as controller-runtime configures the controller's.
+func (r *run) asController() (client.Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", r.hub.controllerKubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("the controller's kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = -1, 0
+	c, err := client.New(cfg, client.Options{Scheme: r.admin.Scheme()})
+	if err != nil {
+		return nil, fmt.Errorf("a client as the controller: %w", err)
+	}
+	return c, nil
+}
+
 // bare times 16 workers creating the N Applications Kokumi would write, into a namespace of
 // their own, until the observer saw them all; then deletes them.
 func (r *run) bare() error {
 	n := r.opts.N
 	ns, writer := bareNamespace, r.admin
 	if r.opts.BareAsController {
-		cfg, err := clientcmd.BuildConfigFromFlags("", r.hub.controllerKubeconfig)
-		if err != nil {
-			return fmt.Errorf("the controller's kubeconfig: %w", err)
-		}
-		cfg.QPS, cfg.Burst = -1, 0 // as controller-runtime configures the controller's
-		if writer, err = client.New(cfg, client.Options{Scheme: r.admin.Scheme()}); err != nil {
-			return fmt.Errorf("a client as the controller: %w", err)
+		var err error
+		if writer, err = r.asController(); err != nil {
+			return err
 		}
 		ns = argocdNamespace
 	}

@@ -154,6 +154,10 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 	case tooMuch:
 		p.discard(c)
 		return nil, &oci.LimitError{Limit: render.LimitOutputBytes, Max: o.Limits.OutputBytes}
+	case readErr != nil && !errors.Is(readErr, io.EOF) && !errors.Is(readErr, io.ErrUnexpectedEOF) && !errors.Is(readErr, errNotSent):
+		// The child answered what is no frame: it renders nothing more.
+		p.discard(c)
+		return nil, readErr
 	case readErr != nil:
 		// The child died before its answer: Wait says of what.
 		_ = c.stdin.Close()
