@@ -249,3 +249,36 @@ func childCPU(t *testing.T, others []int) time.Duration {
 	stime, _ := strconv.Atoi(fields[12])
 	return time.Duration(utime+stime) * time.Second / 100
 }
+
+// A kept child renders one tenant's chart after another's: the second, a chart that prints all
+// a template sees (its values, release, chart, files and capabilities), finds nothing of the
+// first's values in it.
+func TestAKeptChildGivesARenderNothingOfTheOneBefore(t *testing.T) {
+	p := isolate.Process{Memory: 256 << 20, Timeout: 30 * time.Second, Warm: 1}
+	others := children(t, nil) // kept by other tests' Processes
+	victim := bomb(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  token: {{ .Values.token | quote }}\n")
+	const secret = "s3cr3t-of-team-a"
+	got, err := p.Render(context.Background(), victim, render.Options{ReleaseName: "a", TargetNamespace: "team-a", Values: map[string]any{"token": secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := manifests.Marshal(got.Objects); !strings.Contains(string(a), secret) {
+		t.Fatalf("the victim's render does not hold its own value: %s", a)
+	}
+	first := children(t, others)
+	attacker := bomb(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\ndata:\n  all: {{ toJson . | quote }}\n")
+	got, err = p.Render(context.Background(), attacker, render.Options{ReleaseName: "b", TargetNamespace: "team-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := manifests.Marshal(got.Objects)
+	if strings.Contains(string(out), secret) || strings.Contains(string(out), "team-a") {
+		t.Errorf("team b's render saw team a's: %s", out)
+	}
+	if !strings.Contains(string(out), "team-b") {
+		t.Errorf("the attacker's render did not print what it sees: %s", out)
+	}
+	if second := children(t, others); len(first) != 1 || !slices.Equal(first, second) {
+		t.Errorf("the renders ran in children %v and %v, want one kept child", first, second)
+	}
+}
