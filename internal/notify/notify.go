@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -45,8 +44,9 @@ const (
 	// SignatureHeader carries sha256=<hex HMAC-SHA256 of the body>, keyed with the value of the
 	// webhook's secretRef; absent when the webhook names no Secret.
 	SignatureHeader = "X-Kokumi-Signature"
-	// DeliveryHeader carries the delivery's id: the same on every try of one transition to one
-	// webhook, so that a receiver can drop a repeat.
+	// DeliveryHeader carries the delivery's id (DeliveryID): the same on every try of one
+	// transition to one webhook, and on the transition seen again by a reconcile whose status
+	// write was lost, so that a receiver can drop a repeat.
 	DeliveryHeader = "X-Kokumi-Delivery"
 	// EventHeader carries the transition (the body's event), for a receiver that routes on it.
 	EventHeader = "X-Kokumi-Event"
@@ -97,11 +97,23 @@ type Options struct {
 	Now func() time.Time
 }
 
+// rememberedDeliveries is how many delivery ids a Notifier remembers, to drop a repeat of a
+// transition it already queued (a reconcile whose status write was lost sees it again): a few
+// hundred KiB at most.
+const rememberedDeliveries = 4096
+
 // Notifier delivers roll-out transitions to the Environments' webhooks. Notify queues; Start,
 // run by the manager, sends.
 type Notifier struct {
 	opts  Options
 	queue chan *delivery
+
+	mu sync.Mutex
+	// seen holds the ids of the last rememberedDeliveries deliveries queued; order is a ring of
+	// them, oldest at next.
+	seen  map[string]struct{}
+	order []string
+	next  int
 }
 
 // delivery is one transition to one webhook, with its tries so far.
@@ -130,7 +142,7 @@ func New(opts Options) *Notifier {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Notifier{opts: opts, queue: make(chan *delivery, opts.Queue)}
+	return &Notifier{opts: opts, queue: make(chan *delivery, opts.Queue), seen: map[string]struct{}{}}
 }
 
 // Setup adds a Notifier to mgr, reading Secrets with its API reader and recording Events as
@@ -226,7 +238,10 @@ func Sign(key, body []byte) string {
 }
 
 // Notify queues a delivery of t to each webhook of env that wants it, and returns at once: a
-// delivery that finds the queue full is dropped, logged and counted.
+// delivery that finds the queue full is dropped, logged and counted. A transition seen again
+// from the same Serving (its uid and resourceVersion: a reconcile whose status write was lost
+// runs again on the object it read) has the same delivery ids: one the Notifier queued already is
+// not queued again.
 func (n *Notifier) Notify(env *v1.Environment, s *v1.Serving, t rollout.Transition) {
 	now := n.opts.Now()
 	ref := &v1.Environment{ObjectMeta: metav1.ObjectMeta{Name: env.Name, Namespace: env.Namespace, UID: env.UID, ResourceVersion: env.ResourceVersion}}
@@ -234,20 +249,28 @@ func (n *Notifier) Notify(env *v1.Environment, s *v1.Serving, t rollout.Transiti
 		if !Wants(hook, t.Reason) {
 			continue
 		}
+		id := DeliveryID(s, i, hook, t)
+		if n.repeat(id) {
+			n.log().V(1).Info("a transition already queued for this webhook: not queued again", "namespace", env.Namespace,
+				"environment", env.Name, "webhook", hook.Name, "event", string(t.Reason), "delivery", id)
+			continue
+		}
 		body, err := json.Marshal(NewBody(env, hook.Name, s, t, now))
 		if err != nil { // a struct of strings: not reached
 			n.failed(&delivery{env: ref, index: i, hook: hook, event: t.Reason}, fmt.Errorf("encode the body: %w", err))
 			continue
 		}
-		n.enqueue(&delivery{id: newID(), env: ref, index: i, hook: *hook.DeepCopy(), event: t.Reason, body: body})
+		n.enqueue(&delivery{id: id, env: ref, index: i, hook: *hook.DeepCopy(), event: t.Reason, body: body})
 	}
 }
 
-// enqueue queues d, or drops it when the queue is full.
+// enqueue queues d, or drops it when the queue is full (and forgets its id: the transition seen
+// again is queued).
 func (n *Notifier) enqueue(d *delivery) {
 	select {
 	case n.queue <- d:
 	default:
+		n.forget(d.id)
 		kmetrics.NotificationDelivered(kmetrics.DeliveryDropped)
 		n.log().Error(nil, "the queue of webhook deliveries is full: dropped", d.keys()...)
 	}
@@ -388,9 +411,42 @@ func (d *delivery) keys() []any {
 	return []any{"namespace", d.env.Namespace, "environment", d.env.Name, "webhook", d.hook.Name, "event", string(d.event), "delivery", d.id, "tries", d.tries}
 }
 
-// newID is a delivery's id: 16 random bytes in hex.
-func newID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b) // crypto/rand.Read does not fail
-	return hex.EncodeToString(b)
+// DeliveryID is the id of the delivery of transition t of Serving s to the webhook at index of
+// its Environment's spec.notifications: 32 hex digits of a hash of the Serving's uid and
+// resourceVersion (the object the reconcile that saw t read), the webhook and the transition.
+// The same transition seen again from the same object has the same id; one seen after the
+// Serving changed, as a second pause after a resume, has another.
+func DeliveryID(s *v1.Serving, index int, hook v1.Notification, t rollout.Transition) string {
+	h := sha256.New()
+	for _, part := range []string{string(s.UID), s.Namespace, s.Name, s.ResourceVersion, strconv.Itoa(index), hook.Name, hook.URL, string(t.Reason), t.Message} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// repeat reports whether id was queued before (of the last rememberedDeliveries), and remembers
+// it when not.
+func (n *Notifier) repeat(id string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.seen[id]; ok {
+		return true
+	}
+	if len(n.order) < rememberedDeliveries {
+		n.order = append(n.order, id)
+	} else {
+		delete(n.seen, n.order[n.next])
+		n.order[n.next] = id
+		n.next = (n.next + 1) % rememberedDeliveries
+	}
+	n.seen[id] = struct{}{}
+	return false
+}
+
+// forget takes id out of the ids remembered, so that a repeat of it is queued.
+func (n *Notifier) forget(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.seen, id)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -331,14 +332,21 @@ func TestAFullQueueDropsWithoutBlocking(t *testing.T) {
 	dropped := deliveries(t, kmetrics.DeliveryDropped)
 	n := New(Options{Queue: 2}) // not started: nothing takes from the queue
 	start := time.Now()
-	for range 5 {
-		n.Notify(environment(v1.Notification{Name: "chat", URL: "http://127.0.0.1:1"}), serving, paused)
+	s := serving.DeepCopy()
+	for i := range 5 {
+		s.ResourceVersion = strconv.Itoa(i) // five transitions, not one seen again
+		n.Notify(environment(v1.Notification{Name: "chat", URL: "http://127.0.0.1:1"}), s, paused)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Notify blocked %v", d)
 	}
 	if got := deliveries(t, kmetrics.DeliveryDropped); got != dropped+3 {
 		t.Errorf("dropped %v, want %v", got, dropped+3)
+	}
+	// A dropped delivery is not remembered: the transition seen again is queued, and dropped again.
+	n.Notify(environment(v1.Notification{Name: "chat", URL: "http://127.0.0.1:1"}), s, paused)
+	if got := deliveries(t, kmetrics.DeliveryDropped); got != dropped+4 {
+		t.Errorf("dropped %v, want %v: a dropped delivery seen again was taken for a repeat", got, dropped+4)
 	}
 }
 
@@ -365,5 +373,53 @@ func TestBackoffDoublesAndHonoursRetryAfterUpToACap(t *testing.T) {
 		if got := parseRetryAfter(h, now); got != want {
 			t.Errorf("Retry-After %q: %v, want %v", h, got, want)
 		}
+	}
+}
+
+// A reconcile whose status write was lost sees the same transition again from the same Serving:
+// it keeps its delivery id and is not sent again; after the Serving changed (a second pause after
+// a resume), the same event is a delivery of its own.
+func TestATransitionSeenAgainFromTheSameServingIsSentOnce(t *testing.T) {
+	hook := newReceiver(t)
+	n := start(t, Options{})
+	env := environment(v1.Notification{Name: "chat", URL: hook.URL})
+	s := serving.DeepCopy()
+	s.UID, s.ResourceVersion = "3f1c", "41"
+	n.Notify(env, s, paused)
+	n.Notify(env, s.DeepCopy(), paused)
+	first := hook.waitFor(t, 1)[0].header.Get(DeliveryHeader)
+	if want := DeliveryID(s, 0, env.Spec.Notifications[0], paused); first != want {
+		t.Errorf("%s: %q, want DeliveryID's %q", DeliveryHeader, first, want)
+	}
+
+	s.ResourceVersion = "57"
+	n.Notify(env, s, paused)
+	got := hook.waitFor(t, 2)
+	if second := got[1].header.Get(DeliveryHeader); second == first {
+		t.Errorf("the pause of a changed Serving has the first's id %s", first)
+	}
+	time.Sleep(100 * time.Millisecond) // a repeat, had it been queued, would have come by now
+	if got := hook.requests(); len(got) != 2 {
+		t.Errorf("the webhook got %d requests, want 2: the repeat was sent", len(got))
+	}
+}
+
+// The Notifier remembers the last rememberedDeliveries ids, not more.
+func TestTheNotifierRemembersABoundedNumberOfDeliveries(t *testing.T) {
+	n := New(Options{})
+	if n.repeat("first") || !n.repeat("first") {
+		t.Fatal("a repeat of an id just queued is not seen")
+	}
+	for i := range rememberedDeliveries {
+		n.repeat(strconv.Itoa(i))
+	}
+	if len(n.seen) != rememberedDeliveries || len(n.order) != rememberedDeliveries {
+		t.Errorf("it remembers %d ids in a ring of %d, want %d", len(n.seen), len(n.order), rememberedDeliveries)
+	}
+	if n.repeat("first") {
+		t.Error("the oldest id is still remembered past the bound")
+	}
+	if !n.repeat(strconv.Itoa(rememberedDeliveries - 1)) {
+		t.Error("the newest id is forgotten")
 	}
 }

@@ -73,33 +73,42 @@ func (j *JobRunner) Read(ctx context.Context, spec *v1.Verification, wave string
 		}
 		switch c.Type {
 		case batchv1.JobComplete:
-			return Outcome{Passed: true, Message: fmt.Sprintf("Job %s succeeded%s", name, j.output(ctx, &job))}, true, nil
+			said, err := j.output(ctx, &job)
+			if err != nil {
+				return Outcome{}, false, err
+			}
+			return Outcome{Passed: true, Message: fmt.Sprintf("Job %s succeeded%s", name, said)}, true, nil
 		case batchv1.JobFailed:
 			why := c.Reason
 			if c.Message != "" {
 				why += ": " + c.Message
 			}
-			return Outcome{Message: fmt.Sprintf("Job %s failed (%s)%s", name, why, j.output(ctx, &job))}, true, nil
+			said, err := j.output(ctx, &job)
+			if err != nil {
+				return Outcome{}, false, err
+			}
+			return Outcome{Message: fmt.Sprintf("Job %s failed (%s)%s", name, why, said)}, true, nil
 		}
 	}
 	return Outcome{}, false, nil
 }
 
 // output returns the first lines of what the Job's container said last (its termination
-// message: the tail of its log when it failed), or nothing.
-func (j *JobRunner) output(ctx context.Context, job *batchv1.Job) string {
+// message: the tail of its log when it failed), or nothing. A failed read of the Pods is an
+// error: the outcome is read again, not recorded, for good, without the Pod's words.
+func (j *JobRunner) output(ctx context.Context, job *batchv1.Job) (string, error) {
 	var pods corev1.PodList
 	if err := j.Reader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
-		return ""
+		return "", fmt.Errorf("read the Pods of Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
 	for _, p := range pods.Items {
 		for _, cs := range p.Status.ContainerStatuses {
 			if t := cs.State.Terminated; t != nil && strings.TrimSpace(t.Message) != "" {
-				return ": " + firstLines(t.Message, 5)
+				return ": " + firstLines(t.Message, 5), nil
 			}
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // jobFor is the Job of run n: the container as the Environment says, as the namespace's

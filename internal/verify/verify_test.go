@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,10 +11,12 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 )
@@ -147,5 +150,43 @@ func TestAJobThatNoControllerEndsFailsPastItsTimeout(t *testing.T) {
 	res, _, _ = r.Step(context.Background(), spec, "canary", res, facts)
 	if res[0].Phase != v1.VerificationFailed || !strings.Contains(res[0].Message, "did not end within its timeout of 1m0s and 1m0s more") {
 		t.Fatalf("a Job no controller ends: %+v", res[0])
+	}
+}
+
+// A Job that failed is decided on with its Pod's last words: when the Pods cannot be read, the
+// outcome is read again later, not recorded without them.
+func TestAJobsOutcomeWaitsForItsPodsWords(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := batchv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	facts := Facts{Namespace: "team", Preparation: "web-2", Serving: &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: "web", UID: "u"}}}
+	name := JobName(facts, "canary", "smoke", 1)
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name}, Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name + "-x1", Labels: map[string]string{batchv1.JobNameLabel: name}},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "verify",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "answered 500"}}}}}}
+	var fail atomic.Bool
+	fail.Store(true)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(job, pod).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if fail.Load() {
+				return errors.New("injected timeout")
+			}
+			return c.List(ctx, list, opts...)
+		}}).Build()
+	j := &JobRunner{Client: c, Reader: c}
+	spec := &v1.Verification{Name: "smoke", Job: &v1.JobVerification{Image: "smoke:1"}}
+	if o, done, err := j.Read(context.Background(), spec, "canary", 1, facts); err == nil || done {
+		t.Fatalf("with its Pods unread the outcome is final: %+v %v %v", o, done, err)
+	}
+	fail.Store(false)
+	o, done, err := j.Read(context.Background(), spec, "canary", 1, facts)
+	if err != nil || !done || o.Passed || !strings.Contains(o.Message, "failed (BackoffLimitExceeded): answered 500") {
+		t.Fatalf("outcome %+v %v %v", o, done, err)
 	}
 }

@@ -122,12 +122,13 @@ func TestRolloutAJobGateThatFailsHaltsTheRollout(t *testing.T) {
 	p.Waves[0].Verify = []v1.Verification{{Name: "smoke", Job: &v1.JobVerification{Image: "registry.example/smoke:1",
 		Args: []string{"--url", "http://podinfo.podinfo"}, ServiceAccountName: "smoke", Env: []v1.NameValue{{Name: "MODE", Value: "quick"}}}}}
 	f.setRollout(p)
-	f.ringCluster("jg-canary", "canary", true)
-	f.ringCluster("jg-a", "", true)
+	canary, rest := "jg-canary-"+f.ns, "jg-a-"+f.ns // a name of its own on each run
+	f.ringCluster(canary, "canary", true)
+	f.ringCluster(rest, "", true)
 	one := f.preparation("podinfo-edge-1", "podinfo", false)
 	f.order("edge", one.Name)
-	f.targets(one.Spec.Artifact.Digest, "jg-canary")
-	f.healthy(one.Spec.Artifact.Digest, "jg-canary")
+	f.targets(one.Spec.Artifact.Digest, canary)
+	f.healthy(one.Spec.Artifact.Digest, canary)
 
 	// The Job runs in the Order's namespace, as the namespace's ServiceAccount, told the facts.
 	var job batchv1.Job
@@ -148,14 +149,14 @@ func TestRolloutAJobGateThatFailsHaltsTheRollout(t *testing.T) {
 	}
 	if pod.ServiceAccountName != "smoke" || *pod.SecurityContext.RunAsNonRoot != true || *c.SecurityContext.AllowPrivilegeEscalation ||
 		c.Image != "registry.example/smoke:1" || facts["KOKUMI_PREPARATION"] != one.Name || facts["KOKUMI_WAVE"] != "canary" ||
-		facts["KOKUMI_CLUSTERS"] != "jg-canary" || facts["KOKUMI_DIGEST"] != one.Spec.Artifact.Digest || facts["KOKUMI_ENVIRONMENT"] != "edge" ||
+		facts["KOKUMI_CLUSTERS"] != canary || facts["KOKUMI_DIGEST"] != one.Spec.Artifact.Digest || facts["KOKUMI_ENVIRONMENT"] != "edge" ||
 		facts["KOKUMI_ORDER"] != "podinfo-edge" || facts["MODE"] != "quick" || *job.Spec.BackoffLimit != 0 {
 		t.Fatalf("Job %+v, env %v", pod, facts)
 	}
 	if len(job.OwnerReferences) != 1 || job.OwnerReferences[0].Kind != "Serving" || job.OwnerReferences[0].Name != "podinfo-edge" {
 		t.Errorf("owner %+v", job.OwnerReferences)
 	}
-	f.waiting("jg-a", "wave canary is being verified: smoke 0 of 1 passes")
+	f.waiting(rest, "wave canary is being verified: smoke 0 of 1 passes")
 
 	// The Job fails as the Job controller says it: its Pod's last words, then the conditions.
 	failJob(t, f, &job, "smoke: GET http://podinfo.podinfo/healthz answered 500\nretrying is not asked for")
@@ -165,8 +166,8 @@ func TestRolloutAJobGateThatFailsHaltsTheRollout(t *testing.T) {
 		!strings.Contains(v[0].Message, "failed (BackoffLimitExceeded") || !strings.Contains(v[0].Message, "answered 500 | retrying is not asked for") {
 		t.Fatalf("verifications %+v", v)
 	}
-	f.waiting("jg-a", "halted")
-	f.stillTargets("", "jg-a")
+	f.waiting(rest, "halted")
+	f.stillTargets("", rest)
 	var p1 v1.Preparation
 	must(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(one), &p1))
 	if len(p1.Status.DeploymentRecords) != 0 {
