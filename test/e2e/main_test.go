@@ -7,14 +7,13 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/kokumi-dev/kokumi/internal/render/isolate"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -27,6 +26,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/bundled"
+	"github.com/kokumi-dev/kokumi/internal/render/isolate"
 	"github.com/kokumi-dev/kokumi/internal/server"
 )
 
@@ -178,7 +178,10 @@ func waitPullerSecret(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the controller did not keep the bundled registry's puller in %s (%v)", key, err)
+			if err == nil {
+				err = errors.New("its password is not the puller's")
+			}
+			return fmt.Errorf("the controller did not keep the bundled registry's puller in %s: %w", key, err)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}

@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -200,12 +199,12 @@ func must(t *testing.T, err error) {
 func asPusher(t *testing.T) string {
 	t.Helper()
 	target := &url.URL{Scheme: "http", Host: fleet.Registry}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	direct := proxy.Director
-	proxy.Director = func(r *http.Request) {
-		direct(r)
-		r.SetBasicAuth(registryCreds.Pusher.Username, registryCreds.Pusher.Password)
-	}
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		// The registry's upload locations name the proxy, so that the client goes on through it.
+		r.Out.Host = r.In.Host
+		r.Out.SetBasicAuth(registryCreds.Pusher.Username, registryCreds.Pusher.Password)
+	}}
 	srv := httptest.NewServer(proxy)
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "http://")

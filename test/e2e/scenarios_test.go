@@ -96,7 +96,7 @@ func deployToThree(t *testing.T) {
 	for _, m := range fleet.Members() {
 		expectWorkload(t, m.Name, sandbox.DemoTargetNamespace)
 	}
-	apps := applications(t, serving)
+	apps := applications(t)
 	if len(apps) != 3 {
 		t.Errorf("%d Applications carry the Serving's labels, want one per cluster: %v", len(apps), apps)
 	}
@@ -405,7 +405,7 @@ func joinAndLeave(t *testing.T) {
 	waitServing(t, serving, "edge-4 joins and runs podinfo healthily", func(s *deliveryv1alpha1.Serving) error {
 		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 4, 4)
 	})
-	if apps := applications(t, serving); len(apps) != 4 {
+	if apps := applications(t); len(apps) != 4 {
 		t.Errorf("%d Applications after edge-4 joined, want 4: %v", len(apps), apps)
 	}
 	expectWorkload(t, "edge-4", sandbox.DemoTargetNamespace)
@@ -431,7 +431,7 @@ func joinAndLeave(t *testing.T) {
 		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3)
 	})
 	eventually(t, settle, "edge-4's Application is deleted", func(ctx context.Context) error {
-		for _, app := range applications(t, serving) {
+		for _, app := range applications(t) {
 			if strings.Contains(app, "edge-4") {
 				return fmt.Errorf("Application %s is still there", app)
 			}
@@ -570,7 +570,7 @@ func projectDeleted(t *testing.T) {
 		return nil
 	})
 	eventually(t, settle, "the Serving's Applications are deleted", func(ctx context.Context) error {
-		if apps := applications(t, serving); len(apps) > 0 {
+		if apps := applications(t); len(apps) > 0 {
 			return fmt.Errorf("Applications left: %v", apps)
 		}
 		return nil
@@ -659,11 +659,11 @@ func expectWorkload(t *testing.T, cluster, namespace string) {
 	})
 }
 
-// applications lists the names of Kokumi's Applications of a Serving of the tenant namespace
-// that are not being deleted.
-func applications(t *testing.T, name string) []string {
+// applications lists the names of Kokumi's Applications of the tenant's Serving that are not
+// being deleted.
+func applications(t *testing.T) []string {
 	t.Helper()
-	all, err := servingApplications(context.Background(), tenant, name)
+	all, err := servingApplications(context.Background(), tenant, serving)
 	if err != nil {
 		t.Fatal(err)
 	}
