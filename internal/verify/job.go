@@ -68,27 +68,21 @@ func (j *JobRunner) Read(ctx context.Context, spec *v1.Verification, wave string
 		return Outcome{}, false, fmt.Errorf("read Job %s/%s of verification %s: %w", facts.Namespace, name, spec.Name, err)
 	}
 	for _, c := range job.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
+		if c.Status != corev1.ConditionTrue || (c.Type != batchv1.JobComplete && c.Type != batchv1.JobFailed) {
 			continue
 		}
-		switch c.Type {
-		case batchv1.JobComplete:
-			said, err := j.output(ctx, &job)
-			if err != nil {
-				return Outcome{}, false, err
-			}
-			return Outcome{Passed: true, Message: fmt.Sprintf("Job %s succeeded%s", name, said)}, true, nil
-		case batchv1.JobFailed:
-			why := c.Reason
-			if c.Message != "" {
-				why += ": " + c.Message
-			}
-			said, err := j.output(ctx, &job)
-			if err != nil {
-				return Outcome{}, false, err
-			}
-			return Outcome{Message: fmt.Sprintf("Job %s failed (%s)%s", name, why, said)}, true, nil
+		said, err := j.output(ctx, &job)
+		if err != nil {
+			return Outcome{}, false, err
 		}
+		if c.Type == batchv1.JobComplete {
+			return Outcome{Passed: true, Message: fmt.Sprintf("Job %s succeeded%s", name, said)}, true, nil
+		}
+		why := c.Reason
+		if c.Message != "" {
+			why += ": " + c.Message
+		}
+		return Outcome{Message: fmt.Sprintf("Job %s failed (%s)%s", name, why, said)}, true, nil
 	}
 	return Outcome{}, false, nil
 }

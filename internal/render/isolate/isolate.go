@@ -138,10 +138,9 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		// A kept child that died while it waited (killed from outside) took no part in this
 		// render: a new one renders it.
 		p.discard(c)
-		if c, err = p.start(); err != nil {
+		if c, err = p.startLive(); err != nil {
 			return nil, err
 		}
-		p.born()
 		out, tooMuch, readErr = c.exchange(ctx, in, most)
 	}
 	switch {
@@ -278,18 +277,22 @@ func (p Process) take() (c *child, kept bool, err error) {
 		return c, true, nil
 	}
 	pool.Unlock()
-	if c, err = p.start(); err != nil {
+	if c, err = p.startLive(); err != nil {
 		return nil, false, err
 	}
-	p.born()
 	return c, false, nil
 }
 
-// born counts a child started.
-func (p Process) born() {
+// startLive starts a child for the render at hand, and counts it live.
+func (p Process) startLive() (*child, error) {
+	c, err := p.start()
+	if err != nil {
+		return nil, err
+	}
 	pool.Lock()
 	pool.live[p]++
 	pool.Unlock()
+	return c, nil
 }
 
 // put keeps c, which has answered its request and waits for the next, for a later render;
@@ -507,12 +510,13 @@ func runChild(stdin io.Reader, stdout io.Writer) int {
 // renders before it left mapped (at most Memory / 2, or the child retires).
 func (l limits) hold() {
 	if l.memory > 0 {
+		mapped, now := vm()
 		grown := uint64(0)
-		if now := data(); now > l.data {
+		if now > l.data {
 			grown = now - l.data
 		}
 		setSoft(syscall.RLIMIT_DATA, uint64(l.memory)+128<<20+grown)
-		setSoft(syscall.RLIMIT_AS, uint64(l.memory)+mapped()+addressHeadroom)
+		setSoft(syscall.RLIMIT_AS, uint64(l.memory)+mapped+addressHeadroom)
 	}
 	if l.cpuSeconds > 0 {
 		setSoft(syscall.RLIMIT_CPU, cpuUsed()+l.cpuSeconds)
@@ -556,27 +560,37 @@ func renderRequest(req request) response {
 	return res
 }
 
-// mapped is the address space this process has mapped (VmSize), or 2 GiB when it cannot be
-// read.
-func mapped() uint64 { return status("VmSize:") }
-
 // data is this process's data segment, as RLIMIT_DATA counts it (VmData), or 2 GiB when it
 // cannot be read.
-func data() uint64 { return status("VmData:") }
+func data() uint64 {
+	_, d := vm()
+	return d
+}
 
-// status is the size in /proc/self/status under field, or 2 GiB when it cannot be read.
-func status(field string) uint64 {
+// vm is the address space this process has mapped (VmSize) and its data segment (VmData), from
+// one read of /proc/self/status; 2 GiB each when it cannot be read.
+func vm() (size, data uint64) {
+	size, data = 2<<30, 2<<30
 	b, err := os.ReadFile("/proc/self/status")
-	if err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, field); ok {
-				if kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64); err == nil {
-					return kb << 10
-				}
-			}
+	if err != nil {
+		return size, data
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		field, v, ok := strings.Cut(l, ":")
+		if !ok || (field != "VmSize" && field != "VmData") {
+			continue
+		}
+		kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		if err != nil {
+			continue
+		}
+		if field == "VmSize" {
+			size = kb << 10
+		} else {
+			data = kb << 10
 		}
 	}
-	return 2 << 30
+	return size, data
 }
 
 // firstLine is the first non-empty line of s, for a message.
