@@ -28,8 +28,8 @@ type Verification struct {
 	// +required
 	Name string `json:"name"`
 
-	// Job runs a container as a Kubernetes Job in the Order's namespace; the verification's run
-	// passes when the Job succeeds.
+	// Job runs a container as a Kubernetes Job in Kokumi's own namespace, where tenants can
+	// neither write nor read; the verification's run passes when the Job succeeds.
 	// +optional
 	Job *JobVerification `json:"job,omitempty"`
 
@@ -60,8 +60,9 @@ type Verification struct {
 	FailureLimit int32 `json:"failureLimit,omitempty"`
 }
 
-// JobVerification is a container Kokumi runs as a Job in the Order's namespace, as the
-// namespace's ServiceAccount serviceAccountName (never Kokumi's own), with a restricted security
+// JobVerification is a container Kokumi runs as a Job in Kokumi's own namespace (never the
+// Order's, which its tenants write), as the ServiceAccount serviceAccountName of that namespace
+// (never Kokumi's own controller's), with a restricted security
 // context (non-root, no privilege escalation, every capability dropped, the runtime's default
 // seccomp profile). Its environment holds the release's facts: KOKUMI_ORDER, KOKUMI_NAMESPACE,
 // KOKUMI_ENVIRONMENT, KOKUMI_WAVE, KOKUMI_PREPARATION, KOKUMI_DIGEST, KOKUMI_ARTIFACT,
@@ -94,8 +95,8 @@ type JobVerification struct {
 	// +optional
 	Env []NameValue `json:"env,omitempty"`
 
-	// ServiceAccountName is the ServiceAccount of the Order's namespace the Job runs as.
-	// Default "default".
+	// ServiceAccountName is the ServiceAccount of Kokumi's namespace the Job runs as, which an
+	// admin creates there. Default "default".
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:default=default
 	// +optional
@@ -109,6 +110,8 @@ type JobVerification struct {
 }
 
 // NameValue is one environment variable.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.value) && has(self.secretKeyRef))",message="an environment variable sets value or secretKeyRef, not both"
 type NameValue struct {
 	// Name of the variable; the KOKUMI_ prefix is the release's facts'.
 	// +kubebuilder:validation:MinLength=1
@@ -121,6 +124,10 @@ type NameValue struct {
 	// +kubebuilder:validation:MaxLength=4096
 	// +optional
 	Value string `json:"value,omitempty"`
+	// SecretKeyRef takes the value from a key of a Secret in Kokumi's namespace, which tenants
+	// cannot read (a token for Prometheus, say), instead of value, which they can.
+	// +optional
+	SecretKeyRef *SecretKeyRef `json:"secretKeyRef,omitempty"`
 }
 
 // HTTPMethod is the method of an HTTP verification.
@@ -233,7 +240,8 @@ type SecretKeyRef struct {
 
 // Approval is one person's approval of a gate of a Preparation's roll-out.
 type Approval struct {
-	// Preparation approved: an approval counts while it names spec.preparationName.
+	// Preparation approved: an approval counts while it names spec.preparationName and its
+	// attempt is the roll-out's (status.rollout.attempt).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +required
@@ -250,6 +258,14 @@ type Approval struct {
 	// +kubebuilder:validation:MaxLength=512
 	// +required
 	By string `json:"by"`
+
+	// Attempt is the roll-out attempt approved (status.rollout.attempt when it was given): the
+	// admission policy kokumi-serving-approval admits a new approval only of the attempt under
+	// way, and it counts for that attempt alone. A promotion, a cleared abort, or a Preparation
+	// promoted away and back is another attempt, which the approvals of the last do not pass.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Attempt int64 `json:"attempt,omitempty"`
 }
 
 // VerificationPhase is where a verification stands.
@@ -304,6 +320,13 @@ type VerificationResult struct {
 	Started *metav1.Time `json:"started,omitempty"`
 	// +optional
 	Finished *metav1.Time `json:"finished,omitempty"`
+
+	// JobUID is the UID of the Job Kokumi created for the run under way (a job verification):
+	// only that Job's outcome counts; a Job of that name with another UID, or one whose spec is
+	// not what Kokumi built, fails the run.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	JobUID string `json:"jobUID,omitempty"`
 
 	// Message is what the last run said: the HTTP status and the body's first lines, or the
 	// Job's result and its container's last output, shortened.

@@ -191,6 +191,12 @@ type RolloutStatus struct {
 	// +required
 	Preparation string `json:"preparation"`
 
+	// Attempt identifies this roll-out of preparation: the Serving's metadata.generation when it
+	// started. A promotion, a cleared abort, or the same Preparation promoted away and back
+	// starts another attempt; approvals count for the attempt they name alone.
+	// +optional
+	Attempt int64 `json:"attempt,omitempty"`
+
 	// From is the Preparation the clusters of waves not reached yet keep running, and a cluster
 	// that joins such a wave gets; empty when none ran before.
 	// +kubebuilder:validation:MaxLength=253

@@ -97,7 +97,7 @@ func (o *options) approve(ctx context.Context, name, wave string, waveSet bool, 
 		return explain(kindServing, "patch", ns, name, err)
 	}
 	policy := rollout.ApprovalGate(&env, wave)
-	approvers, _ := rollout.Approvers(policy, sv.Spec.Approvals, sv.Spec.PreparationName, wave, sv.Spec.PromotedBy)
+	approvers, _ := rollout.ApproversOf(sv, policy, wave)
 	required := rollout.Required(policy)
 	next := "the roll-out goes past it"
 	if left := required - len(approvers); left > 0 {

@@ -295,6 +295,21 @@ func RefusalStatus(err error) int {
 	return 0
 }
 
+// Exists says whether the manifest digest is in repository (host/path), as the registry answers.
+func (c *Client) Exists(ctx context.Context, repository, digest string) (bool, error) {
+	repo, err := c.Repository(repository)
+	if err != nil {
+		return false, err
+	}
+	if _, err := repo.Resolve(ctx, digest); err != nil {
+		if IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("look up %s@%s: %w", repository, digest, err)
+	}
+	return true, nil
+}
+
 // IsNotFound says whether err means the registry answered that the repository, tag or
 // digest does not exist.
 func IsNotFound(err error) bool {

@@ -21,6 +21,11 @@ func Keeps(order *v1.Order, s *v1.Serving) func(*v1.Preparation) bool {
 	digests := map[string]bool{}
 	if s != nil {
 		names[s.Spec.PreparationName] = true
+		if st := s.Status.Rollout; st != nil {
+			// What a roll-out goes back to, and what its waves not reached yet run: a rollback
+			// writes them into Applications after it chose them.
+			names[st.Preparation], names[st.From], names[st.RollbackTo] = true, true, true
+		}
 		for _, d := range Runs(s) {
 			digests[d] = true
 		}

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
 // This file holds the rule of a rollback, which the API server's rollback, its Serving page and
@@ -44,8 +45,16 @@ func RollbackTarget(preps []v1.Preparation, current string) (*v1.Preparation, er
 // record of one wave (DeploymentRecord.Wave) proves less than the Environment: it counts for
 // neither.
 func RollbackTargetIn(preps []v1.Preparation, current, environment string) (*v1.Preparation, error) {
+	to, _, err := RollbackTargetChecked(preps, current, environment, nil)
+	return to, err
+}
+
+// RollbackTargetChecked is RollbackTargetIn that asks check of each candidate in turn, newest
+// first, and goes past those it refuses (check returns why: the record no longer verifies, the
+// artifact is gone), listing each in skipped as "name (why)"; a nil check refuses none.
+func RollbackTargetChecked(preps []v1.Preparation, current, environment string, check func(*v1.Preparation) string) (_ *v1.Preparation, skipped []string, _ error) {
 	if current == "" {
-		return nil, &Refusal{Message: "the Serving deploys no Preparation yet"}
+		return nil, nil, &Refusal{Message: "the Serving deploys no Preparation yet"}
 	}
 	at := -1
 	for i := range preps {
@@ -54,17 +63,28 @@ func RollbackTargetIn(preps []v1.Preparation, current, environment string) (*v1.
 		}
 	}
 	if at < 0 {
-		return nil, &Refusal{Message: fmt.Sprintf("its Preparation %s no longer exists, so what ran before it is unknown", current)}
+		return nil, nil, &Refusal{Message: fmt.Sprintf("its Preparation %s no longer exists, so what ran before it is unknown", current)}
 	}
 	for i := at + 1; i < len(preps); i++ {
 		for _, rec := range preps[i].Status.DeploymentRecords {
-			if rec.Wave == "" && (environment == "" || rec.Environment == environment) {
-				return &preps[i], nil
+			if rec.Wave != "" || (environment != "" && rec.Environment != environment) {
+				continue
 			}
+			if check != nil {
+				if why := check(&preps[i]); why != "" {
+					skipped = append(skipped, preps[i].Name+" ("+why+")")
+					break
+				}
+			}
+			return &preps[i], skipped, nil
 		}
 	}
+	msg := fmt.Sprintf("no Preparation older than %s has a deployment record (none ran healthily before it)", current)
 	if environment != "" {
-		return nil, &Refusal{Message: fmt.Sprintf("no Preparation older than %s has a deployment record in Environment %s (none ran healthily there before it)", current, environment)}
+		msg = fmt.Sprintf("no Preparation older than %s has a deployment record in Environment %s (none ran healthily there before it)", current, environment)
 	}
-	return nil, &Refusal{Message: fmt.Sprintf("no Preparation older than %s has a deployment record (none ran healthily before it)", current)}
+	if len(skipped) > 0 {
+		msg += "; passed over: " + text.Names(skipped)
+	}
+	return nil, skipped, &Refusal{Message: msg}
 }

@@ -40,12 +40,20 @@ func Required(p *v1.ApprovalPolicy) int {
 	return max(int(p.Required), 1)
 }
 
+// Counts says whether an approval is of the roll-out attempt of preparation: of another
+// Preparation, or of an earlier attempt of the same (before it was promoted away and back, or
+// an abort was cleared), it no longer counts, and the reconciler prunes it.
+func Counts(a v1.Approval, preparation string, attempt int64) bool {
+	return a.Preparation == preparation && a.Attempt == attempt
+}
+
 // Approvers returns the people whose approvals of the gate wave (empty: the Environment's) of
-// preparation count, in the order they approved, each once; the promoter's does not when the
-// policy asks for separation. refused names the promoter when their approval was left out.
-func Approvers(p *v1.ApprovalPolicy, approvals []v1.Approval, preparation, wave, promotedBy string) (by []string, refused string) {
+// the roll-out attempt of preparation count, in the order they approved, each once; the
+// promoter's does not when the policy asks for separation. refused names the promoter when
+// their approval was left out.
+func Approvers(p *v1.ApprovalPolicy, approvals []v1.Approval, preparation string, attempt int64, wave, promotedBy string) (by []string, refused string) {
 	for _, a := range approvals {
-		if a.Preparation != preparation || a.Wave != wave || a.By == "" || slices.Contains(by, a.By) {
+		if !Counts(a, preparation, attempt) || a.Wave != wave || a.By == "" || slices.Contains(by, a.By) {
 			continue
 		}
 		if p != nil && p.SeparateFromPromoter && a.By == promotedBy {
@@ -55,6 +63,41 @@ func Approvers(p *v1.ApprovalPolicy, approvals []v1.Approval, preparation, wave,
 		by = append(by, a.By)
 	}
 	return by, refused
+}
+
+// Attempt returns the roll-out attempt of the Serving's Preparation (status.rollout.attempt),
+// and false while its roll-out has not started (no approval counts then).
+func Attempt(sv *v1.Serving) (int64, bool) {
+	st := sv.Status.Rollout
+	if st == nil || sv.Spec.PreparationName == "" || st.Preparation != sv.Spec.PreparationName {
+		return 0, false
+	}
+	return st.Attempt, true
+}
+
+// ApproversOf is Approvers of the Serving's approvals of the gate wave of the roll-out under way.
+func ApproversOf(sv *v1.Serving, p *v1.ApprovalPolicy, wave string) (by []string, refused string) {
+	attempt, ok := Attempt(sv)
+	if !ok {
+		return nil, ""
+	}
+	return Approvers(p, sv.Spec.Approvals, sv.Spec.PreparationName, attempt, wave, sv.Spec.PromotedBy)
+}
+
+// Stale returns the Serving's approvals that still count (those of the roll-out attempt under
+// way), and whether any other is left to prune; nothing is pruned while the roll-out of its
+// Preparation has not started.
+func Stale(sv *v1.Serving) (kept []v1.Approval, stale bool) {
+	attempt, ok := Attempt(sv)
+	if !ok {
+		return sv.Spec.Approvals, false
+	}
+	for _, a := range sv.Spec.Approvals {
+		if Counts(a, sv.Spec.PreparationName, attempt) {
+			kept = append(kept, a)
+		}
+	}
+	return kept, len(kept) != len(sv.Spec.Approvals)
 }
 
 // GateName is how a message names a gate: "wave canary", or "the Environment".
@@ -69,7 +112,8 @@ func GateName(wave string) string {
 // names them) approved the gate wave (empty: the Environment's) of the Preparation the Serving
 // rolls out now, or refuses: the gate asks for no approval, nothing is promoted, preparation
 // names another Preparation, the person promoted it and the gate asks for separation, or they
-// approved already. Approvals of other Preparations are dropped, so that the list stays short.
+// approved already. The approval names the roll-out attempt under way (status.rollout.attempt);
+// approvals of other Preparations or attempts are dropped, so that the list stays short.
 func Approve(env *v1.Environment, sv *v1.Serving, wave, preparation, by string) ([]v1.Approval, error) {
 	if by == "" {
 		return nil, fmt.Errorf("approve %s of Serving %s/%s as nobody: the person who approves is not known", GateName(wave), sv.Namespace, sv.Name)
@@ -82,6 +126,11 @@ func Approve(env *v1.Environment, sv *v1.Serving, wave, preparation, by string) 
 		return nil, &Refusal{Field: "preparation", Message: fmt.Sprintf(
 			"Serving %s/%s rolls out Preparation %s, not %s: an approval names the Preparation rolled out now (leave it out to approve %s)",
 			sv.Namespace, sv.Name, current, preparation, current)}
+	}
+	attempt, started := Attempt(sv)
+	if !started {
+		return nil, &Refusal{Message: fmt.Sprintf("the roll-out of Preparation %s of Serving %s/%s has not started yet: approve once it awaits approval (kubectl kokumi status %s)",
+			current, sv.Namespace, sv.Name, sv.Name)}
 	}
 	policy := ApprovalGate(env, wave)
 	if policy == nil {
@@ -100,7 +149,7 @@ func Approve(env *v1.Environment, sv *v1.Serving, wave, preparation, by string) 
 	}
 	var out []v1.Approval
 	for _, a := range sv.Spec.Approvals {
-		if a.Preparation != current {
+		if !Counts(a, current, attempt) {
 			continue
 		}
 		if a.Wave == wave && a.By == by {
@@ -111,5 +160,5 @@ func Approve(env *v1.Environment, sv *v1.Serving, wave, preparation, by string) 
 	if len(out) >= 32 {
 		return nil, &Refusal{Message: fmt.Sprintf("Serving %s/%s holds 32 approvals of Preparation %s, the most it keeps", sv.Namespace, sv.Name, current)}
 	}
-	return append(out, v1.Approval{Preparation: current, Wave: wave, By: by}), nil
+	return append(out, v1.Approval{Preparation: current, Wave: wave, By: by, Attempt: attempt}), nil
 }

@@ -17,6 +17,8 @@ type gateRule struct {
 	in     *Input
 	names  []string
 	byWave [][]*Member
+	// attempt is the roll-out's (status.rollout.attempt): only approvals of it count.
+	attempt int64
 }
 
 // approval returns the approval policy of gate w, the wave an Approval of it names, and the
@@ -38,7 +40,7 @@ func (g gateRule) awaiting(w int) (gate, msg string) {
 	if policy == nil {
 		return "", ""
 	}
-	by, refused := Approvers(policy, g.in.Gates.Approvals, g.in.Preparation, wave, g.in.Gates.PromotedBy)
+	by, refused := Approvers(policy, g.in.Gates.Approvals, g.in.Preparation, g.attempt, wave, g.in.Gates.PromotedBy)
 	if len(by) >= Required(policy) {
 		return "", ""
 	}
@@ -141,9 +143,9 @@ func (g gateRule) evidence(results []v1.VerificationResult, upTo int, complete b
 	for _, w := range gatesUpTo {
 		if policy, wave, _ := g.approval(w); policy != nil {
 			asked = true
-			by, _ := Approvers(policy, g.in.Gates.Approvals, g.in.Preparation, wave, g.in.Gates.PromotedBy)
+			by, _ := Approvers(policy, g.in.Gates.Approvals, g.in.Preparation, g.attempt, wave, g.in.Gates.PromotedBy)
 			for _, b := range by {
-				ev.Approvals = append(ev.Approvals, v1.Approval{Preparation: g.in.Preparation, Wave: wave, By: b})
+				ev.Approvals = append(ev.Approvals, v1.Approval{Preparation: g.in.Preparation, Wave: wave, By: b, Attempt: g.attempt})
 			}
 			all = all && len(by) >= Required(policy)
 		}

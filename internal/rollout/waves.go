@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -89,11 +90,16 @@ type Input struct {
 	// Now is the reconciler's clock.
 	Now time.Time
 	// RollbackTo finds the Preparation a roll-out past its budget, or aborted, goes back to:
-	// its name, or empty with why there is none. Called only when one goes back.
+	// its name, or empty with why there is none; with a name, why may say which newer
+	// candidates it passed over and why (their evidence no longer verifies). Called only when
+	// one goes back.
 	RollbackTo func() (name, why string)
 	// Gates are the Environment's own verifications and approval, and the approvals the
 	// Serving holds.
 	Gates Gates
+	// Generation is the Serving's metadata.generation: a roll-out that starts now is the attempt
+	// of that number (status.rollout.attempt).
+	Generation int64
 }
 
 // Gates are what the gates of a roll-out are decided from, beside the waves' own (the
@@ -235,6 +241,20 @@ func Stopped(state v1.RolloutState) bool {
 	return state == v1.RolloutHalted || state == v1.RolloutRolledBack || state == v1.RolloutAborted
 }
 
+// AcrossStop is what a roll-out's status keeps while a Stop verdict (gate.Verdict.Stop: no
+// Cluster selected, the project gone, ...) deletes the Serving's Applications: a roll-out that
+// halted, rolled back or was aborted is remembered as it stood, its counts cleared, so that when
+// the Stop clears its Preparation does not roll out again from the first wave unless someone
+// promotes it anew; any other is forgotten (it starts again from its first wave).
+func AcrossStop(st *v1.RolloutStatus) *v1.RolloutStatus {
+	if st == nil || !Stopped(st.State) {
+		return nil
+	}
+	kept := st.DeepCopy()
+	kept.Waves, kept.NextWindow, kept.Awaiting = nil, nil, ""
+	return kept
+}
+
 // GoesBack says whether the clusters a roll-out in this status changed go back to
 // status.rollbackTo.
 func GoesBack(st *v1.RolloutStatus) bool {
@@ -259,7 +279,7 @@ func Decide(in Input) Plan {
 	}
 	aborted := control.Abort != "" && control.Abort == in.Preparation
 
-	fresh := v1.RolloutStatus{Preparation: in.Preparation, From: in.From, State: v1.RolloutProgressing}
+	fresh := v1.RolloutStatus{Preparation: in.Preparation, From: in.From, State: v1.RolloutProgressing, Attempt: in.Generation}
 	st := fresh
 	if p := in.Previous; p != nil && p.Preparation == in.Preparation {
 		st = *p.DeepCopy()
@@ -274,7 +294,7 @@ func Decide(in Input) Plan {
 		st.State, st.By, st.Message = v1.RolloutProgressing, "", ""
 	}
 	st.Awaiting = ""
-	gates := gateRule{in: &in, names: names, byWave: byWave}
+	gates := gateRule{in: &in, names: names, byWave: byWave, attempt: st.Attempt}
 
 	windows, windowErr := ParseWindows(in.Policy.Windows)
 	open := windowErr == nil && windows.Open(in.Now)
@@ -338,7 +358,7 @@ func Decide(in Input) Plan {
 		if to, why := goBack(); to != "" {
 			st.RollbackTo = to
 			st.Message = fmt.Sprintf("%s aborted the roll-out of Preparation %s: every cluster it changed goes back to Preparation %s, the last with a deployment record in the Environment",
-				who(control.By), in.Preparation, to)
+				who(control.By), in.Preparation, to) + passedOver(why)
 		} else {
 			st.Message = fmt.Sprintf("%s aborted the roll-out of Preparation %s: no further cluster is changed; it cannot roll back: %s", who(control.By), in.Preparation, why)
 		}
@@ -355,7 +375,7 @@ func Decide(in Input) Plan {
 			if to, why := goBack(); to != "" {
 				st.State, st.RollbackTo = v1.RolloutRolledBack, to
 				st.Message = fmt.Sprintf("the roll-out of Preparation %s failed in wave %s on %s%s: every cluster it changed goes back to Preparation %s, the last with a deployment record in the Environment",
-					in.Preparation, at, text.Names(failed), budgetPart, to)
+					in.Preparation, at, text.Names(failed), budgetPart, to) + passedOver(why)
 			} else {
 				st.Message += "; it cannot roll back: " + why
 			}
@@ -560,6 +580,23 @@ func implicit(p *v1.RolloutPolicy) bool {
 	return len(p.Waves) == 1 && p.Waves[0].Name == AllAtOnceWave
 }
 
+// otherPerson names who did what another person undoes (", which alice paused"), or nothing
+// when it was the same person or nobody is named.
+func otherPerson(did, was, by string) string {
+	if was == "" || was == by {
+		return ""
+	}
+	return ", which " + was + " " + did
+}
+
+// passedOver is what a rollback's message adds of the newer candidates it went past.
+func passedOver(why string) string {
+	if why == "" {
+		return ""
+	}
+	return " whose evidence verifies; passed over " + why
+}
+
 // joinParts joins the non-empty parts of a message with "; ".
 func joinParts(parts ...string) string {
 	var out []string
@@ -682,7 +719,10 @@ func Transitions(previous *v1.RolloutStatus, next *v1.RolloutStatus, by string) 
 	case next.State == v1.RolloutPaused && was.State != v1.RolloutPaused:
 		add("RolloutPaused", false, next.Message)
 	case was.State == v1.RolloutPaused && (next.State == v1.RolloutProgressing || next.State == v1.RolloutComplete):
-		add("RolloutResumed", false, who(by)+" resumed the roll-out of Preparation "+next.Preparation)
+		add("RolloutResumed", false, who(by)+" resumed the roll-out of Preparation "+next.Preparation+otherPerson("paused", was.By, by))
+	case was.State == v1.RolloutAborted && next.State == v1.RolloutProgressing:
+		add("RolloutResumed", false, who(by)+" cleared the abort of the roll-out of Preparation "+next.Preparation+otherPerson("aborted", was.By, by)+
+			": it starts again from its first wave, as attempt "+strconv.FormatInt(next.Attempt, 10))
 	}
 	for _, a := range next.Approvals {
 		if !slices.Contains(was.Approvals, a) {

@@ -63,7 +63,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	policy := rollout.ApprovalGate(env, wave)
-	approvers, _ := rollout.Approvers(policy, sv.Spec.Approvals, sv.Spec.PreparationName, wave, sv.Spec.PromotedBy)
+	approvers, _ := rollout.ApproversOf(sv, policy, wave)
 	writeJSON(w, http.StatusOK, ApproveAnswer{Serving: sv.Name, Preparation: sv.Spec.PreparationName, Wave: wave,
 		Approvers: approvers, Required: rollout.Required(policy)})
 }
@@ -101,7 +101,7 @@ func (s *Server) approvalOf(ctx context.Context, sv *v1.Serving) (*view.Approval
 	gate := sv.Status.Rollout.Awaiting
 	wave := view.GateWave(gate)
 	policy := rollout.ApprovalGate(env, wave)
-	approvers, _ := rollout.Approvers(policy, sv.Spec.Approvals, sv.Spec.PreparationName, wave, sv.Spec.PromotedBy)
+	approvers, _ := rollout.ApproversOf(sv, policy, wave)
 	a := &view.Approval{Gate: gate, Wave: wave, Preparation: sv.Spec.PreparationName, Required: rollout.Required(policy),
 		Approvers: approvers, PromotedBy: sv.Spec.PromotedBy}
 	if a.Approvers == nil {

@@ -5,12 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,17 +22,24 @@ import (
 
 // Labels of a verification's Job.
 const (
-	LabelServing      = "delivery.kokumi.dev/serving"
-	LabelVerification = "delivery.kokumi.dev/verification"
+	LabelServing          = "delivery.kokumi.dev/serving"
+	LabelServingNamespace = "delivery.kokumi.dev/serving-namespace"
+	LabelServingUID       = "delivery.kokumi.dev/serving-uid"
+	LabelVerification     = "delivery.kokumi.dev/verification"
 )
 
-// JobRunner runs job verifications as Jobs in the Order's namespace. It reads Jobs and their
-// Pods straight from the API server (no cache of every Job and Pod of the hub).
+// JobRunner runs job verifications as Jobs in Namespace, Kokumi's own: a namespace the tenants
+// whose roll-outs the Jobs judge can neither write nor read, so that no tenant makes, replaces
+// or steers the Job (or a Pod the Job controller would adopt) whose outcome gates its release.
+// It reads Jobs and their Pods straight from the API server (no cache of every Job and Pod of
+// the hub), and believes only the Job it created: the UID it recorded, with the spec it built.
 type JobRunner struct {
 	// Client creates the Jobs.
 	Client client.Client
 	// Reader reads them and their Pods.
 	Reader client.Reader
+	// Namespace is where the Jobs run: Kokumi's namespace.
+	Namespace string
 }
 
 // JobName is the name of the Job of run n of a verification of a Serving's Preparation, at
@@ -47,25 +57,47 @@ func JobName(facts Facts, wave, name string, run int32) string {
 	return fmt.Sprintf("%s-%s-%d", prefix, hex.EncodeToString(sum[:])[:8], run)
 }
 
-// Start creates the Job of run n; one that exists already (a reconcile whose status write was
-// lost made it) is taken as started.
-func (j *JobRunner) Start(ctx context.Context, spec *v1.Verification, wave string, run int32, facts Facts) error {
-	job := jobFor(spec, wave, run, facts)
-	if err := j.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create Job %s/%s of verification %s: %w", job.Namespace, job.Name, spec.Name, err)
+// Start creates the Job of run n and returns its UID, to be recorded with the run (Read
+// believes that Job alone). A Job of that name that exists already is taken only when it is the
+// one Kokumi builds for this run (a reconcile whose status write was lost made it: nobody else
+// writes Kokumi's namespace); any other fails the run, and refused says why.
+func (j *JobRunner) Start(ctx context.Context, spec *v1.Verification, wave string, run int32, facts Facts) (uid types.UID, refused string, err error) {
+	job := j.jobFor(spec, wave, run, facts)
+	err = j.Client.Create(ctx, job)
+	switch {
+	case err == nil:
+		return job.UID, "", nil
+	case !apierrors.IsAlreadyExists(err):
+		return "", "", fmt.Errorf("create Job %s/%s of verification %s: %w", job.Namespace, job.Name, spec.Name, err)
 	}
-	return nil
+	var existing batchv1.Job
+	if err := j.Reader.Get(ctx, client.ObjectKeyFromObject(job), &existing); err != nil {
+		return "", "", fmt.Errorf("read Job %s/%s of verification %s: %w", job.Namespace, job.Name, spec.Name, err)
+	}
+	if why := differs(job, &existing); why != "" {
+		return "", fmt.Sprintf("Job %s/%s existed before Kokumi created it, and %s: the run fails", job.Namespace, job.Name, why), nil
+	}
+	return existing.UID, "", nil
 }
 
-// Read reads the Job of run n: whether it finished, and what it said.
-func (j *JobRunner) Read(ctx context.Context, spec *v1.Verification, wave string, run int32, facts Facts) (Outcome, bool, error) {
+// Read reads the Job of run n, which Start created with the UID uid: whether it finished, and
+// what it said. A Job that is gone, that has another UID (deleted and made again) or whose spec
+// is not what Kokumi built ends the run as failed, and the message says what changed.
+func (j *JobRunner) Read(ctx context.Context, spec *v1.Verification, wave string, run int32, facts Facts, uid types.UID) (Outcome, bool, error) {
 	name := JobName(facts, wave, spec.Name, run)
 	var job batchv1.Job
-	if err := j.Reader.Get(ctx, client.ObjectKey{Namespace: facts.Namespace, Name: name}, &job); err != nil {
+	if err := j.Reader.Get(ctx, client.ObjectKey{Namespace: j.Namespace, Name: name}, &job); err != nil {
 		if apierrors.IsNotFound(err) {
-			return Outcome{Message: fmt.Sprintf("Job %s/%s is gone before it finished", facts.Namespace, name)}, true, nil
+			return Outcome{Message: fmt.Sprintf("Job %s/%s is gone before it finished: the run fails", j.Namespace, name)}, true, nil
 		}
-		return Outcome{}, false, fmt.Errorf("read Job %s/%s of verification %s: %w", facts.Namespace, name, spec.Name, err)
+		return Outcome{}, false, fmt.Errorf("read Job %s/%s of verification %s: %w", j.Namespace, name, spec.Name, err)
+	}
+	if job.UID != uid {
+		return Outcome{Message: fmt.Sprintf("Job %s/%s was replaced: Kokumi created it with UID %s, and a Job of UID %s stands in its place; the run fails",
+			j.Namespace, name, uid, job.UID)}, true, nil
+	}
+	if why := differs(j.jobFor(spec, wave, run, facts), &job); why != "" {
+		return Outcome{Message: fmt.Sprintf("Job %s/%s changed after Kokumi created it: %s; the run fails", j.Namespace, name, why)}, true, nil
 	}
 	for _, c := range job.Status.Conditions {
 		if c.Status != corev1.ConditionTrue || (c.Type != batchv1.JobComplete && c.Type != batchv1.JobFailed) {
@@ -87,15 +119,63 @@ func (j *JobRunner) Read(ctx context.Context, spec *v1.Verification, wave string
 	return Outcome{}, false, nil
 }
 
+// Forget deletes the Jobs of the Serving of UID uid (it is being deleted): they can no longer
+// judge anything.
+func (j *JobRunner) Forget(ctx context.Context, uid types.UID) error {
+	err := j.Client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(j.Namespace), client.MatchingLabels{LabelServingUID: string(uid)},
+		client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil {
+		return fmt.Errorf("delete the verification Jobs of Serving %s in %s: %w", uid, j.Namespace, err)
+	}
+	return nil
+}
+
+// differs says how a Job read from the API server is not the one Kokumi builds (want), or
+// nothing: the labels that tie it to its run, and every field of the Pod's template that
+// decides what runs and as whom. Fields the API server defaults are not compared.
+func differs(want, got *batchv1.Job) string {
+	for k, v := range want.Labels {
+		if got.Labels[k] != v {
+			return fmt.Sprintf("its label %s is %q, not %q", k, got.Labels[k], v)
+		}
+	}
+	ws, gs := &want.Spec, &got.Spec
+	if !equality.Semantic.DeepEqual(ws.BackoffLimit, gs.BackoffLimit) || !equality.Semantic.DeepEqual(ws.ActiveDeadlineSeconds, gs.ActiveDeadlineSeconds) {
+		return "its backoffLimit or activeDeadlineSeconds is not what Kokumi set"
+	}
+	wp, gp := &ws.Template.Spec, &gs.Template.Spec
+	if wp.ServiceAccountName != gp.ServiceAccountName {
+		return fmt.Sprintf("it runs as ServiceAccount %q, not %q", gp.ServiceAccountName, wp.ServiceAccountName)
+	}
+	if len(gp.InitContainers) > 0 || len(gp.Containers) != len(wp.Containers) || len(gp.Volumes) != len(wp.Volumes) {
+		return "its Pod runs other containers or volumes than Kokumi's"
+	}
+	for i := range wp.Containers {
+		w, g := &wp.Containers[i], &gp.Containers[i]
+		if w.Image != g.Image || !slices.Equal(w.Command, g.Command) || !slices.Equal(w.Args, g.Args) ||
+			!equality.Semantic.DeepEqual(w.Env, g.Env) || len(g.EnvFrom) > 0 || len(g.VolumeMounts) > 0 {
+			return fmt.Sprintf("its container %s runs another image, command, arguments or environment", g.Name)
+		}
+		if !equality.Semantic.DeepEqual(w.SecurityContext, g.SecurityContext) {
+			return fmt.Sprintf("its container %s has another security context", g.Name)
+		}
+	}
+	return ""
+}
+
 // output returns the first lines of what the Job's container said last (its termination
-// message: the tail of its log when it failed), or nothing. A failed read of the Pods is an
-// error: the outcome is read again, not recorded, for good, without the Pod's words.
+// message: the tail of its log when it failed), or nothing; only Pods the Job controls count.
+// A failed read of the Pods is an error: the outcome is read again, not recorded, for good,
+// without the Pod's words.
 func (j *JobRunner) output(ctx context.Context, job *batchv1.Job) (string, error) {
 	var pods corev1.PodList
 	if err := j.Reader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
 		return "", fmt.Errorf("read the Pods of Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
 	for _, p := range pods.Items {
+		if owner := metav1.GetControllerOf(&p); owner == nil || owner.UID != job.UID {
+			continue
+		}
 		for _, cs := range p.Status.ContainerStatuses {
 			if t := cs.State.Terminated; t != nil && strings.TrimSpace(t.Message) != "" {
 				return ": " + firstLines(t.Message, 5), nil
@@ -105,10 +185,11 @@ func (j *JobRunner) output(ctx context.Context, job *batchv1.Job) (string, error
 	return "", nil
 }
 
-// jobFor is the Job of run n: the container as the Environment says, as the namespace's
-// ServiceAccount, with a restricted security context, the release's facts in its environment,
-// owned by the Serving.
-func jobFor(spec *v1.Verification, wave string, run int32, facts Facts) *batchv1.Job {
+// jobFor is the Job of run n: the container as the Environment says, as the ServiceAccount it
+// names in Kokumi's namespace, with a restricted security context, the release's facts in its
+// environment, labelled with its Serving (a Job cannot be owned across namespaces: it goes a day
+// after it finished, or with its Serving, Forget).
+func (j *JobRunner) jobFor(spec *v1.Verification, wave string, run int32, facts Facts) *batchv1.Job {
 	js := spec.Job
 	timeout := jobTimeout(spec)
 	sa := js.ServiceAccountName
@@ -120,14 +201,19 @@ func jobFor(spec *v1.Verification, wave string, run int32, facts Facts) *batchv1
 		env = append(env, corev1.EnvVar{Name: nv.name, Value: nv.value})
 	}
 	for _, e := range js.Env {
-		env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+		ev := corev1.EnvVar{Name: e.Name, Value: e.Value}
+		if ref := e.SecretKeyRef; ref != nil {
+			ev.Value, ev.ValueFrom = "", &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name}, Key: ref.Key}}
+		}
+		env = append(env, ev)
 	}
 	labels := map[string]string{LabelVerification: spec.Name}
-	if facts.Serving != nil {
-		labels[LabelServing] = facts.Serving.Name
+	if s := facts.Serving; s != nil {
+		labels[LabelServing], labels[LabelServingNamespace], labels[LabelServingUID] = s.Name, s.Namespace, string(s.UID)
 	}
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: JobName(facts, wave, spec.Name, run), Namespace: facts.Namespace, Labels: labels},
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: JobName(facts, wave, spec.Name, run), Namespace: j.Namespace, Labels: labels},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:            ptr.To[int32](0),
 			ActiveDeadlineSeconds:   ptr.To(int64(timeout.Seconds())),
@@ -153,11 +239,6 @@ func jobFor(spec *v1.Verification, wave string, run int32, facts Facts) *batchv1
 			},
 		},
 	}
-	if s := facts.Serving; s != nil && s.UID != "" {
-		job.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1.GroupVersion.String(), Kind: "Serving", Name: s.Name, UID: s.UID,
-			BlockOwnerDeletion: ptr.To(false)}}
-	}
-	return job
 }
 
 // withWave is the facts of the gate of wave.

@@ -1,5 +1,5 @@
 // Package verify runs the verifications of a roll-out's gates (Environment.spec.verify and
-// spec.rollout.waves[].verify): a Job in the Order's namespace, or an HTTP request whose answer
+// spec.rollout.waves[].verify): a Job in Kokumi's namespace, or an HTTP request whose answer
 // a CEL expression judges. Step is called by the Serving reconciler on each reconcile while a
 // gate verifies; it starts the runs that are due, reads those under way, and tallies them into
 // the Serving's status.rollout.verifications. Nothing here decides what a result means for the
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/text"
@@ -97,8 +98,12 @@ func (r *Runner) Step(ctx context.Context, specs []v1.Verification, wave string,
 		if res.Runs > res.Completed { // a Job's run under way (an HTTP run completes at once)
 			if spec.Job == nil || r.Jobs == nil {
 				res.Completed = res.Runs
+			} else if res.JobUID == "" {
+				// Started by a Kokumi that ran Jobs in the Order's namespace, which its tenants
+				// write: that Job proves nothing. The run starts again where they cannot.
+				res.Runs--
 			} else {
-				o, done, err := r.Jobs.Read(ctx, spec, wave, res.Runs, facts)
+				o, done, err := r.Jobs.Read(ctx, spec, wave, res.Runs, facts, types.UID(res.JobUID))
 				if err != nil {
 					return nil, 0, err
 				}
@@ -112,7 +117,7 @@ func (r *Runner) Step(ctx context.Context, specs []v1.Verification, wave string,
 					soon(PollJob)
 					continue
 				}
-				res.Completed = res.Runs
+				res.Completed, res.JobUID = res.Runs, ""
 				if tally(res, spec, o, now) {
 					continue
 				}
@@ -138,10 +143,19 @@ func (r *Runner) Step(ctx context.Context, specs []v1.Verification, wave string,
 				soon(interval)
 			}
 		case spec.Job != nil && r.Jobs != nil:
-			if err := r.Jobs.Start(ctx, spec, wave, res.Runs, facts); err != nil {
+			uid, refused, err := r.Jobs.Start(ctx, spec, wave, res.Runs, facts)
+			if err != nil {
 				res.Runs--
 				return nil, 0, err
 			}
+			if refused != "" {
+				res.Completed = res.Runs
+				if !tally(res, spec, Outcome{Message: refused}, now) {
+					soon(interval)
+				}
+				continue
+			}
+			res.JobUID = string(uid)
 			soon(PollJob)
 		default:
 			res.Completed = res.Runs

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -129,9 +130,14 @@ func TestAJobThatNoControllerEndsFailsPastItsTimeout(t *testing.T) {
 	if err := batchv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	// The API server gives each object a UID, which the fake does not.
+	c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			obj.SetUID("job-uid")
+			return c.Create(ctx, obj, opts...)
+		}}).Build()
 	now := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
-	r := &Runner{Jobs: &JobRunner{Client: c, Reader: c}, Now: func() time.Time { return now }}
+	r := &Runner{Jobs: &JobRunner{Client: c, Reader: c, Namespace: "kokumi-system"}, Now: func() time.Time { return now }}
 	spec := []v1.Verification{{Name: "smoke", Job: &v1.JobVerification{Image: "smoke:1", Timeout: &metav1.Duration{Duration: time.Minute}}}}
 	facts := Facts{Namespace: "team", Preparation: "web-2", Serving: &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: "web", UID: "u"}}}
 	res, recheck, err := r.Step(context.Background(), spec, "canary", nil, facts)
@@ -139,7 +145,7 @@ func TestAJobThatNoControllerEndsFailsPastItsTimeout(t *testing.T) {
 		t.Fatalf("started: %+v %v %v", res, recheck, err)
 	}
 	var job batchv1.Job
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "team", Name: JobName(facts, "canary", "smoke", 1)}, &job); err != nil || *job.Spec.ActiveDeadlineSeconds != 60 {
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "kokumi-system", Name: JobName(facts, "canary", "smoke", 1)}, &job); err != nil || *job.Spec.ActiveDeadlineSeconds != 60 {
 		t.Fatalf("the Job: %v %+v", err, job.Spec)
 	}
 	now = now.Add(time.Minute + 30*time.Second)
@@ -163,11 +169,15 @@ func TestAJobsOutcomeWaitsForItsPodsWords(t *testing.T) {
 	if err := corev1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	facts := Facts{Namespace: "team", Preparation: "web-2", Serving: &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: "web", UID: "u"}}}
+	facts := Facts{Namespace: "team", Preparation: "web-2", Serving: &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team", UID: "u"}}}
 	name := JobName(facts, "canary", "smoke", 1)
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name}, Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{
-		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"}}}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name + "-x1", Labels: map[string]string{batchv1.JobNameLabel: name}},
+	spec := &v1.Verification{Name: "smoke", Job: &v1.JobVerification{Image: "smoke:1"}}
+	built := &JobRunner{Namespace: "kokumi-system"}
+	job := built.jobFor(spec, "canary", 1, facts)
+	job.UID = "job-uid"
+	job.Status = batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kokumi-system", Name: name + "-x1", Labels: map[string]string{batchv1.JobNameLabel: name},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: name, UID: job.UID, Controller: ptr.To(true)}}},
 		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "verify",
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "answered 500"}}}}}}
 	var fail atomic.Bool
@@ -179,14 +189,18 @@ func TestAJobsOutcomeWaitsForItsPodsWords(t *testing.T) {
 			}
 			return c.List(ctx, list, opts...)
 		}}).Build()
-	j := &JobRunner{Client: c, Reader: c}
-	spec := &v1.Verification{Name: "smoke", Job: &v1.JobVerification{Image: "smoke:1"}}
-	if o, done, err := j.Read(context.Background(), spec, "canary", 1, facts); err == nil || done {
+	j := &JobRunner{Client: c, Reader: c, Namespace: "kokumi-system"}
+	if o, done, err := j.Read(context.Background(), spec, "canary", 1, facts, job.UID); err == nil || done {
 		t.Fatalf("with its Pods unread the outcome is final: %+v %v %v", o, done, err)
 	}
 	fail.Store(false)
-	o, done, err := j.Read(context.Background(), spec, "canary", 1, facts)
+	o, done, err := j.Read(context.Background(), spec, "canary", 1, facts, job.UID)
 	if err != nil || !done || o.Passed || !strings.Contains(o.Message, "failed (BackoffLimitExceeded): answered 500") {
 		t.Fatalf("outcome %+v %v %v", o, done, err)
+	}
+	// A Job of that name but another UID is not the one Kokumi created: the run fails, and says so.
+	o, done, err = j.Read(context.Background(), spec, "canary", 1, facts, "another-uid")
+	if err != nil || !done || o.Passed || !strings.Contains(o.Message, "was replaced: Kokumi created it with UID another-uid") {
+		t.Fatalf("a replaced Job: %+v %v %v", o, done, err)
 	}
 }

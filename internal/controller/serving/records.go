@@ -169,3 +169,43 @@ func evidenceOf(p *record.Predicate, ev rollout.Evidence) {
 		p.Approvers = append(p.Approvers, record.ApprovalEvidence{By: a.By, Wave: a.Wave})
 	}
 }
+
+// rollbackEvidence says why prep may not be gone back to in Environment environment, or
+// nothing: its status lists a record, but what a stage gate checks must hold too, now: the
+// artifact is still in the registry, and a record of the whole Environment attached to it
+// verifies with a key Kokumi still trusts. Without a signer (no records kept) nothing is refused.
+func (r *Reconciler) rollbackEvidence(ctx context.Context, prep *v1.Preparation, environment string) string {
+	if r.Records == nil || r.Keys == nil || r.Records.Client == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, bundled.Timeout)
+	defer cancel()
+	repository, _ := preparation.ArtifactLocation(r.Config.BundledRegistry, prep)
+	digest := prep.Spec.Artifact.Digest
+	present, err := r.Records.Client.Exists(ctx, repository, digest)
+	switch {
+	case err != nil:
+		return "its artifact could not be looked up: " + text.Truncate(err.Error(), 200)
+	case !present:
+		return "its artifact " + repository + "@" + digest + " is no longer in the registry"
+	}
+	keys, err := r.Keys.Trusted(ctx)
+	if err != nil {
+		return "the trusted keys are unreadable: " + text.Truncate(err.Error(), 200)
+	}
+	recs, err := r.Records.Records(ctx, repository, digest, keys)
+	if err != nil {
+		return "its records could not be read: " + text.Truncate(err.Error(), 200)
+	}
+	problem := "no record of Environment " + environment + " is attached to its artifact"
+	for _, rec := range recs {
+		if rec.Predicate.Environment != environment || rec.Predicate.Wave != "" {
+			continue
+		}
+		if rec.Verified {
+			return ""
+		}
+		problem = "its record of Environment " + environment + " does not verify: " + rec.Problem
+	}
+	return problem
+}

@@ -71,8 +71,8 @@ const (
 // +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=applications,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=appprojects,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;create
-// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+// +kubebuilder:rbac:groups=batch,namespace=kokumi-system,resources=jobs,verbs=get;create;deletecollection
+// +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=pods,verbs=list
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=preparations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=secrets,verbs=create
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
@@ -129,7 +129,7 @@ func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache, pipeline 
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving"), Now: time.Now,
 		Pipeline: pipeline, Records: pipeline.Records, Keys: keys, ArgoCD: argo,
 		PullSecrets: &registrycreds.PullSecrets{Client: mgr.GetClient(), Cache: pullCache, APIReader: mgr.GetAPIReader(), Config: cfg}, pullCache: pullCache,
-		Verifier: &verify.Runner{Jobs: &verify.JobRunner{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}, HTTP: &verify.HTTPRunner{}}}
+		Verifier: &verify.Runner{Jobs: &verify.JobRunner{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.Namespace}, HTTP: &verify.HTTPRunner{}}}
 	if r.Notifier, err = notify.Setup(mgr); err != nil {
 		return err
 	}
@@ -248,6 +248,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 					return ctrl.Result{}, err
 				}
 			}
+			// Its verification Jobs, in Kokumi's namespace, which no owner reference can reach.
+			if r.Verifier != nil && r.Verifier.Jobs != nil {
+				if err := r.Verifier.Jobs.Forget(ctx, s.UID); err != nil {
+					return ctrl.Result{}, err
+				}
+			}
 			controllerutil.RemoveFinalizer(&s, ServingFinalizer)
 			// NotFound: an earlier reconcile removed it already, and the Serving is gone.
 			if err := r.Update(ctx, &s); client.IgnoreNotFound(err) != nil {
@@ -260,6 +266,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := r.Update(ctx, &s); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer to Serving %s: %w", req, err)
 		}
+	}
+
+	if kept, stale := rollout.Stale(&s); stale {
+		// Approvals of another Preparation, or of an earlier attempt of this one, count for
+		// nothing: they go, so that none is taken for this attempt's and the list stays short.
+		patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		s.Spec.Approvals = kept
+		if err := r.Patch(ctx, &s, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("prune the approvals of other roll-outs of Serving %s: %w", req, err)
+		}
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
 
 	base := s.DeepCopy()
@@ -310,8 +327,9 @@ func (r *Reconciler) hold(ctx context.Context, s *v1.Serving, v gate.Verdict) (c
 			return ctrl.Result{}, err
 		}
 		s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = v1.ClusterCounts{}, nil, 0
-		s.Status.Running, s.Status.RunningOmitted = nil, 0
-		s.Status.Rollout = nil
+		// What the clusters ran stays in status.running until Applications exist again: the
+		// workloads keep running, and the collector keeps what they run.
+		s.Status.Rollout = rollout.AcrossStop(s.Status.Rollout)
 		r.unlisted.Forget(client.ObjectKeyFromObject(s))
 	}
 	r.outcome(s, metav1.ConditionFalse, v.Reason, v.Message)

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -16,6 +17,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
 	"github.com/kokumi-dev/kokumi/internal/shard"
+	"github.com/kokumi-dev/kokumi/internal/text"
 	"github.com/kokumi-dev/kokumi/internal/verify"
 )
 
@@ -92,17 +94,23 @@ func (r *Reconciler) planWaves(ctx context.Context, s *v1.Serving, prep *v1.Prep
 	plan := rollout.Decide(rollout.Input{
 		Gates:  gatesOf(tgt.env, s),
 		Policy: tgt.rollout, Preparation: prep.Name, From: from, Previous: s.Status.Rollout, Control: s.Spec.Rollout, Pace: tgt.pace, Members: members, Now: now.Time,
+		Generation: s.Generation,
 		RollbackTo: func() (string, string) {
 			all, err := listPreps()
 			if err != nil {
 				listErr = err
 				return "", err.Error()
 			}
-			to, err := promotion.RollbackTargetIn(all, prep.Name, tgt.environment)
+			to, skipped, err := promotion.RollbackTargetChecked(all, prep.Name, tgt.environment, func(p *v1.Preparation) string {
+				return r.rollbackEvidence(ctx, p, tgt.environment)
+			})
+			if len(skipped) > 0 {
+				ctrl.LoggerFrom(ctx).Info("passed over rollback targets whose evidence does not verify", "serving", s.Name, "skipped", skipped)
+			}
 			if err != nil {
 				return "", err.Error()
 			}
-			return to.Name, ""
+			return to.Name, text.Names(skipped)
 		},
 	})
 	if listErr != nil {
