@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -60,6 +61,12 @@ func refused(t *testing.T, what string, err error, invalid bool, want ...string)
 // rules is played by an attacker, and each refusal names the field and the fix.
 func TestTheApprovalPolicyHoldsPromotersAndApproversToTheirOwnNames(t *testing.T) {
 	f := newFixture(t)
+	p := canaryThenRest(0, v1.RolloutHalt)
+	p.Waves[0].Approval = &v1.ApprovalPolicy{Required: 2}
+	f.setRollout(p)
+	f.ringCluster("pa-canary-"+f.ns, "canary", true)
+	f.preparation("podinfo-edge-1", "podinfo", false)
+	f.preparation("podinfo-edge-2", "podinfo", false)
 	f.order("edge", "")
 	tenant, alice := f.tenant("alice-" + f.ns)
 	approver, carol := f.person("carol-"+f.ns, "kokumi-approver")
@@ -80,34 +87,51 @@ func TestTheApprovalPolicyHoldsPromotersAndApproversToTheirOwnNames(t *testing.T
 	refused(t, "an admin created a Serving promoted in alice's name", err, false, "set promotedBy to "+env.AdminName)
 
 	// (b) A tenant with edit may patch the Serving but not approve: the policy asks the verb.
-	mine := v1.Approval{Preparation: "podinfo-edge-1", Wave: "canary", By: alice}
+	attempt := f.attempt("podinfo-edge-1")
+	mine := v1.Approval{Preparation: "podinfo-edge-1", Wave: "canary", By: alice, Attempt: attempt}
 	err = f.write(tenant, func(s *v1.ServingSpec) { s.Approvals = append(s.Approvals, mine) })
 	refused(t, "a tenant with edit approved", err, false, "spec.approvals", alice+" may not approve Servings in namespace "+f.ns, "kokumi-approver")
 	// An approver approves in their own name only, and only what the Serving rolls out.
 	err = f.write(approver, func(s *v1.ServingSpec) {
-		s.Approvals = append(s.Approvals, v1.Approval{Preparation: "podinfo-edge-1", Wave: "canary", By: dave})
+		s.Approvals = append(s.Approvals, v1.Approval{Preparation: "podinfo-edge-1", Wave: "canary", By: dave, Attempt: attempt})
 	})
 	refused(t, "an approver approved in dave's name", err, false, "spec.approvals", "set by to "+carol, "kubectl kokumi approve")
 	err = f.write(approver, func(s *v1.ServingSpec) {
-		s.Approvals = append(s.Approvals, v1.Approval{Preparation: "podinfo-edge-0", Wave: "canary", By: carol})
+		s.Approvals = append(s.Approvals, v1.Approval{Preparation: "podinfo-edge-0", Wave: "canary", By: carol, Attempt: attempt})
 	})
 	refused(t, "an approver approved another Preparation", err, true, "spec.approvals", "set preparation to podinfo-edge-1")
-	carols := v1.Approval{Preparation: "podinfo-edge-1", Wave: "canary", By: carol}
+	carols := v1.Approval{Preparation: "podinfo-edge-1", Wave: "canary", By: carol, Attempt: attempt}
 	must(t, f.write(approver, func(s *v1.ServingSpec) { s.Approvals = append(s.Approvals, carols) }))
 	// An entry already there is not added again: others' writes of the Serving keep it.
 	must(t, f.write(tenant, func(s *v1.ServingSpec) { s.Rollout = &v1.RolloutControl{Paused: true, By: alice} }))
 
 	// (c) Nobody withdraws another's approval of what runs.
 	err = f.write(tenant, func(s *v1.ServingSpec) { s.Approvals = nil })
-	refused(t, "a tenant withdrew carol's approval", err, false, "only its author withdraws an approval of Preparation podinfo-edge-1", carol)
+	refused(t, "a tenant withdrew carol's approval", err, false, "only its author withdraws an approval of the roll-out of Preparation podinfo-edge-1", carol)
 	// A new promotion leaves the old Preparation's approvals behind, and may drop them.
 	must(t, f.write(tenant, func(s *v1.ServingSpec) { s.PreparationName, s.PromotedBy, s.Approvals = "podinfo-edge-2", alice, nil }))
 	// The author withdraws their own.
+	second := f.attempt("podinfo-edge-2")
 	must(t, f.write(approver, func(s *v1.ServingSpec) {
-		s.Approvals = []v1.Approval{{Preparation: "podinfo-edge-2", By: carol}}
+		s.Approvals = []v1.Approval{{Preparation: "podinfo-edge-2", Wave: "canary", By: carol, Attempt: second}}
 	}))
 	must(t, f.write(approver, func(s *v1.ServingSpec) { s.Approvals = nil }))
 	if s := f.serving(); s.Spec.PromotedBy != alice || len(s.Spec.Approvals) != 0 {
 		t.Errorf("spec after the writes: promotedBy %q, approvals %+v", s.Spec.PromotedBy, s.Spec.Approvals)
 	}
+}
+
+// attempt waits for the roll-out of prep to start, and returns its attempt.
+func (f *fixture) attempt(prep string) int64 {
+	f.t.Helper()
+	var attempt int64
+	f.eventually("the roll-out of "+prep+" starts", func() error {
+		r := f.serving().Status.Rollout
+		if r == nil || r.Preparation != prep || r.Attempt == 0 {
+			return fmt.Errorf("status.rollout %+v", r)
+		}
+		attempt = r.Attempt
+		return nil
+	})
+	return attempt
 }

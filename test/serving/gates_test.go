@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -130,17 +131,8 @@ func TestRolloutAJobGateThatFailsHaltsTheRollout(t *testing.T) {
 	f.targets(one.Spec.Artifact.Digest, canary)
 	f.healthy(one.Spec.Artifact.Digest, canary)
 
-	// The Job runs in the Order's namespace, as the namespace's ServiceAccount, told the facts.
-	var job batchv1.Job
-	f.eventually("the smoke Job", func() error {
-		var jobs batchv1.JobList
-		must(t, env.Client.List(f.ctx, &jobs, client.InNamespace(f.ns), client.MatchingLabels{verify.LabelVerification: "smoke"}))
-		if len(jobs.Items) != 1 {
-			return fmt.Errorf("%d Jobs", len(jobs.Items))
-		}
-		job = jobs.Items[0]
-		return nil
-	})
+	// The Job runs in Kokumi's namespace, as the ServiceAccount the admin named there, told the facts.
+	job := f.gateJob("smoke")
 	pod := job.Spec.Template.Spec
 	c := pod.Containers[0]
 	facts := map[string]string{}
@@ -153,8 +145,8 @@ func TestRolloutAJobGateThatFailsHaltsTheRollout(t *testing.T) {
 		facts["KOKUMI_ORDER"] != "podinfo-edge" || facts["MODE"] != "quick" || *job.Spec.BackoffLimit != 0 {
 		t.Fatalf("Job %+v, env %v", pod, facts)
 	}
-	if len(job.OwnerReferences) != 1 || job.OwnerReferences[0].Kind != "Serving" || job.OwnerReferences[0].Name != "podinfo-edge" {
-		t.Errorf("owner %+v", job.OwnerReferences)
+	if job.Namespace != cfg.Namespace || job.Labels[verify.LabelServing] != "podinfo-edge" || job.Labels[verify.LabelServingUID] != string(f.serving().UID) {
+		t.Errorf("Job %s/%s, labels %v", job.Namespace, job.Name, job.Labels)
 	}
 	f.waiting(rest, "wave canary is being verified: smoke 0 of 1 passes")
 
@@ -179,7 +171,8 @@ func TestRolloutAJobGateThatFailsHaltsTheRollout(t *testing.T) {
 // termination message, and the Job fails.
 func failJob(t *testing.T, f *fixture, job *batchv1.Job, message string) {
 	t.Helper()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-x1", Namespace: job.Namespace, Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-x1", Namespace: job.Namespace, Labels: map[string]string{batchv1.JobNameLabel: job.Name},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
 		Spec: *job.Spec.Template.Spec.DeepCopy()}
 	must(t, env.Client.Create(f.ctx, pod))
 	pod.Status.Phase = corev1.PodFailed
@@ -231,7 +224,7 @@ func TestRolloutAWaveWaitsForApprovalsThatCount(t *testing.T) {
 	// not count; another person's does.
 	approve := func(c client.Client, by string) {
 		must(t, f.write(c, func(s *v1.ServingSpec) {
-			s.Approvals = append(s.Approvals, v1.Approval{Preparation: one.Name, Wave: "rest", By: by})
+			s.Approvals = append(s.Approvals, v1.Approval{Preparation: one.Name, Wave: "rest", By: by, Attempt: f.attempt(one.Name)})
 		}))
 	}
 	approve(alice, aliceName)
