@@ -258,6 +258,15 @@ type RolloutStatus struct {
 	// +optional
 	Approvals []Approval `json:"approvals,omitempty"`
 
+	// Authors are who wrote the Order's and the Product's spec the Preparation was rendered
+	// from, as the admission policy kokumi-spec-writer stamped them: where a gate asks
+	// approval.separateFromPromoter, their approvals count no more than the promoter's.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=2
+	// +kubebuilder:validation:items:MaxLength=512
+	// +optional
+	Authors []string `json:"authors,omitempty"`
+
 	// Awaiting names the gate that waits for approvals: a wave, or "environment"; empty when
 	// none waits.
 	// +kubebuilder:validation:MaxLength=63

@@ -49,14 +49,15 @@ func Counts(a v1.Approval, preparation string, attempt int64) bool {
 
 // Approvers returns the people whose approvals of the gate wave (empty: the Environment's) of
 // the roll-out attempt of preparation count, in the order they approved, each once; the
-// promoter's does not when the policy asks for separation. refused names the promoter when
-// their approval was left out.
-func Approvers(p *v1.ApprovalPolicy, approvals []v1.Approval, preparation string, attempt int64, wave, promotedBy string) (by []string, refused string) {
+// promoter's does not when the policy asks for separation, nor those of the people who wrote
+// the specs it was rendered from: promoters are the promoter and those authors. refused names
+// one whose approval was left out.
+func Approvers(p *v1.ApprovalPolicy, approvals []v1.Approval, preparation string, attempt int64, wave string, promoters []string) (by []string, refused string) {
 	for _, a := range approvals {
 		if !Counts(a, preparation, attempt) || a.Wave != wave || a.By == "" || slices.Contains(by, a.By) {
 			continue
 		}
-		if p != nil && p.SeparateFromPromoter && a.By == promotedBy {
+		if p != nil && p.SeparateFromPromoter && slices.Contains(promoters, a.By) {
 			refused = a.By
 			continue
 		}
@@ -81,7 +82,31 @@ func ApproversOf(sv *v1.Serving, p *v1.ApprovalPolicy, wave string) (by []string
 	if !ok {
 		return nil, ""
 	}
-	return Approvers(p, sv.Spec.Approvals, sv.Spec.PreparationName, attempt, wave, sv.Spec.PromotedBy)
+	return Approvers(p, sv.Spec.Approvals, sv.Spec.PreparationName, attempt, wave, promotersOf(sv))
+}
+
+// promoters are whose approvals separation refuses: the promoter, and the people who wrote the
+// specs the Preparation was rendered from.
+func (g Gates) promoters() []string {
+	return append([]string{g.PromotedBy}, g.Authors...)
+}
+
+// promotersOf is Gates.promoters of a Serving, from its spec and status.rollout.
+func promotersOf(sv *v1.Serving) []string {
+	g := Gates{PromotedBy: sv.Spec.PromotedBy}
+	if st := sv.Status.Rollout; st != nil && st.Preparation == sv.Spec.PreparationName {
+		g.Authors = st.Authors
+	}
+	return g.promoters()
+}
+
+// RefusedAs says why separation refuses a person's approval of preparation: they promoted it,
+// or wrote the spec it was rendered from.
+func RefusedAs(person, promotedBy, preparation string) string {
+	if person == promotedBy {
+		return ", who promoted Preparation " + preparation
+	}
+	return ", who wrote the spec Preparation " + preparation + " was rendered from"
 }
 
 // Stale returns the Serving's approvals that still count (those of the roll-out attempt under
@@ -142,10 +167,10 @@ func Approve(env *v1.Environment, sv *v1.Serving, wave, preparation, by string) 
 		}
 		return nil, &Refusal{Field: field, Message: msg}
 	}
-	if policy.SeparateFromPromoter && by == sv.Spec.PromotedBy {
+	if policy.SeparateFromPromoter && slices.Contains(promotersOf(sv), by) {
 		return nil, &Refusal{Message: fmt.Sprintf(
-			"%s promoted Preparation %s, and Environment %s asks that someone else approve %s (approval.separateFromPromoter)",
-			by, current, env.Name, GateName(wave))}
+			"%s%s, and Environment %s asks that someone else approve %s (approval.separateFromPromoter)",
+			by, RefusedAs(by, sv.Spec.PromotedBy, current), env.Name, GateName(wave))}
 	}
 	var out []v1.Approval
 	for _, a := range sv.Spec.Approvals {

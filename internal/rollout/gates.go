@@ -40,7 +40,7 @@ func (g gateRule) awaiting(w int) (gate, msg string) {
 	if policy == nil {
 		return "", ""
 	}
-	by, refused := Approvers(policy, g.in.Gates.Approvals, g.in.Preparation, g.attempt, wave, g.in.Gates.PromotedBy)
+	by, refused := Approvers(policy, g.in.Gates.Approvals, g.in.Preparation, g.attempt, wave, g.in.Gates.promoters())
 	if len(by) >= Required(policy) {
 		return "", ""
 	}
@@ -54,7 +54,7 @@ func (g gateRule) awaiting(w int) (gate, msg string) {
 	}
 	msg = fmt.Sprintf("%s awaits approval (%d of %d%s): kubectl kokumi approve %s%s", GateName(wave), len(by), Required(policy), approved, g.in.Gates.Serving, flag)
 	if refused != "" {
-		msg += "; the approval of " + refused + ", who promoted Preparation " + g.in.Preparation + ", does not count (approval.separateFromPromoter)"
+		msg += "; the approval of " + refused + RefusedAs(refused, g.in.Gates.PromotedBy, g.in.Preparation) + ", does not count (approval.separateFromPromoter)"
 	}
 	return label, msg
 }
@@ -143,7 +143,7 @@ func (g gateRule) evidence(results []v1.VerificationResult, upTo int, complete b
 	for _, w := range gatesUpTo {
 		if policy, wave, _ := g.approval(w); policy != nil {
 			asked = true
-			by, _ := Approvers(policy, g.in.Gates.Approvals, g.in.Preparation, g.attempt, wave, g.in.Gates.PromotedBy)
+			by, _ := Approvers(policy, g.in.Gates.Approvals, g.in.Preparation, g.attempt, wave, g.in.Gates.promoters())
 			for _, b := range by {
 				ev.Approvals = append(ev.Approvals, v1.Approval{Preparation: g.in.Preparation, Wave: wave, By: b, Attempt: g.attempt})
 			}

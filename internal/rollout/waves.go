@@ -111,6 +111,8 @@ type Gates struct {
 	// Approvals and PromotedBy are the Serving's spec.approvals and spec.promotedBy.
 	Approvals  []v1.Approval
 	PromotedBy string
+	// Authors wrote the specs the Preparation was rendered from (preparation.Authors).
+	Authors []string
 	// Serving names the Serving in messages that say how to approve.
 	Serving string
 }
@@ -293,7 +295,7 @@ func Decide(in Input) Plan {
 	if st.State == v1.RolloutPaused && !control.Paused {
 		st.State, st.By, st.Message = v1.RolloutProgressing, "", ""
 	}
-	st.Awaiting = ""
+	st.Awaiting, st.Authors = "", in.Gates.Authors
 	gates := gateRule{in: &in, names: names, byWave: byWave, attempt: st.Attempt}
 
 	windows, windowErr := ParseWindows(in.Policy.Windows)

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/verify"
 )
 
@@ -336,4 +337,53 @@ func TestARollbackGoesPastATargetWhoseRecordDoesNotVerify(t *testing.T) {
 		t.Fatalf("status.rollout %+v", r)
 	}
 	f.targets(one.Spec.Artifact.Digest, "fr-canary")
+}
+
+func TestSeparationRefusesWhoWroteTheSpecOfAnAutomaticPromotion(t *testing.T) {
+	f := newFixture(t)
+	p := canaryThenRest(0, v1.RolloutHalt)
+	p.Waves[1].Approval = &v1.ApprovalPolicy{Required: 1, SeparateFromPromoter: true}
+	f.setRollout(p)
+	f.ringCluster("fw-canary", "canary", true)
+	f.ringCluster("fw-a", "", true)
+	f.order("edge", "")
+	alice, aliceName := f.tenant("alice-" + f.ns)
+	f.bind(aliceName, "kokumi-approver")
+
+	// Alice changes the Order's spec: the API server stamps her name on it, and nobody writes
+	// another's name there.
+	var order v1.Order
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		must(t, alice.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "podinfo-edge"}, &order))
+		order.Spec.TargetNamespace = "podinfo"
+		return alice.Update(f.ctx, &order)
+	}))
+	must(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(&order), &order))
+	if w := order.Annotations[preparation.AnnotationSpecWrittenBy]; w != aliceName {
+		t.Fatalf("the Order's writer is %q, want %s", w, aliceName)
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		must(t, alice.Get(f.ctx, client.ObjectKeyFromObject(&order), &order))
+		order.Annotations[preparation.AnnotationSpecWrittenBy] = "bob"
+		return alice.Update(f.ctx, &order)
+	})
+	refused(t, "a tenant named another as the Order's writer", err, false, "delivery.kokumi.dev/spec-written-by", "only the API server writes it")
+
+	// The Order controller renders a Preparation naming its authors, and promotes it on its
+	// own (the Serving's promoter is Kokumi, here the admin): alice's approval does not count.
+	must(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(&order), &order))
+	one := f.preparation("podinfo-edge-1", "podinfo", false)
+	one.Annotations = map[string]string{preparation.AnnotationAuthors: preparation.AuthorsAnnotation(&order)}
+	must(t, env.Client.Update(f.ctx, one))
+	f.promote(one.Name)
+	f.targets(one.Spec.Artifact.Digest, "fw-canary")
+	f.healthy(one.Spec.Artifact.Digest, "fw-canary")
+	must(t, f.write(alice, func(s *v1.ServingSpec) {
+		s.Approvals = append(s.Approvals, v1.Approval{Preparation: one.Name, Wave: "rest", By: aliceName, Attempt: f.attempt(one.Name)})
+	}))
+	f.waiting("fw-a", "the approval of "+aliceName+", who wrote the spec Preparation podinfo-edge-1 was rendered from, does not count")
+	if r := f.serving().Status.Rollout; len(r.Authors) != 1 || r.Authors[0] != aliceName || len(r.Approvals) != 0 {
+		t.Fatalf("status.rollout %+v", r)
+	}
+	f.stillTargets("", "fw-a")
 }

@@ -881,11 +881,17 @@ func newPreparation(order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Pro
 	if in.Render.RequireChart || strings.Contains(string(built.Manifests), "helm.sh/chart") {
 		releaseName = in.Render.ReleaseName
 	}
+	var annotations map[string]string
+	if authors := preparation.AuthorsAnnotation(order, product); authors != "" {
+		// Who wrote what it is made of: a gate that asks separation refuses their approvals.
+		annotations = map[string]string{preparation.AnnotationAuthors: authors}
+	}
 	return &deliveryv1alpha1.Preparation{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      preparation.Name(order.Name, artifactDigest),
-			Namespace: order.Namespace,
-			Labels:    shard.Inherit(order, map[string]string{preparation.LabelOrder: order.Name, preparation.LabelProduct: product.Name}),
+			Name:        preparation.Name(order.Name, artifactDigest),
+			Namespace:   order.Namespace,
+			Labels:      shard.Inherit(order, map[string]string{preparation.LabelOrder: order.Name, preparation.LabelProduct: product.Name}),
+			Annotations: annotations,
 		},
 		Spec: deliveryv1alpha1.PreparationSpec{
 			OrderRef:                deliveryv1alpha1.LocalObjectReference{Name: order.Name},

@@ -567,7 +567,7 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	// deadline and each cluster's time reach every cluster.
 	previous := r.unlisted.With(key, s.Status.Targets)
 	var plan *rollout.Plan
-	if tgt.rollout = rollout.Effective(tgt.rollout, s.Spec.Rollout, tgt.pace, prep.Name, gatesOf(tgt.env, s).Gated()); tgt.rollout != nil {
+	if tgt.rollout = rollout.Effective(tgt.rollout, s.Spec.Rollout, tgt.pace, prep.Name, gatesOf(tgt.env, s, prep).Gated()); tgt.rollout != nil {
 		if plan, err = r.planWaves(ctx, s, prep, &req, tgt, byName, previous, now); err != nil {
 			return ctrl.Result{}, err
 		}

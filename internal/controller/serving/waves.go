@@ -92,7 +92,7 @@ func (r *Reconciler) planWaves(ctx context.Context, s *v1.Serving, prep *v1.Prep
 	}
 	var listErr error
 	plan := rollout.Decide(rollout.Input{
-		Gates:  gatesOf(tgt.env, s),
+		Gates:  gatesOf(tgt.env, s, prep),
 		Policy: tgt.rollout, Preparation: prep.Name, From: from, Previous: s.Status.Rollout, Control: s.Spec.Rollout, Pace: tgt.pace, Members: members, Now: now.Time,
 		Generation: s.Generation,
 		RollbackTo: func() (string, string) {
@@ -233,9 +233,13 @@ func (r *Reconciler) rolloutEvents(s *v1.Serving, env *v1.Environment, previous,
 	}
 }
 
-// gatesOf returns the gates of the Environment env (nil: none) for the Serving.
-func gatesOf(env *v1.Environment, s *v1.Serving) rollout.Gates {
+// gatesOf returns the gates of the Environment env (nil: none) for the Serving's roll-out of
+// prep.
+func gatesOf(env *v1.Environment, s *v1.Serving, prep *v1.Preparation) rollout.Gates {
 	g := rollout.Gates{Approvals: s.Spec.Approvals, PromotedBy: s.Spec.PromotedBy, Serving: s.Name}
+	if prep != nil {
+		g.Authors = preparation.Authors(prep)
+	}
 	if env != nil {
 		g.Verify, g.Approval = env.Spec.Verify, env.Spec.Approval
 	}
