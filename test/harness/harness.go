@@ -181,8 +181,12 @@ func (e *Env) ControllerConfig(ctx context.Context) (*rest.Config, error) {
 	if out, err := e.Kubectl(ctx, "apply", "-k", filepath.Join(e.Assets.Root, "config", "rbac")); err != nil {
 		return nil, fmt.Errorf("apply config/rbac: %w: %s", err, out)
 	}
+	if err := sandbox.SpecWriterPolicyServes(ctx, e.Client, ControllerNamespace); err != nil {
+		return nil, err
+	}
 	return ServiceAccountConfig(ctx, e.Config, ControllerNamespace, ControllerServiceAccount)
 }
+
 
 // ServiceAccountConfig is a client configuration that authenticates as the ServiceAccount
 // with a token the API server issues for it.

@@ -219,6 +219,11 @@ func TestAutomaticOrderRendersAPinnedPreparationAndPromotesIt(t *testing.T) {
 	if !metav1.IsControlledBy(&p, o) {
 		t.Error("the Preparation is not owned by the Order")
 	}
+	// It names who wrote the Order's and the Product's spec, as the admission policy stamped them:
+	// a gate that asks separation refuses their approvals of its automatic promotion.
+	if a := p.Annotations[preparation.AnnotationAuthors]; a != env.AdminName || o.Annotations[preparation.AnnotationSpecWrittenBy] != env.AdminName {
+		t.Errorf("authors %q, the Order's writer %q: want %s", a, o.Annotations[preparation.AnnotationSpecWrittenBy], env.AdminName)
+	}
 	s := p.Spec
 	if s.ReleaseName != "podinfo-edge" || s.TargetNamespace != "podinfo" || o.Status.TargetNamespace != "podinfo" {
 		t.Errorf("release %q, target namespace %q (order status %q): want the Order's name and the Product's namespace", s.ReleaseName, s.TargetNamespace, o.Status.TargetNamespace)

@@ -22,6 +22,9 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kscheme "github.com/kokumi-dev/kokumi/api/scheme"
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 )
 
@@ -153,6 +156,17 @@ func (h *hub) installControllerRBAC(ctx context.Context, dir string) error {
 	cmd := exec.CommandContext(ctx, h.assets.Kubectl(), "--kubeconfig", h.adminKubeconfig, "apply", "-k", filepath.Join(h.assets.Root, "config", "rbac"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("apply config/rbac: %w: %s", err, out)
+	}
+	sch, err := kscheme.New()
+	if err != nil {
+		return fmt.Errorf("scheme: %w", err)
+	}
+	admin, err := client.New(h.admin, client.Options{Scheme: sch})
+	if err != nil {
+		return fmt.Errorf("client of the hub: %w", err)
+	}
+	if err := sandbox.SpecWriterPolicyServes(ctx, admin, ControllerNamespace); err != nil {
+		return err
 	}
 	cs, err := kubernetes.NewForConfig(h.admin)
 	if err != nil {
