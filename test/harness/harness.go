@@ -187,7 +187,6 @@ func (e *Env) ControllerConfig(ctx context.Context) (*rest.Config, error) {
 	return ServiceAccountConfig(ctx, e.Config, ControllerNamespace, ControllerServiceAccount)
 }
 
-
 // ServiceAccountConfig is a client configuration that authenticates as the ServiceAccount
 // with a token the API server issues for it.
 func ServiceAccountConfig(ctx context.Context, admin *rest.Config, namespace, name string) (*rest.Config, error) {
