@@ -27,6 +27,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/bundled"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
+	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/internal/text"
 )
@@ -139,7 +140,8 @@ func (r *Collector) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	victims := preparation.Collectible(preps, r.Config.PreparationHistory, preparation.Keeps(&order, serving))
+	fallback := rollbackCandidate(preps, &order, serving)
+	victims := preparation.Collectible(preps, r.Config.PreparationHistory, keeps(&order, serving, fallback))
 	if len(victims) == 0 {
 		return ctrl.Result{}, nil
 	}
@@ -148,7 +150,7 @@ func (r *Collector) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	// is kept is decided again on what the API server says right before each deletion.
 	var deleted []string
 	for _, p := range victims {
-		kept, err := r.keptNow(ctx, req.NamespacedName, p)
+		kept, err := r.keptNow(ctx, req.NamespacedName, p, fallback)
 		if err != nil {
 			r.announce(&order, deleted)
 			return ctrl.Result{}, err
@@ -207,7 +209,7 @@ func (r *Collector) serving(ctx context.Context, reader client.Reader, namespace
 // the Preparation, which the next pass collects again (an artifact already gone is no error).
 // keptNow reads the Order and its Serving again from the API server and says whether p is kept
 // now (the Order's latest, the Serving's, or one it runs), or the Order is gone.
-func (r *Collector) keptNow(ctx context.Context, key client.ObjectKey, p *v1.Preparation) (bool, error) {
+func (r *Collector) keptNow(ctx context.Context, key client.ObjectKey, p *v1.Preparation, fallback string) (bool, error) {
 	var order v1.Order
 	if err := r.Reader.Get(ctx, key, &order); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -219,7 +221,32 @@ func (r *Collector) keptNow(ctx context.Context, key client.ObjectKey, p *v1.Pre
 	if err != nil {
 		return false, err
 	}
-	return preparation.Keeps(&order, serving)(p), nil
+	return keeps(&order, serving, fallback)(p), nil
+}
+
+// keeps is preparation.Keeps, and the Preparation named fallback: the one a roll-out of the
+// Serving's Preparation would go back to now, which a rollback writes into Applications before
+// its status names it (status.rollout.rollbackTo).
+func keeps(order *v1.Order, s *v1.Serving, fallback string) func(*v1.Preparation) bool {
+	keep := preparation.Keeps(order, s)
+	return func(p *v1.Preparation) bool { return keep(p) || (fallback != "" && p.Name == fallback) }
+}
+
+// rollbackCandidate names the Preparation a roll-out of the Serving's Preparation would go back
+// to now (the newest older one with a record of the Order's Environment), or nothing.
+func rollbackCandidate(preps []*v1.Preparation, order *v1.Order, s *v1.Serving) string {
+	if s == nil || s.Spec.PreparationName == "" {
+		return ""
+	}
+	all := make([]v1.Preparation, len(preps))
+	for i, p := range preps {
+		all[i] = *p
+	}
+	to, err := promotion.RollbackTargetIn(promotion.OrderPreparations(all, order.Name), s.Spec.PreparationName, order.Spec.EnvironmentRef.Name)
+	if err != nil {
+		return ""
+	}
+	return to.Name
 }
 
 // collect deletes p, then its artifact. The deletion of the object is the commit point: it is
