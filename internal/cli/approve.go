@@ -33,12 +33,16 @@ when the Serving rolls out another, so that an approval meant for one release ne
 lets the next one through.
 
 The command adds an approval naming you, as the API server knows you
-(kubectl auth whoami), to the Serving's spec.approvals. Kokumi's admission policy
+(kubectl auth whoami), and the roll-out attempt under way (status.rollout.attempt),
+to the Serving's spec.approvals: it counts for that attempt alone, not after an abort
+is cleared or the Preparation is promoted away and back. Kokumi's admission policy
 kokumi-serving-approval refuses an approval that names someone else, and one from
 whoever lacks the verb approve on the Serving: the ClusterRole kokumi-approver grants
 it; the edit and admin roles do not, so that whoever may promote does not also
 approve by default. When the gate asks for separation (approval.separateFromPromoter),
-the person who promoted the Preparation (spec.promotedBy) cannot approve it.`,
+the person who promoted the Preparation (spec.promotedBy), and those who wrote the
+Order's or Product's spec it was rendered from (status.rollout.authors), cannot
+approve it.`,
 		Example: `  # Approve the gate the roll-out of the Serving web of namespace shop waits at
   kubectl kokumi approve web -n shop
 
