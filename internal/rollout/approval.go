@@ -100,13 +100,13 @@ func promotersOf(sv *v1.Serving) []string {
 	return g.promoters()
 }
 
-// RefusedAs says why separation refuses a person's approval of preparation: they promoted it,
-// or wrote the spec it was rendered from.
+// RefusedAs says why separation refuses a person's approval of preparation: they "promoted
+// Preparation p", or "wrote the spec Preparation p was rendered from".
 func RefusedAs(person, promotedBy, preparation string) string {
 	if person == promotedBy {
-		return ", who promoted Preparation " + preparation
+		return "promoted Preparation " + preparation
 	}
-	return ", who wrote the spec Preparation " + preparation + " was rendered from"
+	return "wrote the spec Preparation " + preparation + " was rendered from"
 }
 
 // Stale returns the Serving's approvals that still count (those of the roll-out attempt under
@@ -169,7 +169,7 @@ func Approve(env *v1.Environment, sv *v1.Serving, wave, preparation, by string) 
 	}
 	if policy.SeparateFromPromoter && slices.Contains(promotersOf(sv), by) {
 		return nil, &Refusal{Message: fmt.Sprintf(
-			"%s%s, and Environment %s asks that someone else approve %s (approval.separateFromPromoter)",
+			"%s %s, and Environment %s asks that someone else approve %s (approval.separateFromPromoter)",
 			by, RefusedAs(by, sv.Spec.PromotedBy, current), env.Name, GateName(wave))}
 	}
 	var out []v1.Approval

@@ -54,7 +54,7 @@ func (g gateRule) awaiting(w int) (gate, msg string) {
 	}
 	msg = fmt.Sprintf("%s awaits approval (%d of %d%s): kubectl kokumi approve %s%s", GateName(wave), len(by), Required(policy), approved, g.in.Gates.Serving, flag)
 	if refused != "" {
-		msg += "; the approval of " + refused + RefusedAs(refused, g.in.Gates.PromotedBy, g.in.Preparation) + ", does not count (approval.separateFromPromoter)"
+		msg += "; the approval of " + refused + ", who " + RefusedAs(refused, g.in.Gates.PromotedBy, g.in.Preparation) + ", does not count (approval.separateFromPromoter)"
 	}
 	return label, msg
 }
