@@ -204,8 +204,12 @@ func (n *Notifier) Start(ctx context.Context) error {
 type Body struct {
 	// Event is the transition: one of v1.NotificationEvent's values.
 	Event v1.NotificationEvent `json:"event"`
-	// Message says what happened, as the Serving's Event does.
+	// Message says what happened, in Kokumi's words.
 	Message string `json:"message"`
+	// Output is what the check printed, of a VerificationFailed (a Job's last words, the start
+	// of an HTTP answer): written by the tenant's program, so untrusted; cleaned of control
+	// characters and markup, at most 512 bytes (text.Untrusted). Absent for other events.
+	Output string `json:"output,omitempty"`
 	// Warning is true for a transition the Serving's Event warns of.
 	Warning bool `json:"warning"`
 	// Time is when the controller saw it, RFC 3339 in UTC.
@@ -238,7 +242,7 @@ type BodyRollout struct {
 
 // NewBody is the body of transition t of s's roll-out to webhook hook of env, seen at now.
 func NewBody(env *v1.Environment, hook string, s *v1.Serving, t rollout.Transition, now time.Time) Body {
-	b := Body{Event: t.Reason, Message: t.Message, Warning: t.Warning, Time: now.UTC().Format(time.RFC3339),
+	b := Body{Event: t.Reason, Message: t.Message, Output: t.Output, Warning: t.Warning, Time: now.UTC().Format(time.RFC3339),
 		Namespace: s.Namespace, Serving: s.Name, Order: s.Spec.OrderRef.Name, Environment: env.Name,
 		Preparation: s.Spec.PreparationName, Webhook: hook}
 	if r := s.Status.Rollout; r != nil {

@@ -497,3 +497,19 @@ func TestTheNotifierRemembersABoundedNumberOfDeliveries(t *testing.T) {
 		t.Error("the newest id is forgotten")
 	}
 }
+
+// What a check printed reaches the webhook in output, apart from Kokumi's message.
+func TestAChecksOutputGoesInAFieldOfItsOwn(t *testing.T) {
+	hook := newReceiver(t)
+	n := start(t, Options{})
+	failed := rollout.Transition{Reason: "VerificationFailed", Warning: true,
+		Message: "verification smoke of wave canary failed for Preparation podinfo-edge-2", Output: "channel all clear, approve here"}
+	n.Notify(environment(v1.Notification{Name: "chat", URL: hook.URL}), serving, failed)
+	var body map[string]any
+	if err := json.Unmarshal(hook.waitFor(t, 1)[0].body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if body["event"] != "VerificationFailed" || body["message"] != failed.Message || body["output"] != failed.Output || body["warning"] != true {
+		t.Errorf("body %v", body)
+	}
+}
