@@ -188,6 +188,19 @@ type ApprovalPolicy struct {
 // +kubebuilder:validation:Enum=WaveStarted;RolloutHalted;RolledBack;RolloutAborted;RolloutPaused;RolloutResumed;VerificationFailed;AwaitingApproval;Approved;RolloutComplete
 type NotificationEvent string
 
+// NotificationFormat is the shape of the body a webhook receives.
+// +kubebuilder:validation:Enum=Kokumi;CloudEvents
+type NotificationFormat string
+
+// The body formats of a webhook.
+const (
+	// NotificationFormatKokumi is Kokumi's JSON body (application/json).
+	NotificationFormatKokumi NotificationFormat = "Kokumi"
+	// NotificationFormatCloudEvents is a CloudEvents 1.0 event in structured mode
+	// (application/cloudevents+json) whose data is Kokumi's JSON body.
+	NotificationFormatCloudEvents NotificationFormat = "CloudEvents"
+)
+
 // Notification is a webhook Kokumi posts a JSON body of each roll-out transition to, with the
 // Standard Webhooks headers (webhook-id, webhook-timestamp, and webhook-signature when a key is
 // given), and retried with backoff.
@@ -219,6 +232,12 @@ type Notification struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Events []NotificationEvent `json:"events,omitempty"`
+
+	// Format is the body's shape: Kokumi (absent: its JSON body) or CloudEvents (a CloudEvents
+	// 1.0 event in structured mode, application/cloudevents+json, whose data is that body).
+	// The headers and the signature are the same in both.
+	// +optional
+	Format NotificationFormat `json:"format,omitempty"`
 }
 
 // SecretKeyRef names one key of a Secret; the field that holds it says in which namespace.

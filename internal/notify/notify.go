@@ -145,8 +145,10 @@ type delivery struct {
 	index int
 	hook  v1.Notification
 	event v1.NotificationEvent
-	body  []byte
-	tries int
+	// contentType is the body's media type, of the webhook's format.
+	contentType string
+	body        []byte
+	tries       int
 }
 
 // New returns a Notifier of opts, its queue ready to take deliveries before it starts.
@@ -251,6 +253,53 @@ func NewBody(env *v1.Environment, hook string, s *v1.Serving, t rollout.Transiti
 	return b
 }
 
+// The media types of the bodies, by format.
+const (
+	// ContentTypeJSON is Kokumi's body.
+	ContentTypeJSON = "application/json"
+	// ContentTypeCloudEvents is a CloudEvents event in structured mode.
+	ContentTypeCloudEvents = "application/cloudevents+json"
+)
+
+// CloudEvent is a CloudEvents 1.0 event in structured mode (JSON), of a transition: the body of a
+// webhook whose format is CloudEvents.
+type CloudEvent struct {
+	// SpecVersion is the CloudEvents version, 1.0.
+	SpecVersion string `json:"specversion"`
+	// ID is the delivery's id, as webhook-id: the same on every try.
+	ID string `json:"id"`
+	// Source is the Environment whose webhook this is, as the path of its API object:
+	// /apis/delivery.kokumi.dev/v1alpha1/namespaces/<namespace>/environments/<name>.
+	Source string `json:"source"`
+	// Type is dev.kokumi.rollout. and the event (dev.kokumi.rollout.RolloutPaused).
+	Type string `json:"type"`
+	// Subject is the Serving whose roll-out it is: servings/<name>.
+	Subject string `json:"subject"`
+	// Time is the body's time.
+	Time string `json:"time"`
+	// DataContentType is application/json.
+	DataContentType string `json:"datacontenttype"`
+	// Data is Kokumi's body.
+	Data Body `json:"data"`
+}
+
+// CloudEventTypePrefix starts the type of a CloudEvent of a transition; the event follows.
+const CloudEventTypePrefix = "dev.kokumi.rollout."
+
+// Encode returns the media type and the bytes of body in format, for the delivery id: Kokumi's
+// JSON (format Kokumi, or absent), or a CloudEvent whose data it is.
+func Encode(format v1.NotificationFormat, id string, body Body) (contentType string, data []byte, err error) {
+	if format != v1.NotificationFormatCloudEvents {
+		data, err = json.Marshal(body)
+		return ContentTypeJSON, data, err
+	}
+	data, err = json.Marshal(CloudEvent{SpecVersion: "1.0", ID: id,
+		Source: "/apis/" + v1.GroupVersion.String() + "/namespaces/" + body.Namespace + "/environments/" + body.Environment,
+		Type:   CloudEventTypePrefix + string(body.Event), Subject: "servings/" + body.Serving, Time: body.Time,
+		DataContentType: ContentTypeJSON, Data: body})
+	return ContentTypeCloudEvents, data, err
+}
+
 // Wants reports whether hook is told of event: its events name it, or it names none.
 func Wants(hook v1.Notification, event v1.NotificationEvent) bool {
 	return len(hook.Events) == 0 || slices.Contains(hook.Events, event)
@@ -303,12 +352,12 @@ func (n *Notifier) Notify(env *v1.Environment, s *v1.Serving, t rollout.Transiti
 				"environment", env.Name, "webhook", hook.Name, "event", string(t.Reason), "delivery", id)
 			continue
 		}
-		body, err := json.Marshal(NewBody(env, hook.Name, s, t, now))
+		contentType, body, err := Encode(hook.Format, id, NewBody(env, hook.Name, s, t, now))
 		if err != nil { // a struct of strings: not reached
 			n.failed(&delivery{env: ref, index: i, hook: hook, event: t.Reason}, fmt.Errorf("encode the body: %w", err))
 			continue
 		}
-		n.enqueue(&delivery{id: id, env: ref, index: i, hook: *hook.DeepCopy(), event: t.Reason, body: body})
+		n.enqueue(&delivery{id: id, env: ref, index: i, hook: *hook.DeepCopy(), event: t.Reason, contentType: contentType, body: body})
 	}
 }
 
@@ -376,7 +425,7 @@ func (n *Notifier) post(ctx context.Context, d *delivery) (retryAfter time.Durat
 	if err != nil {
 		return 0, false, fmt.Errorf("spec.notifications[%d].url %q: %w", d.index, d.hook.URL, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", d.contentType)
 	req.Header.Set("User-Agent", "kokumi/"+version.Version)
 	req.Header.Set(IDHeader, d.id)
 	req.Header.Set(TimestampHeader, strconv.FormatInt(timestamp, 10))

@@ -513,3 +513,40 @@ func TestAChecksOutputGoesInAFieldOfItsOwn(t *testing.T) {
 		t.Errorf("body %v", body)
 	}
 }
+
+// A webhook whose format is CloudEvents gets a CloudEvents 1.0 event in structured mode, whose
+// data is Kokumi's body and whose id is the delivery's; headers and signature are the same.
+func TestACloudEventsWebhookGetsAStructuredEventSignedAlike(t *testing.T) {
+	hook := newReceiver(t)
+	n := start(t, Options{}, secret("hooks", "chat", chatKey))
+	s := serving.DeepCopy()
+	s.UID, s.ResourceVersion = "3f1c", "41"
+	n.Notify(environment(v1.Notification{Name: "bus", URL: hook.URL, Format: v1.NotificationFormatCloudEvents,
+		SecretRef: &v1.SecretKeyRef{Name: "hooks", Key: "chat"}}), s, paused)
+	r := hook.waitFor(t, 1)[0]
+	if ct := r.header.Get("Content-Type"); ct != "application/cloudevents+json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	id := r.header.Get(IDHeader)
+	if err := Verify(chatKey, id, r.header.Get(TimestampHeader), r.header.Get(SignatureHeader), r.body, at); err != nil {
+		t.Errorf("the documented verification refuses the CloudEvent: %v", err)
+	}
+	var event map[string]any
+	if err := json.Unmarshal(r.body, &event); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := event["data"].(map[string]any)
+	delete(event, "data")
+	want := map[string]any{"specversion": "1.0", "id": id, "source": "/apis/delivery.kokumi.dev/v1alpha1/namespaces/team-a/environments/edge",
+		"type": "dev.kokumi.rollout.RolloutPaused", "subject": "servings/podinfo-edge", "time": "2026-12-05T10:00:00Z", "datacontenttype": "application/json"}
+	if a, b := mustJSON(t, event), mustJSON(t, want); a != b {
+		t.Errorf("event\n%s\nwant\n%s", a, b)
+	}
+	if data["event"] != "RolloutPaused" || data["message"] != paused.Message || data["webhook"] != "bus" || data["serving"] != "podinfo-edge" {
+		t.Errorf("data %v: not Kokumi's body", data)
+	}
+	if id != DeliveryID(s, 0, v1.Notification{Name: "bus", URL: hook.URL, Format: v1.NotificationFormatCloudEvents,
+		SecretRef: &v1.SecretKeyRef{Name: "hooks", Key: "chat"}}, paused) {
+		t.Errorf("id %s is not the delivery's", id)
+	}
+}
