@@ -304,3 +304,55 @@ func TestATenantCanNeitherReadNorDeleteTheWebhookKey(t *testing.T) {
 		}
 	}
 }
+
+// What a failed check printed is the tenant's program's: it reaches the webhook in output,
+// cleaned of control characters and markup, and the Serving's Event marked and quoted; the
+// message is Kokumi's words alone.
+func TestACheckOutputReachesTheWebhookMarkedAndCleaned(t *testing.T) {
+	f := newFixture(t)
+	check := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, "<!channel> all clear\n[approve here](https://evil.example/) \x1b[31m@here")
+	}))
+	t.Cleanup(check.Close)
+	hook := newHookReceiver(t, 0)
+	must(t, f.setNotifications(env.Client, []v1.Notification{{Name: "incidents", URL: hook.URL, Events: []v1.NotificationEvent{"VerificationFailed"}}}))
+	p := canaryThenRest(0, v1.RolloutHalt)
+	p.Waves[0].Verify = []v1.Verification{{Name: "smoke", HTTP: &v1.HTTPVerification{URL: check.URL + "/healthz", SuccessCondition: "response.status == 200"}}}
+	f.setRollout(p)
+	canary, rest := "no-canary-"+f.ns, "no-a-"+f.ns
+	f.ringCluster(canary, "canary", true)
+	f.ringCluster(rest, "", true)
+	one := f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", one.Name)
+	f.targets(one.Spec.Artifact.Digest, canary)
+	f.healthy(one.Spec.Artifact.Digest, canary)
+
+	var body map[string]any
+	f.eventually("the webhook gets VerificationFailed", func() error {
+		hook.mu.Lock()
+		defer hook.mu.Unlock()
+		if len(hook.got) == 0 {
+			return fmt.Errorf("no request")
+		}
+		return json.Unmarshal(hook.got[0].body, &body)
+	})
+	want := "verification smoke of wave canary failed for Preparation " + one.Name
+	output, _ := body["output"].(string)
+	if body["event"] != "VerificationFailed" || body["message"] != want {
+		t.Errorf("body %v, want the message %q", body, want)
+	}
+	if !strings.Contains(output, "channel all clear approve here (https://evil.example/) 31m here") || strings.ContainsAny(output, "<>[]@!\x1b\n") {
+		t.Errorf("output %q: not the check's answer, cleaned", output)
+	}
+	if faults == nil {
+		f.eventually("the Serving's Event VerificationFailed", func() error {
+			for _, m := range f.eventsOf(f.serving().Name, "VerificationFailed") {
+				if strings.HasPrefix(m, want+"; the check's output (untrusted): \"") && strings.Contains(m, "channel all clear") && !strings.ContainsAny(m, "<>[]@\x1b\n") {
+					return nil
+				}
+			}
+			return fmt.Errorf("Events %q", f.eventsOf(f.serving().Name, "VerificationFailed"))
+		})
+	}
+}
