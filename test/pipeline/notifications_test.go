@@ -16,13 +16,13 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 )
 
-// notificationsAre waits until the Environment's condition Notifications has status and reason
-// (an empty reason: no such condition) and a message with each of msgs.
-func (f *fixture) notificationsAre(name string, status metav1.ConditionStatus, reason string, msgs ...string) {
+// notificationsAre waits until the condition Notifications of the Environment edge has status
+// and reason (an empty reason: no such condition) and a message with each of msgs.
+func (f *fixture) notificationsAre(status metav1.ConditionStatus, reason string, msgs ...string) {
 	f.t.Helper()
-	f.eventually(fmt.Sprintf("Environment %s Notifications %s %s", name, status, reason), func() error {
+	f.eventually(fmt.Sprintf("Environment edge Notifications %s %s", status, reason), func() error {
 		var e v1.Environment
-		f.get(name, &e)
+		f.get("edge", &e)
 		c := apimeta.FindStatusCondition(e.Status.Conditions, v1.ConditionNotifications)
 		switch {
 		case reason == "" && c != nil:
@@ -60,7 +60,7 @@ func TestAWebhookKeyNotInKokumisNamespaceIsTheEnvironmentsCondition(t *testing.T
 			{Name: "chat", URL: "https://hooks.example.com/chat", SecretRef: &v1.SecretKeyRef{Name: name, Key: "chat"}},
 		}}}))
 
-	f.notificationsAre("edge", metav1.ConditionFalse, v1.ReasonWebhookKeyMissing,
+	f.notificationsAre(metav1.ConditionFalse, v1.ReasonWebhookKeyMissing,
 		"Environment "+f.ns+"/edge: spec.notifications[1].secretRef names the Secret "+name+", which is not in Kokumi's namespace "+cfg.Namespace,
 		"a Secret of that name in namespace "+f.ns+" is not read",
 		"kubectl -n "+cfg.Namespace+" create secret generic "+name+" --from-literal=chat=whsec_$(openssl rand -base64 32)",
@@ -69,7 +69,7 @@ func TestAWebhookKeyNotInKokumisNamespaceIsTheEnvironmentsCondition(t *testing.T
 	key := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cfg.Namespace}, Data: map[string][]byte{"chat": []byte("s3cret")}}
 	must(t, env.Client.Create(ctx, key))
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, key) })
-	f.notificationsAre("edge", metav1.ConditionFalse, v1.ReasonWebhookKeyMissing,
+	f.notificationsAre(metav1.ConditionFalse, v1.ReasonWebhookKeyMissing,
 		"spec.notifications[1].secretRef names the key chat of the Secret "+cfg.Namespace+"/"+name+", which is no webhook key: the value does not start with whsec_")
 
 	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -79,10 +79,10 @@ func TestAWebhookKeyNotInKokumisNamespaceIsTheEnvironmentsCondition(t *testing.T
 		key.Data["chat"] = []byte(valid)
 		return env.Client.Update(ctx, key)
 	}))
-	f.notificationsAre("edge", metav1.ConditionTrue, v1.ReasonWebhookKeysFound, "the keys of the 1 signed webhooks are in Kokumi's namespace "+cfg.Namespace)
+	f.notificationsAre(metav1.ConditionTrue, v1.ReasonWebhookKeysFound, "the keys of the 1 signed webhooks are in Kokumi's namespace "+cfg.Namespace)
 
 	must(t, env.Client.Delete(ctx, key))
-	f.notificationsAre("edge", metav1.ConditionFalse, v1.ReasonWebhookKeyMissing, "names the Secret "+name+", which is not in Kokumi's namespace")
+	f.notificationsAre(metav1.ConditionFalse, v1.ReasonWebhookKeyMissing, "names the Secret "+name+", which is not in Kokumi's namespace")
 
 	// Without a signed webhook, there is nothing to say.
 	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -91,5 +91,5 @@ func TestAWebhookKeyNotInKokumisNamespaceIsTheEnvironmentsCondition(t *testing.T
 		e.Spec.Notifications[1].SecretRef = nil
 		return env.Client.Update(ctx, &e)
 	}))
-	f.notificationsAre("edge", "", "")
+	f.notificationsAre("", "")
 }
