@@ -15,8 +15,8 @@ import (
 // (TestTheDocumentedReceiversAreTheTestedOnes). secret is the Secret's value (whsec_…); id,
 // timestamp and signature are the headers webhook-id, webhook-timestamp and webhook-signature;
 // body is the raw body, before any parsing. It refuses a timestamp further than five minutes
-// (Tolerance) from now, which a receiver that drops the ids it accepted in the last five
-// minutes turns into: each delivery is handled once.
+// (Tolerance) from now; a receiver that also drops the ids it accepted in the last ten minutes
+// handles each delivery once.
 func Verify(secret, id, timestamp, signature string, body []byte, now time.Time) error {
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(strings.TrimSpace(secret), "whsec_"))
 	if err != nil {
