@@ -4,6 +4,21 @@ package v1alpha1
 const (
 	// ConditionReady is the one summary condition every Kokumi kind reports.
 	ConditionReady = "Ready"
+	// ConditionNotifications is the Environment's, when a webhook of spec.notifications names a
+	// key (secretRef): whether every such key is in Kokumi's namespace and is a webhook key. It
+	// says nothing of the webhooks' answers (NotificationFailed Events do), and holds no
+	// roll-out back.
+	ConditionNotifications = "Notifications"
+)
+
+// Environment Notifications reasons.
+const (
+	// ReasonWebhookKeysFound: every secretRef of spec.notifications reads as a webhook key.
+	ReasonWebhookKeysFound = "WebhookKeysFound"
+	// ReasonWebhookKeyMissing: a secretRef names a Secret or key that is not in Kokumi's
+	// namespace, or a value that is no webhook key; its webhook is sent nothing until it is. The
+	// message names the field and the fix.
+	ReasonWebhookKeyMissing = "WebhookKeyMissing"
 )
 
 // Order Ready reasons.

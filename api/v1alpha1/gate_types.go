@@ -195,8 +195,22 @@ type ApprovalPolicy struct {
 // +kubebuilder:validation:Enum=WaveStarted;RolloutHalted;RolledBack;RolloutAborted;RolloutPaused;RolloutResumed;VerificationFailed;AwaitingApproval;Approved;RolloutComplete
 type NotificationEvent string
 
-// Notification is a webhook Kokumi posts a JSON body of each roll-out transition to, signed
-// with HMAC-SHA256 when a secret is given, and retried with backoff.
+// NotificationFormat is the shape of the body a webhook receives.
+// +kubebuilder:validation:Enum=Kokumi;CloudEvents
+type NotificationFormat string
+
+// The body formats of a webhook.
+const (
+	// NotificationFormatKokumi is Kokumi's JSON body (application/json).
+	NotificationFormatKokumi NotificationFormat = "Kokumi"
+	// NotificationFormatCloudEvents is a CloudEvents 1.0 event in structured mode
+	// (application/cloudevents+json) whose data is Kokumi's JSON body.
+	NotificationFormatCloudEvents NotificationFormat = "CloudEvents"
+)
+
+// Notification is a webhook Kokumi posts a JSON body of each roll-out transition to, with the
+// Standard Webhooks headers (webhook-id, webhook-timestamp, and webhook-signature when a key is
+// given), and retried with backoff.
 type Notification struct {
 	// Name of the webhook, unique in the Environment.
 	// +kubebuilder:validation:MinLength=1
@@ -212,8 +226,11 @@ type Notification struct {
 	// +required
 	URL string `json:"url"`
 
-	// SecretRef names a key of a Secret in the Environment's namespace whose value signs the
-	// body: the header X-Kokumi-Signature carries sha256=<hex HMAC-SHA256 of the body>.
+	// SecretRef names a key of a Secret in Kokumi's own namespace (kokumi-system), not the
+	// Environment's, whose value (whsec_ and the base64 of at least 24 random bytes) signs each
+	// delivery: the header webhook-signature carries v1,<base64 HMAC-SHA256 of
+	// "id.timestamp.body">. A Secret or key that is missing or malformed sends nothing and sets
+	// the Environment's condition Notifications to False (WebhookKeyMissing).
 	// +optional
 	SecretRef *SecretKeyRef `json:"secretRef,omitempty"`
 
@@ -222,9 +239,15 @@ type Notification struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Events []NotificationEvent `json:"events,omitempty"`
+
+	// Format is the body's shape: Kokumi (absent: its JSON body) or CloudEvents (a CloudEvents
+	// 1.0 event in structured mode, application/cloudevents+json, whose data is that body).
+	// The headers and the signature are the same in both.
+	// +optional
+	Format NotificationFormat `json:"format,omitempty"`
 }
 
-// SecretKeyRef names one key of a Secret in the object's namespace.
+// SecretKeyRef names one key of a Secret; the field that holds it says in which namespace.
 type SecretKeyRef struct {
 	// Name of the Secret.
 	// +kubebuilder:validation:MinLength=1

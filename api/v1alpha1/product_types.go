@@ -103,7 +103,7 @@ type ProductSpec struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=prod,categories=kokumi
-// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=2"
+// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=3"
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.source.url`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.source.version`
 // +kubebuilder:printcolumn:name="Target-Namespace",type=string,JSONPath=`.spec.targetNamespace`,priority=1

@@ -4,8 +4,9 @@
 //
 // Cardinality is bounded by what the cluster holds: per-Serving series (namespace, serving)
 // for kokumi_serving_clusters, kokumi_serving_ready and kokumi_promotions_waiting, per-Cluster
-// series for kokumi_cluster_ready only, and a fixed set of result values for the histograms and
-// the webhook deliveries.
+// series for kokumi_cluster_ready only, per-Environment series (namespace, environment) for
+// kokumi_environment_webhook_keys_missing (of the Environments that sign a webhook), and a
+// fixed set of result values for the histograms and the webhook deliveries.
 // No series carries a Preparation, an Application, a reason or an error text. The series of an
 // object go when the object does. docs/metrics.md lists every metric.
 package metrics
@@ -59,6 +60,7 @@ const (
 	ApplicationsCachedName      = "kokumi_applications_cached"
 	OrphansDeletedName          = "kokumi_orphan_applications_deleted_total"
 	NotificationDeliveriesName  = "kokumi_notification_deliveries_total"
+	WebhookKeysMissingName      = "kokumi_environment_webhook_keys_missing"
 )
 
 // Results of a delivery to an Environment's webhook, the values of
@@ -128,6 +130,11 @@ var (
 		Help: "Deliveries of roll-out transitions to the Environments' webhooks (spec.notifications) by result: sent (2xx), failed (given up), dropped (the queue was full).",
 	}, []string{"result"})
 
+	webhookKeysMissing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: WebhookKeysMissingName,
+		Help: "Webhooks of the Environment (spec.notifications) whose key (secretRef) is not in Kokumi's namespace or is no webhook key: they are sent nothing (its condition Notifications says why).",
+	}, []string{"namespace", "environment"})
+
 	applicationsCached = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: ApplicationsCachedName,
 		Help: "Argo CD Applications in Kokumi's cache of Argo CD's namespace: Kokumi's own, of this replica's shard (the UI's cache holds every shard's). It reaches the number of Kokumi's Applications once a start has listed them all.",
@@ -137,7 +144,7 @@ var (
 func init() {
 	crmetrics.Registry.MustRegister(servingClusters, servingReady, promotionsWaiting, renderSeconds,
 		probeSeconds, clusterReady, recordsSigned, applicationWriteSeconds, applicationsCached, orphansDeleted,
-		notificationDeliveries)
+		notificationDeliveries, webhookKeysMissing)
 	// The series of every result exist from the start, at zero: a rate() over them, or an alert,
 	// works before the first failure.
 	for _, r := range []string{Success, Failure, Skipped} {
@@ -236,6 +243,21 @@ func ObserveApplicationWrite(err error, d time.Duration) {
 // NotificationDelivered counts a delivery to a webhook by its result (DeliverySent,
 // DeliveryFailed or DeliveryDropped).
 func NotificationDelivered(result string) { notificationDeliveries.WithLabelValues(result).Inc() }
+
+// SetWebhookKeysMissing sets how many webhooks of an Environment have no usable key; an
+// Environment without a signed webhook has no series.
+func SetWebhookKeysMissing(namespace, environment string, signed, missing int) {
+	if signed == 0 {
+		ForgetEnvironment(namespace, environment)
+		return
+	}
+	webhookKeysMissing.WithLabelValues(namespace, environment).Set(float64(missing))
+}
+
+// ForgetEnvironment deletes the series of an Environment that is gone.
+func ForgetEnvironment(namespace, environment string) {
+	webhookKeysMissing.DeleteLabelValues(namespace, environment)
+}
 
 // ApplicationCached counts an Application the cache of Argo CD's namespace took in (delta 1)
 // or let go (delta -1).

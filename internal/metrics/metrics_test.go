@@ -63,6 +63,15 @@ func TestResultsExistFromTheStart(t *testing.T) {
 	if got := count(applicationWriteSeconds); got != 2 {
 		t.Errorf("%d series of %s, want 2", got, ApplicationWriteSecondsName)
 	}
+	SetWebhookKeysMissing("team-a", "edge", 2, 1)
+	SetWebhookKeysMissing("team-a", "dev", 0, 0)
+	if n := count(webhookKeysMissing); n != 1 {
+		t.Errorf("%d series of %s, want the one of the Environment that signs", n, WebhookKeysMissingName)
+	}
+	ForgetEnvironment("team-a", "edge")
+	if n := count(webhookKeysMissing); n != 0 {
+		t.Errorf("%d series of %s after the Environment went", n, WebhookKeysMissingName)
+	}
 	SetClusterReady("c", true)
 	ForgetCluster("c")
 	if n := count(clusterReady); n != 0 {

@@ -2,8 +2,10 @@
 // transitions of its Servings. The Serving reconciler hands each transition to a Notifier, which
 // never blocks it: a bounded queue (a delivery that finds it full is dropped and counted), a few
 // sender goroutines that run with the manager, and retries with exponential backoff on a network
-// error, a 5xx or a 429. A body is signed with HMAC-SHA256 when the webhook names a Secret, read
-// at send time; never sent unsigned when that Secret or its key is missing.
+// error, a 5xx or a 429. Deliveries carry the Standard Webhooks headers (webhook-id,
+// webhook-timestamp, webhook-signature): when the webhook names a key (secretRef, a Secret of
+// Kokumi's own namespace, read at send time), the signature covers the id, the timestamp and the
+// body; a delivery whose key is missing or malformed is never sent unsigned.
 package notify
 
 import (
@@ -11,6 +13,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -39,18 +42,33 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/version"
 )
 
-// The headers of a delivery, besides Content-Type and User-Agent.
+// The headers of a delivery, besides Content-Type and User-Agent: those of Standard Webhooks
+// (https://www.standardwebhooks.com).
 const (
-	// SignatureHeader carries sha256=<hex HMAC-SHA256 of the body>, keyed with the value of the
-	// webhook's secretRef; absent when the webhook names no Secret.
-	SignatureHeader = "X-Kokumi-Signature"
-	// DeliveryHeader carries the delivery's id (DeliveryID): the same on every try of one
-	// transition to one webhook, and on the transition seen again by a reconcile whose status
-	// write was lost, so that a receiver can drop a repeat.
-	DeliveryHeader = "X-Kokumi-Delivery"
-	// EventHeader carries the transition (the body's event), for a receiver that routes on it.
-	EventHeader = "X-Kokumi-Event"
+	// IDHeader carries the delivery's id (DeliveryID): the same on every try of one transition
+	// to one webhook, and on the transition seen again by a reconcile whose status write was
+	// lost, so that a receiver can drop a repeat.
+	IDHeader = "webhook-id"
+	// TimestampHeader carries when this try was sent, in Unix seconds: a receiver refuses a
+	// delivery whose timestamp is further than Tolerance from its clock.
+	TimestampHeader = "webhook-timestamp"
+	// SignatureHeader carries v1,<base64 HMAC-SHA256 of "id.timestamp.body"> (Sign), keyed with
+	// the webhook's key (ParseKey); absent when the webhook names no key.
+	SignatureHeader = "webhook-signature"
 )
+
+// Tolerance is how far from a receiver's clock a delivery's webhook-timestamp may be for the
+// documented verification (docs/rollouts.md) to accept it: Standard Webhooks' five minutes. A
+// receiver remembers the ids it accepted for as long, and drops a repeat.
+const Tolerance = 5 * time.Minute
+
+// KeyPrefix starts the value of a webhook's key: whsec_ and the base64 of the key's bytes, as
+// Standard Webhooks' libraries take it.
+const KeyPrefix = "whsec_"
+
+// MinKeyBytes is the fewest bytes a webhook's key decodes to (Standard Webhooks asks for 24 to
+// 64 random bytes).
+const MinKeyBytes = 24
 
 // ReasonNotificationFailed is the reason of the Warning Event on an Environment whose webhook a
 // delivery was given up to.
@@ -72,9 +90,12 @@ const maxResponse = 4 << 10
 
 // Options configure a Notifier; zero values take the defaults.
 type Options struct {
-	// Secrets reads the Secrets that sign the bodies, at send time, by name (the manager's API
-	// reader: no cache, no watch of Secrets).
+	// Secrets reads the Secrets that hold the webhooks' keys, at send time, by name (the
+	// manager's API reader: no cache, no watch of Secrets).
 	Secrets client.Reader
+	// Namespace is Kokumi's own namespace, where every webhook's secretRef is read: the tenants
+	// of an Environment's namespace can neither read nor delete its keys there.
+	Namespace string
 	// Recorder records a Warning Event on the Environment of a delivery given up; nil records
 	// none.
 	Recorder events.EventRecorder
@@ -124,8 +145,10 @@ type delivery struct {
 	index int
 	hook  v1.Notification
 	event v1.NotificationEvent
-	body  []byte
-	tries int
+	// contentType is the body's media type, of the webhook's format.
+	contentType string
+	body        []byte
+	tries       int
 }
 
 // New returns a Notifier of opts, its queue ready to take deliveries before it starts.
@@ -145,10 +168,11 @@ func New(opts Options) *Notifier {
 	return &Notifier{opts: opts, queue: make(chan *delivery, opts.Queue), seen: map[string]struct{}{}}
 }
 
-// Setup adds a Notifier to mgr, reading Secrets with its API reader and recording Events as
-// kokumi-notify; it sends while the manager runs (on the leader, as the reconcilers).
-func Setup(mgr ctrl.Manager) (*Notifier, error) {
-	n := New(Options{Secrets: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-notify")})
+// Setup adds a Notifier to mgr, reading the webhooks' keys in Kokumi's namespace with its API
+// reader and recording Events as kokumi-notify; it sends while the manager runs (on the leader,
+// as the reconcilers).
+func Setup(mgr ctrl.Manager, namespace string) (*Notifier, error) {
+	n := New(Options{Secrets: mgr.GetAPIReader(), Namespace: namespace, Recorder: mgr.GetEventRecorder("kokumi-notify")})
 	if err := mgr.Add(n); err != nil {
 		return nil, fmt.Errorf("add the notifier of the Environments' webhooks: %w", err)
 	}
@@ -182,8 +206,12 @@ func (n *Notifier) Start(ctx context.Context) error {
 type Body struct {
 	// Event is the transition: one of v1.NotificationEvent's values.
 	Event v1.NotificationEvent `json:"event"`
-	// Message says what happened, as the Serving's Event does.
+	// Message says what happened, in Kokumi's words.
 	Message string `json:"message"`
+	// Output is what the check printed, of a VerificationFailed (a Job's last words, the start
+	// of an HTTP answer): written by the tenant's program, so untrusted; cleaned of control
+	// characters and markup, at most 512 bytes (text.Untrusted). Absent for other events.
+	Output string `json:"output,omitempty"`
 	// Warning is true for a transition the Serving's Event warns of.
 	Warning bool `json:"warning"`
 	// Time is when the controller saw it, RFC 3339 in UTC.
@@ -216,7 +244,7 @@ type BodyRollout struct {
 
 // NewBody is the body of transition t of s's roll-out to webhook hook of env, seen at now.
 func NewBody(env *v1.Environment, hook string, s *v1.Serving, t rollout.Transition, now time.Time) Body {
-	b := Body{Event: t.Reason, Message: t.Message, Warning: t.Warning, Time: now.UTC().Format(time.RFC3339),
+	b := Body{Event: t.Reason, Message: t.Message, Output: t.Output, Warning: t.Warning, Time: now.UTC().Format(time.RFC3339),
 		Namespace: s.Namespace, Serving: s.Name, Order: s.Spec.OrderRef.Name, Environment: env.Name,
 		Preparation: s.Spec.PreparationName, Webhook: hook}
 	if r := s.Status.Rollout; r != nil {
@@ -225,16 +253,85 @@ func NewBody(env *v1.Environment, hook string, s *v1.Serving, t rollout.Transiti
 	return b
 }
 
+// The media types of the bodies, by format.
+const (
+	// ContentTypeJSON is Kokumi's body.
+	ContentTypeJSON = "application/json"
+	// ContentTypeCloudEvents is a CloudEvents event in structured mode.
+	ContentTypeCloudEvents = "application/cloudevents+json"
+)
+
+// CloudEvent is a CloudEvents 1.0 event in structured mode (JSON), of a transition: the body of a
+// webhook whose format is CloudEvents.
+type CloudEvent struct {
+	// SpecVersion is the CloudEvents version, 1.0.
+	SpecVersion string `json:"specversion"`
+	// ID is the delivery's id, as webhook-id: the same on every try.
+	ID string `json:"id"`
+	// Source is the Environment whose webhook this is, as the path of its API object:
+	// /apis/delivery.kokumi.dev/v1alpha1/namespaces/<namespace>/environments/<name>.
+	Source string `json:"source"`
+	// Type is dev.kokumi.rollout. and the event (dev.kokumi.rollout.RolloutPaused).
+	Type string `json:"type"`
+	// Subject is the Serving whose roll-out it is: servings/<name>.
+	Subject string `json:"subject"`
+	// Time is the body's time.
+	Time string `json:"time"`
+	// DataContentType is application/json.
+	DataContentType string `json:"datacontenttype"`
+	// Data is Kokumi's body.
+	Data Body `json:"data"`
+}
+
+// CloudEventTypePrefix starts the type of a CloudEvent of a transition; the event follows.
+const CloudEventTypePrefix = "dev.kokumi.rollout."
+
+// Encode returns the media type and the bytes of body in format, for the delivery id: Kokumi's
+// JSON (format Kokumi, or absent), or a CloudEvent whose data it is.
+func Encode(format v1.NotificationFormat, id string, body Body) (contentType string, data []byte, err error) {
+	if format != v1.NotificationFormatCloudEvents {
+		data, err = json.Marshal(body)
+		return ContentTypeJSON, data, err
+	}
+	data, err = json.Marshal(CloudEvent{SpecVersion: "1.0", ID: id,
+		Source: "/apis/" + v1.GroupVersion.String() + "/namespaces/" + body.Namespace + "/environments/" + body.Environment,
+		Type:   CloudEventTypePrefix + string(body.Event), Subject: "servings/" + body.Serving, Time: body.Time,
+		DataContentType: ContentTypeJSON, Data: body})
+	return ContentTypeCloudEvents, data, err
+}
+
 // Wants reports whether hook is told of event: its events name it, or it names none.
 func Wants(hook v1.Notification, event v1.NotificationEvent) bool {
 	return len(hook.Events) == 0 || slices.Contains(hook.Events, event)
 }
 
-// Sign is the value of SignatureHeader of body under key: sha256=<hex HMAC-SHA256>.
-func Sign(key, body []byte) string {
+// Sign is the value of SignatureHeader of the delivery id sent at timestamp (Unix seconds) with
+// body, under key (the bytes ParseKey returns): v1, and the base64 of the HMAC-SHA256 of
+// "id.timestamp.body".
+func Sign(key []byte, id string, timestamp int64, body []byte) string {
 	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id + "." + strconv.FormatInt(timestamp, 10) + "."))
 	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// ParseKey returns the bytes that key a webhook's signatures, of the value stored in its
+// Secret: whsec_ and the standard base64 of at least MinKeyBytes bytes, as Standard Webhooks'
+// libraries take it (surrounding white space, such as a file's last newline, is ignored). The
+// error says what is wrong with the value, never the value.
+func ParseKey(value []byte) ([]byte, error) {
+	v := strings.TrimSpace(string(value))
+	if !strings.HasPrefix(v, KeyPrefix) {
+		return nil, fmt.Errorf("the value does not start with %s", KeyPrefix)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(v, KeyPrefix))
+	if err != nil {
+		return nil, fmt.Errorf("what follows %s is not standard base64", KeyPrefix)
+	}
+	if len(key) < MinKeyBytes {
+		return nil, fmt.Errorf("it decodes to %d bytes, fewer than %d", len(key), MinKeyBytes)
+	}
+	return key, nil
 }
 
 // Notify queues a delivery of t to each webhook of env that wants it, and returns at once: a
@@ -255,12 +352,12 @@ func (n *Notifier) Notify(env *v1.Environment, s *v1.Serving, t rollout.Transiti
 				"environment", env.Name, "webhook", hook.Name, "event", string(t.Reason), "delivery", id)
 			continue
 		}
-		body, err := json.Marshal(NewBody(env, hook.Name, s, t, now))
+		contentType, body, err := Encode(hook.Format, id, NewBody(env, hook.Name, s, t, now))
 		if err != nil { // a struct of strings: not reached
 			n.failed(&delivery{env: ref, index: i, hook: hook, event: t.Reason}, fmt.Errorf("encode the body: %w", err))
 			continue
 		}
-		n.enqueue(&delivery{id: id, env: ref, index: i, hook: *hook.DeepCopy(), event: t.Reason, body: body})
+		n.enqueue(&delivery{id: id, env: ref, index: i, hook: *hook.DeepCopy(), event: t.Reason, contentType: contentType, body: body})
 	}
 }
 
@@ -312,27 +409,28 @@ func Backoff(first time.Duration, tries int, retryAfter, maxRetryAfter time.Dura
 // post makes one request of d. A failure is retried when retry is true (a network error, a 5xx
 // or a 429, after at least retryAfter when the webhook said so).
 func (n *Notifier) post(ctx context.Context, d *delivery) (retryAfter time.Duration, retry bool, err error) {
-	var signature string
+	var key []byte
 	if d.hook.SecretRef != nil {
-		key, err := n.key(ctx, d)
-		if err != nil {
+		var err error
+		if key, err = n.key(ctx, d); err != nil {
 			var missing missingKey
 			return 0, !errors.As(err, &missing), err
 		}
-		signature = Sign(key, d.body)
 	}
+	// Each try is stamped, and signed, anew: a retry is as fresh as the first try.
+	timestamp := n.opts.Now().Unix()
 	ctx, cancel := context.WithTimeout(ctx, n.opts.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.hook.URL, bytes.NewReader(d.body))
 	if err != nil {
 		return 0, false, fmt.Errorf("spec.notifications[%d].url %q: %w", d.index, d.hook.URL, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", d.contentType)
 	req.Header.Set("User-Agent", "kokumi/"+version.Version)
-	req.Header.Set(DeliveryHeader, d.id)
-	req.Header.Set(EventHeader, string(d.event))
-	if signature != "" {
-		req.Header.Set(SignatureHeader, signature)
+	req.Header.Set(IDHeader, d.id)
+	req.Header.Set(TimestampHeader, strconv.FormatInt(timestamp, 10))
+	if key != nil {
+		req.Header.Set(SignatureHeader, Sign(key, d.id, timestamp, d.body))
 	}
 	resp, err := n.opts.Client.Do(req)
 	if err != nil {
@@ -356,27 +454,51 @@ type missingKey struct{ msg string }
 
 func (e missingKey) Error() string { return e.msg }
 
-// key reads the value of the webhook's secretRef, in the Environment's namespace.
+// key reads the key of the webhook's secretRef, in Kokumi's namespace.
 func (n *Notifier) key(ctx context.Context, d *delivery) ([]byte, error) {
-	ref := d.hook.SecretRef
-	field := fmt.Sprintf("spec.notifications[%d].secretRef", d.index)
-	var secret corev1.Secret
-	err := n.opts.Secrets.Get(ctx, client.ObjectKey{Namespace: d.env.Namespace, Name: ref.Name}, &secret)
-	if apierrors.IsNotFound(err) {
-		return nil, missingKey{fmt.Sprintf("Environment %s/%s: %s names the Secret %s, which is not in namespace %s: "+
-			"create it with the key %s (kubectl -n %s create secret generic %s --from-literal=%s=<key>), or fix %s; the webhook %s is not sent unsigned",
-			d.env.Namespace, d.env.Name, field, ref.Name, d.env.Namespace, ref.Key, d.env.Namespace, ref.Name, ref.Key, field, d.hook.Name)}
-	}
+	key, problem, err := ReadKey(ctx, n.opts.Secrets, n.opts.Namespace, client.ObjectKeyFromObject(d.env), d.index, *d.hook.SecretRef)
 	if err != nil {
-		return nil, fmt.Errorf("read the Secret %s/%s of Environment %s's %s: %w", d.env.Namespace, ref.Name, d.env.Name, field, err)
+		return nil, err
 	}
-	key := secret.Data[ref.Key]
-	if len(key) == 0 {
-		return nil, missingKey{fmt.Sprintf("Environment %s/%s: %s names the key %s of the Secret %s, which has no such key or an empty one: "+
-			"add the key to the Secret, or fix %s.key; the webhook %s is not sent unsigned",
-			d.env.Namespace, d.env.Name, field, ref.Key, ref.Name, field, d.hook.Name)}
+	if problem != "" {
+		return nil, missingKey{problem + "; the webhook " + d.hook.Name + " is not sent unsigned"}
 	}
 	return key, nil
+}
+
+// ReadKey reads the key ref names, the secretRef of webhook index of the Environment env's
+// spec.notifications, from the Secret of that name in namespace, Kokumi's own, and parses it
+// (ParseKey).
+// A Secret or key that is missing or malformed is a problem: a message for the Environment that
+// names the field, where the Secret must be and how to make it. An error is a failed read worth
+// trying again.
+func ReadKey(ctx context.Context, secrets client.Reader, namespace string, env client.ObjectKey, index int, ref v1.SecretKeyRef) (key []byte, problem string, err error) {
+	field := fmt.Sprintf("spec.notifications[%d].secretRef", index)
+	create := fmt.Sprintf("kubectl -n %s create secret generic %s --from-literal=%s=%s$(openssl rand -base64 32)", namespace, ref.Name, ref.Key, KeyPrefix)
+	var secret corev1.Secret
+	err = secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, &secret)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Sprintf("Environment %s/%s: %s names the Secret %s, which is not in Kokumi's namespace %s "+
+			"(webhook keys are read there, where the Environment's tenants can neither read nor delete them; "+
+			"a Secret of that name in namespace %s is not read): create it with the key %s (%s) and give the receiver the same value, or fix %s",
+			env.Namespace, env.Name, field, ref.Name, namespace, env.Namespace, ref.Key, create, field), nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read the Secret %s/%s of Environment %s/%s's %s: %w", namespace, ref.Name, env.Namespace, env.Name, field, err)
+	}
+	value, ok := secret.Data[ref.Key]
+	if !ok || len(value) == 0 {
+		return nil, fmt.Sprintf("Environment %s/%s: %s names the key %s of the Secret %s/%s, which has no such key or an empty one: "+
+			"add the key to the Secret (%s=%s<base64 of 32 random bytes>), or fix %s.key",
+			env.Namespace, env.Name, field, ref.Key, namespace, ref.Name, ref.Key, KeyPrefix, field), nil
+	}
+	key, err = ParseKey(value)
+	if err != nil {
+		return nil, fmt.Sprintf("Environment %s/%s: %s names the key %s of the Secret %s/%s, which is no webhook key: %v; "+
+			"write %s and the standard base64 of at least %d random bytes (%s$(openssl rand -base64 32)) to it, and give the receiver the same value",
+			env.Namespace, env.Name, field, ref.Key, namespace, ref.Name, err, KeyPrefix, MinKeyBytes, KeyPrefix), nil
+	}
+	return key, "", nil
 }
 
 // parseRetryAfter reads a Retry-After header, seconds or an HTTP date; zero when absent or

@@ -2,6 +2,9 @@ package notify
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -123,11 +126,22 @@ var (
 	at     = time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
 )
 
+// kokumi is Kokumi's namespace in these tests, where the webhooks' keys are read.
+const kokumi = "kokumi-system"
+
+// chatKey is a webhook key as stored (whsec_ and the base64 of 32 bytes), chatKeyBytes what it
+// decodes to.
+var (
+	chatKeyBytes = []byte("0123456789abcdef0123456789abcdef")
+	chatKey      = KeyPrefix + base64.StdEncoding.EncodeToString(chatKeyBytes)
+)
+
 func environment(hooks ...v1.Notification) *v1.Environment {
 	return &v1.Environment{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: "team-a"}, Spec: v1.EnvironmentSpec{Notifications: hooks}}
 }
 
-// start runs a Notifier of opts, fast, with the Secrets given, until the test ends.
+// start runs a Notifier of opts, fast, with the Secrets given, until the test ends; its clock
+// stands at at unless opts names one.
 func start(t *testing.T, opts Options, secrets ...*corev1.Secret) *Notifier {
 	t.Helper()
 	scheme := runtime.NewScheme()
@@ -138,7 +152,10 @@ func start(t *testing.T, opts Options, secrets ...*corev1.Secret) *Notifier {
 	for _, s := range secrets {
 		b = b.WithObjects(s)
 	}
-	opts.Secrets, opts.FirstBackoff, opts.Now = b.Build(), time.Millisecond, func() time.Time { return at }
+	opts.Secrets, opts.Namespace, opts.FirstBackoff = b.Build(), kokumi, time.Millisecond
+	if opts.Now == nil {
+		opts.Now = func() time.Time { return at }
+	}
 	n := New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -157,34 +174,54 @@ func start(t *testing.T, opts Options, secrets ...*corev1.Secret) *Notifier {
 	return n
 }
 
+// secret is a Secret of Kokumi's namespace.
 func secret(name, key, value string) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a"}, Data: map[string][]byte{key: []byte(value)}}
+	return secretIn(kokumi, name, key, value)
+}
+
+func secretIn(namespace, name, key, value string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Data: map[string][]byte{key: []byte(value)}}
 }
 
 func TestADeliveryIsSignedAndCarriesTheFacts(t *testing.T) {
 	hook := newReceiver(t)
 	unsigned := newReceiver(t)
 	sent := deliveries(t, kmetrics.DeliverySent)
-	n := start(t, Options{}, secret("hooks", "chat", "s3cret"))
+	n := start(t, Options{}, secret("hooks", "chat", chatKey+"\n"))
 	n.Notify(environment(
 		v1.Notification{Name: "chat", URL: hook.URL + "/in", SecretRef: &v1.SecretKeyRef{Name: "hooks", Key: "chat"}},
 		v1.Notification{Name: "plain", URL: unsigned.URL},
 	), serving, paused)
 
 	r := hook.waitFor(t, 1)[0]
-	if got, want := r.header.Get(SignatureHeader), Sign([]byte("s3cret"), r.body); got != want || !strings.HasPrefix(got, "sha256=") || len(got) != len("sha256=")+64 {
-		t.Errorf("%s: %q, want %q", SignatureHeader, got, want)
+	id, ts := r.header.Get(IDHeader), r.header.Get(TimestampHeader)
+	if len(id) != 32 {
+		t.Errorf("%s: %q, want 32 hex digits", IDHeader, id)
 	}
-	if Sign([]byte("other"), r.body) == r.header.Get(SignatureHeader) {
-		t.Error("another key verifies the signature")
+	if want := strconv.FormatInt(at.Unix(), 10); ts != want {
+		t.Errorf("%s: %q, want %q (the Unix seconds of the try)", TimestampHeader, ts, want)
 	}
-	for h, want := range map[string]string{"Content-Type": "application/json", "User-Agent": "kokumi/" + version.Version, EventHeader: "RolloutPaused"} {
+	sig := r.header.Get(SignatureHeader)
+	if want := Sign(chatKeyBytes, id, at.Unix(), r.body); sig != want || !strings.HasPrefix(sig, "v1,") || len(sig) != len("v1,")+44 {
+		t.Errorf("%s: %q, want %q", SignatureHeader, sig, want)
+	}
+	// The signature is the HMAC of id.timestamp.body, keyed with the key's decoded bytes.
+	mac := hmac.New(sha256.New, chatKeyBytes)
+	mac.Write([]byte(id + "." + ts + "." + string(r.body)))
+	if want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)); sig != want {
+		t.Errorf("%s: %q is not the HMAC-SHA256 of id.timestamp.body (%q)", SignatureHeader, sig, want)
+	}
+	if err := Verify(chatKey, id, ts, sig, r.body, at); err != nil {
+		t.Errorf("the documented verification refuses the delivery: %v", err)
+	}
+	if Sign([]byte(chatKey), id, at.Unix(), r.body) == sig || Sign(chatKeyBytes, id, at.Unix()+1, r.body) == sig || Sign(chatKeyBytes, "other", at.Unix(), r.body) == sig {
+		t.Error("the undecoded key, another timestamp or another id verifies the signature")
+	}
+	for h, want := range map[string]string{"Content-Type": "application/json", "User-Agent": "kokumi/" + version.Version,
+		"X-Kokumi-Signature": "", "X-Kokumi-Delivery": "", "X-Kokumi-Event": ""} {
 		if got := r.header.Get(h); got != want {
 			t.Errorf("%s: %q, want %q", h, got, want)
 		}
-	}
-	if id := r.header.Get(DeliveryHeader); len(id) != 32 {
-		t.Errorf("%s: %q, want 32 hex digits", DeliveryHeader, id)
 	}
 	var body map[string]any
 	if err := json.Unmarshal(r.body, &body); err != nil {
@@ -197,15 +234,35 @@ func TestADeliveryIsSignedAndCarriesTheFacts(t *testing.T) {
 		t.Errorf("body\n%s\nwant\n%s", a, b)
 	}
 
-	// A webhook without a Secret gets the body unsigned; its own name in it.
+	// A webhook without a key gets the body unsigned, with an id and a timestamp; its own name in it.
 	p := unsigned.waitFor(t, 1)[0]
 	if h := p.header.Get(SignatureHeader); h != "" {
 		t.Errorf("an unsigned webhook got %s %q", SignatureHeader, h)
 	}
-	if !strings.Contains(string(p.body), `"webhook":"plain"`) || p.header.Get(DeliveryHeader) == r.header.Get(DeliveryHeader) {
-		t.Errorf("the second webhook's delivery %s: %s", p.header.Get(DeliveryHeader), p.body)
+	if !strings.Contains(string(p.body), `"webhook":"plain"`) || p.header.Get(IDHeader) == id || p.header.Get(TimestampHeader) != ts {
+		t.Errorf("the second webhook's delivery %s at %s: %s", p.header.Get(IDHeader), p.header.Get(TimestampHeader), p.body)
 	}
 	counted(t, kmetrics.DeliverySent, sent+2)
+}
+
+func TestAKeyIsWhsecAndTheBase64OfEnoughBytes(t *testing.T) {
+	for value, want := range map[string]string{
+		chatKey:                           "",
+		" " + chatKey + "\n":              "",
+		"s3cret-of-thirty-two-bytes-long": "does not start with whsec_",
+		KeyPrefix + "not base64!":         "not standard base64",
+		KeyPrefix + base64.StdEncoding.EncodeToString([]byte("short")): "decodes to 5 bytes, fewer than 24",
+	} {
+		key, err := ParseKey([]byte(value))
+		switch {
+		case want == "" && (err != nil || string(key) != string(chatKeyBytes)):
+			t.Errorf("ParseKey(%q): %q, %v; want the decoded bytes", value, key, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("ParseKey(%q): %v, want an error with %q", value, err, want)
+		case err != nil && strings.Contains(err.Error(), strings.TrimPrefix(value, KeyPrefix)):
+			t.Errorf("ParseKey's error %q tells the value", err)
+		}
+	}
 }
 
 func mustJSON(t *testing.T, v any) string {
@@ -233,7 +290,7 @@ func TestAWebhookIsToldOnlyOfTheEventsItNames(t *testing.T) {
 		rollout.Transition{Reason: "RolloutResumed"})
 	n.Notify(environment(v1.Notification{Name: "other", URL: other.URL, Events: []v1.NotificationEvent{"RolloutAborted"}}), serving,
 		rollout.Transition{Reason: "RolloutAborted", Warning: true})
-	if got := other.waitFor(t, 1); len(got) != 1 || got[0].header.Get(EventHeader) != "RolloutAborted" {
+	if got := other.waitFor(t, 1); len(got) != 1 || !strings.Contains(string(got[0].body), `"event":"RolloutAborted"`) {
 		t.Errorf("the webhook of RolloutAborted got %d requests", len(got))
 	}
 	if got := named.requests(); len(got) != 1 {
@@ -251,8 +308,8 @@ func TestA5xxOrA429IsTriedAgainWithTheSameIdAndAnother4xxIsNot(t *testing.T) {
 	n.Notify(environment(v1.Notification{Name: "flaky", URL: flaky.URL}), serving, paused)
 	got := flaky.waitFor(t, 3)
 	for _, r := range got {
-		if r.header.Get(DeliveryHeader) != got[0].header.Get(DeliveryHeader) || string(r.body) != string(got[0].body) {
-			t.Errorf("a retry's id %s and body differ from the first's (%s)", r.header.Get(DeliveryHeader), got[0].header.Get(DeliveryHeader))
+		if r.header.Get(IDHeader) != got[0].header.Get(IDHeader) || string(r.body) != string(got[0].body) {
+			t.Errorf("a retry's id %s and body differ from the first's (%s)", r.header.Get(IDHeader), got[0].header.Get(IDHeader))
 		}
 	}
 	counted(t, kmetrics.DeliverySent, sent+1)
@@ -292,24 +349,36 @@ func TestANetworkErrorIsTriedAgain(t *testing.T) {
 	}
 }
 
-func TestAMissingSecretOrKeyFailsTheDeliveryAndSendsNothingUnsigned(t *testing.T) {
+// A key is read in Kokumi's namespace only: a Secret of the name in the Environment's namespace
+// (which its tenants may write) is not read; a missing Secret, key, or a value that is no key,
+// fails the delivery with an Event that names the field and the fix, and nothing is sent.
+func TestAMissingOrMalformedKeyFailsTheDeliveryAndSendsNothingUnsigned(t *testing.T) {
 	hook := newReceiver(t)
 	failed := deliveries(t, kmetrics.DeliveryFailed)
 	rec := events.NewFakeRecorder(10)
-	n := start(t, Options{Recorder: rec}, secret("hooks", "other", "x"))
+	n := start(t, Options{Recorder: rec}, secret("hooks", "other", chatKey), secret("raw", "chat", "s3cret"),
+		secretIn("team-a", "tenants", "chat", chatKey))
 	n.Notify(environment(
 		v1.Notification{Name: "chat", URL: hook.URL, SecretRef: &v1.SecretKeyRef{Name: "nope", Key: "token"}},
 		v1.Notification{Name: "ops", URL: hook.URL, SecretRef: &v1.SecretKeyRef{Name: "hooks", Key: "token"}},
+		v1.Notification{Name: "tenant", URL: hook.URL, SecretRef: &v1.SecretKeyRef{Name: "tenants", Key: "chat"}},
+		v1.Notification{Name: "raw", URL: hook.URL, SecretRef: &v1.SecretKeyRef{Name: "raw", Key: "chat"}},
 	), serving, paused)
-	counted(t, kmetrics.DeliveryFailed, failed+2)
+	counted(t, kmetrics.DeliveryFailed, failed+4)
 	msgs := map[string]bool{}
-	for range 2 {
+	for range 4 {
 		e := <-rec.Events
 		msgs[e] = true
 	}
 	for _, want := range [][]string{
-		{"Environment team-a/edge", "spec.notifications[0].secretRef names the Secret nope", "kubectl -n team-a create secret generic nope --from-literal=token=<key>", "not sent unsigned"},
-		{"Environment team-a/edge", "spec.notifications[1].secretRef names the key token of the Secret hooks", "add the key to the Secret, or fix spec.notifications[1].secretRef.key"},
+		{"Environment team-a/edge", "spec.notifications[0].secretRef names the Secret nope, which is not in Kokumi's namespace kokumi-system",
+			"kubectl -n kokumi-system create secret generic nope --from-literal=token=whsec_$(openssl rand -base64 32)", "not sent unsigned"},
+		{"Environment team-a/edge", "spec.notifications[1].secretRef names the key token of the Secret kokumi-system/hooks",
+			"add the key to the Secret", "or fix spec.notifications[1].secretRef.key", "not sent unsigned"},
+		{"spec.notifications[2].secretRef names the Secret tenants, which is not in Kokumi's namespace kokumi-system",
+			"a Secret of that name in namespace team-a is not read"},
+		{"spec.notifications[3].secretRef names the key chat of the Secret kokumi-system/raw, which is no webhook key: the value does not start with whsec_",
+			"not sent unsigned"},
 	} {
 		found := false
 		for m := range msgs {
@@ -321,6 +390,11 @@ func TestAMissingSecretOrKeyFailsTheDeliveryAndSendsNothingUnsigned(t *testing.T
 		}
 		if !found {
 			t.Errorf("no Event with %q in %v", want, msgs)
+		}
+	}
+	for m := range msgs {
+		if strings.Contains(m, "s3cret") || strings.Contains(m, chatKey) {
+			t.Errorf("an Event tells a key: %s", m)
 		}
 	}
 	if got := hook.requests(); len(got) != 0 {
@@ -387,15 +461,15 @@ func TestATransitionSeenAgainFromTheSameServingIsSentOnce(t *testing.T) {
 	s.UID, s.ResourceVersion = "3f1c", "41"
 	n.Notify(env, s, paused)
 	n.Notify(env, s.DeepCopy(), paused)
-	first := hook.waitFor(t, 1)[0].header.Get(DeliveryHeader)
+	first := hook.waitFor(t, 1)[0].header.Get(IDHeader)
 	if want := DeliveryID(s, 0, env.Spec.Notifications[0], paused); first != want {
-		t.Errorf("%s: %q, want DeliveryID's %q", DeliveryHeader, first, want)
+		t.Errorf("%s: %q, want DeliveryID's %q", IDHeader, first, want)
 	}
 
 	s.ResourceVersion = "57"
 	n.Notify(env, s, paused)
 	got := hook.waitFor(t, 2)
-	if second := got[1].header.Get(DeliveryHeader); second == first {
+	if second := got[1].header.Get(IDHeader); second == first {
 		t.Errorf("the pause of a changed Serving has the first's id %s", first)
 	}
 	time.Sleep(100 * time.Millisecond) // a repeat, had it been queued, would have come by now
@@ -421,5 +495,58 @@ func TestTheNotifierRemembersABoundedNumberOfDeliveries(t *testing.T) {
 	}
 	if !n.repeat(strconv.Itoa(rememberedDeliveries - 1)) {
 		t.Error("the newest id is forgotten")
+	}
+}
+
+// What a check printed reaches the webhook in output, apart from Kokumi's message.
+func TestAChecksOutputGoesInAFieldOfItsOwn(t *testing.T) {
+	hook := newReceiver(t)
+	n := start(t, Options{})
+	failed := rollout.Transition{Reason: "VerificationFailed", Warning: true,
+		Message: "verification smoke of wave canary failed for Preparation podinfo-edge-2", Output: "channel all clear, approve here"}
+	n.Notify(environment(v1.Notification{Name: "chat", URL: hook.URL}), serving, failed)
+	var body map[string]any
+	if err := json.Unmarshal(hook.waitFor(t, 1)[0].body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if body["event"] != "VerificationFailed" || body["message"] != failed.Message || body["output"] != failed.Output || body["warning"] != true {
+		t.Errorf("body %v", body)
+	}
+}
+
+// A webhook whose format is CloudEvents gets a CloudEvents 1.0 event in structured mode, whose
+// data is Kokumi's body and whose id is the delivery's; headers and signature are the same.
+func TestACloudEventsWebhookGetsAStructuredEventSignedAlike(t *testing.T) {
+	hook := newReceiver(t)
+	n := start(t, Options{}, secret("hooks", "chat", chatKey))
+	s := serving.DeepCopy()
+	s.UID, s.ResourceVersion = "3f1c", "41"
+	n.Notify(environment(v1.Notification{Name: "bus", URL: hook.URL, Format: v1.NotificationFormatCloudEvents,
+		SecretRef: &v1.SecretKeyRef{Name: "hooks", Key: "chat"}}), s, paused)
+	r := hook.waitFor(t, 1)[0]
+	if ct := r.header.Get("Content-Type"); ct != "application/cloudevents+json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	id := r.header.Get(IDHeader)
+	if err := Verify(chatKey, id, r.header.Get(TimestampHeader), r.header.Get(SignatureHeader), r.body, at); err != nil {
+		t.Errorf("the documented verification refuses the CloudEvent: %v", err)
+	}
+	var event map[string]any
+	if err := json.Unmarshal(r.body, &event); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := event["data"].(map[string]any)
+	delete(event, "data")
+	want := map[string]any{"specversion": "1.0", "id": id, "source": "/apis/delivery.kokumi.dev/v1alpha1/namespaces/team-a/environments/edge",
+		"type": "dev.kokumi.rollout.RolloutPaused", "subject": "servings/podinfo-edge", "time": "2026-12-05T10:00:00Z", "datacontenttype": "application/json"}
+	if a, b := mustJSON(t, event), mustJSON(t, want); a != b {
+		t.Errorf("event\n%s\nwant\n%s", a, b)
+	}
+	if data["event"] != "RolloutPaused" || data["message"] != paused.Message || data["webhook"] != "bus" || data["serving"] != "podinfo-edge" {
+		t.Errorf("data %v: not Kokumi's body", data)
+	}
+	if id != DeliveryID(s, 0, v1.Notification{Name: "bus", URL: hook.URL, Format: v1.NotificationFormatCloudEvents,
+		SecretRef: &v1.SecretKeyRef{Name: "hooks", Key: "chat"}}, paused) {
+		t.Errorf("id %s is not the delivery's", id)
 	}
 }

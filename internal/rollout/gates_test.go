@@ -109,7 +109,14 @@ func TestAFailedVerificationHaltsTheRollout(t *testing.T) {
 	}
 	was := previous.DeepCopy()
 	was.Verifications[0].Phase = v1.VerificationRunning
-	if ts := Transitions(was, &st, ""); len(ts) != 2 || ts[0].Reason != "VerificationFailed" || !strings.Contains(ts[0].Message, "503") || ts[1].Reason != v1.ReasonRolloutHalted {
+	if ts := Transitions(was, &st, ""); len(ts) != 2 || ts[0].Reason != "VerificationFailed" || ts[0].Output != "503 Service Unavailable" ||
+		strings.Contains(ts[0].Message, "503") || ts[1].Reason != v1.ReasonRolloutHalted {
+		t.Errorf("transitions %+v", ts)
+	}
+	// What the check printed is the tenant's: it goes in Output, cleaned, never in the message.
+	st.Verifications[0].Message = "<!channel> rollout approved, [sign off](https://evil.example/)\x1b[2J"
+	if ts := Transitions(was, &st, ""); len(ts) != 2 || ts[0].Output != "channel rollout approved, sign off (https://evil.example/) 2J" ||
+		ts[0].Message != "verification smoke of wave canary failed for Preparation p-2" {
 		t.Errorf("transitions %+v", ts)
 	}
 }

@@ -695,10 +695,14 @@ func (p *Plan) Note() string {
 
 // Transition is a change of a roll-out worth an Event, and a notification to the Environment's
 // webhooks: its reason (one of v1.NotificationEvent's values), message and whether it warns.
+// Message is Kokumi's own words; Output, of a VerificationFailed, is what the check printed (a
+// Job's last words, the start of an HTTP answer), which the tenant's program controls: cleaned
+// by text.Untrusted, and always shown apart, marked as the check's output.
 type Transition struct {
 	Reason  v1.NotificationEvent
 	Message string
 	Warning bool
+	Output  string
 }
 
 // Transitions returns the changes of a roll-out from previous to next worth an Event, in the
@@ -741,7 +745,8 @@ func Transitions(previous *v1.RolloutStatus, next *v1.RolloutStatus, by string) 
 		if p := FindResult(was.Verifications, v.Wave, v.Name); p != nil && p.Phase == v1.VerificationFailed {
 			continue
 		}
-		add("VerificationFailed", true, text.Truncate(fmt.Sprintf("verification %s of %s failed for Preparation %s: %s", v.Name, GateName(v.Wave), next.Preparation, v.Message), 1024))
+		add("VerificationFailed", true, text.Truncate(fmt.Sprintf("verification %s of %s failed for Preparation %s", v.Name, GateName(v.Wave), next.Preparation), text.MaxMessage))
+		out[len(out)-1].Output = text.Untrusted(v.Message)
 	}
 	if next.Awaiting != "" && next.Awaiting != was.Awaiting {
 		add("AwaitingApproval", false, next.Message)

@@ -1,11 +1,13 @@
 // Package text holds the one way Kokumi shortens what it writes for people: a message cut at its
 // end, a message cut in its middle, a long text cut at a line, the first names of a list and a
 // count of the rest, and counts with thousands separators. Status stays small through these.
+// Untrusted cleans what a tenant's program wrote before it reaches admins' tools.
 package text
 
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -64,6 +66,37 @@ func TruncateLines(s string, n int, what string) string {
 		kept += "\n"
 	}
 	return kept + fmt.Sprintf("# … truncated: %s is %d bytes, only the first %d are shown\n", what, len(s), len(kept))
+}
+
+// MaxUntrusted caps the text Untrusted returns.
+const MaxUntrusted = 512
+
+// markup are the characters that chat, incident and Markdown tools read as markup: links
+// ([text](url), <url|text>), mentions (<!channel>, @here), emphasis, code, headings, HTML and its
+// entities, escapes.
+const markup = "<>[]{}`*_~|\\#!@&"
+
+// Untrusted cleans text a tenant's program wrote (a verification Job's last words, the start of
+// an HTTP answer) for tools that render it: control and format characters (line breaks, escape
+// sequences, bidirectional overrides, zero-width characters) and markup characters each become a
+// space, runs of spaces one, invalid UTF-8 goes, and the result is cut to MaxUntrusted bytes.
+// Letters, digits and the other punctuation stay, so that the text still reads.
+func Untrusted(s string) string {
+	var b strings.Builder
+	space := true // no leading space
+	for _, r := range strings.ToValidUTF8(s, "") {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.IsSpace(r) || strings.ContainsRune(markup, r) ||
+			r == utf8.RuneError || !unicode.IsPrint(r) {
+			if !space {
+				b.WriteByte(' ')
+				space = true
+			}
+			continue
+		}
+		b.WriteRune(r)
+		space = false
+	}
+	return Truncate(strings.TrimRight(b.String(), " "), MaxUntrusted)
 }
 
 // Names lists the first MaxNamed names and counts the others: "a, b, c, d, e … and 1,997 more".

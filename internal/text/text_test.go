@@ -56,3 +56,23 @@ func TestThousands(t *testing.T) {
 		}
 	}
 }
+
+func TestUntrustedTextLosesControlsAndMarkupAndStaysReadable(t *testing.T) {
+	for in, want := range map[string]string{
+		"smoke: GET /healthz answered 500\nretrying is not asked for":       "smoke: GET /healthz answered 500 retrying is not asked for",
+		"<!channel> all clear, [approve here](https://evil.example/) @here": "channel all clear, approve here (https://evil.example/) here",
+		"\x1b[31mred\x1b[0m\tand\r\nbold **yes** `rm -rf` <b>x</b>":         "31mred 0m and bold yes rm -rf b x /b",
+		"ok\u202edesrever\u200b zero\u2066width":                            "ok desrever zero width",
+		"bad \xff utf-8 ëtoile":                                             "bad utf-8 ëtoile",
+		"   ":                                                               "",
+		"{\"error_rate\": \"0.5\"} | 50% & more #1 ~x~ \\n":                 "\"error rate\": \"0.5\" 50% more 1 x n",
+	} {
+		if got := Untrusted(in); got != want {
+			t.Errorf("Untrusted(%q) = %q, want %q", in, got, want)
+		}
+	}
+	long := Untrusted(strings.Repeat("é", 1000))
+	if len(long) > MaxUntrusted || !strings.HasSuffix(long, "…") || !utf8.ValidString(long) {
+		t.Errorf("a long text is %d bytes, valid %v: %q…", len(long), utf8.ValidString(long), long[:20])
+	}
+}

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -266,6 +268,18 @@ func TestTheDashboardAndAlertsNameOnlyServedMetrics(t *testing.T) {
 	must(t, env.Client.Create(ctx, s))
 	t.Cleanup(func() { deleteAndWait(t, s) })
 	createCluster(t, "metrics-names", unreachable(t), nil, nil)
+	// An Environment whose signed webhook's key is not in Kokumi's namespace, then is.
+	environment := &v1.Environment{ObjectMeta: metav1.ObjectMeta{Name: "names", Namespace: ns}, Spec: v1.EnvironmentSpec{Project: "names",
+		Notifications: []v1.Notification{{Name: "chat", URL: "https://hooks.example.com/", SecretRef: &v1.SecretKeyRef{Name: "metrics-names", Key: "chat"}}}}}
+	must(t, env.Client.Create(ctx, environment))
+	t.Cleanup(func() { deleteAndWait(t, environment) })
+	keysMissing := fmt.Sprintf(`kokumi_environment_webhook_keys_missing{environment="names",namespace="%s"}`, ns)
+	metricEquals(t, token, keysMissing, 1)
+	key := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "metrics-names", Namespace: cfg.Namespace},
+		Data: map[string][]byte{"chat": []byte("whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 32)))}}
+	must(t, env.Client.Create(ctx, key))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, key) })
+	metricEquals(t, token, keysMissing, 0)
 	metricEquals(t, token, `kokumi_cluster_ready{cluster="metrics-names"}`, 0)
 	metricEquals(t, token, fmt.Sprintf(`kokumi_serving_ready{namespace="%s",serving="names"}`, ns), 0)
 	metricEquals(t, token, fmt.Sprintf(`kokumi_promotions_waiting{kind="serving",namespace="%s",serving="names"}`, ns), 0)

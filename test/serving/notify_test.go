@@ -1,9 +1,8 @@
 package serving
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,7 +46,7 @@ func newHookReceiver(t *testing.T, fails int) *hookReceiver {
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		h.mu.Lock()
-		id := r.Header.Get(notify.DeliveryHeader)
+		id := r.Header.Get(notify.IDHeader)
 		h.tries[id]++
 		answer := http.StatusOK
 		if h.tries[id] <= h.fails {
@@ -66,8 +66,9 @@ func (h *hookReceiver) pauses() map[string][]hookRequest {
 	defer h.mu.Unlock()
 	out := map[string][]hookRequest{}
 	for _, r := range h.got {
-		if r.header.Get(notify.EventHeader) == "RolloutPaused" {
-			id := r.header.Get(notify.DeliveryHeader)
+		var body struct{ Event string }
+		if json.Unmarshal(r.body, &body) == nil && body.Event == "RolloutPaused" {
+			id := r.header.Get(notify.IDHeader)
 			out[id] = append(out[id], r)
 		}
 	}
@@ -80,14 +81,17 @@ func (h *hookReceiver) count() int {
 	return len(h.got)
 }
 
-// verified checks r's signature with key, as a receiver would, and returns its body.
-func verified(t *testing.T, r hookRequest, key []byte) map[string]any {
+// verifyDelivery runs the documented verification (notify.Verify) of r with secret, as a receiver whose
+// clock stands at now.
+func verifyDelivery(r hookRequest, secret string, now time.Time) error {
+	return notify.Verify(secret, r.header.Get("webhook-id"), r.header.Get("webhook-timestamp"), r.header.Get("webhook-signature"), r.body, now)
+}
+
+// verified checks r with secret, as a receiver would at once, and returns its body.
+func verified(t *testing.T, r hookRequest, secret string) map[string]any {
 	t.Helper()
-	mac := hmac.New(sha256.New, key)
-	mac.Write(r.body)
-	want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
-	if got := r.header.Get("X-Kokumi-Signature"); !hmac.Equal([]byte(got), []byte(want)) {
-		t.Errorf("X-Kokumi-Signature %q does not verify with the Secret's key (want %q)", got, want)
+	if err := verifyDelivery(r, secret, time.Now()); err != nil {
+		t.Errorf("the delivery %s does not verify with the Secret's key: %v", r.header.Get("webhook-id"), err)
 	}
 	if ct := r.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q", ct)
@@ -95,6 +99,25 @@ func verified(t *testing.T, r hookRequest, key []byte) map[string]any {
 	var body map[string]any
 	must(t, json.Unmarshal(r.body, &body))
 	return body
+}
+
+// newKey returns a webhook key as the docs make one: whsec_ and the base64 of 32 random bytes.
+func newKey(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 32)
+	_, err := rand.Read(b)
+	must(t, err)
+	return notify.KeyPrefix + base64.StdEncoding.EncodeToString(b)
+}
+
+// keySecret creates the Secret name in Kokumi's namespace with the key signing of value.
+func (f *fixture) keySecret(name, value string) {
+	f.t.Helper()
+	must(f.t, env.Client.Create(f.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cfg.Namespace},
+		Data: map[string][]byte{"signing": []byte(value)}}))
+	f.t.Cleanup(func() {
+		_ = env.Client.Delete(f.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cfg.Namespace}})
+	})
 }
 
 // setNotifications sets the Environment edge's spec.notifications as c.
@@ -110,23 +133,23 @@ func (f *fixture) setNotifications(c client.Client, hooks []v1.Notification) err
 }
 
 // A person pauses a roll-out: the Environment's webhooks are told, signed with the key of the
-// Secret its secretRef names; a webhook that answers 503 gets the same delivery again; one whose
-// events leave the pause out, and one whose Secret is missing, get nothing.
+// Secret of Kokumi's namespace its secretRef names; a webhook that answers 503 gets the same
+// delivery again; one whose events leave the pause out, and one whose Secret is not in Kokumi's
+// namespace (but in the Environment's), get nothing.
 func TestRolloutNotificationsArriveSignedAndAreRetried(t *testing.T) {
 	f := newFixture(t)
 	chat, pager, audit, typo := newHookReceiver(t, 0), newHookReceiver(t, 2), newHookReceiver(t, 0), newHookReceiver(t, 0)
-	key := []byte("signing-key-of-" + f.ns)
-	must(t, env.Client.Create(f.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "webhooks", Namespace: f.ns}, Data: map[string][]byte{"signing": key}}))
-	// A Secret of the name the typo names, in another namespace: never read for this Environment.
-	other := f.ns + "-other"
-	must(t, env.CreateNamespace(f.ctx, other))
-	must(t, env.Client.Create(f.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "webhook", Namespace: other}, Data: map[string][]byte{"signing": []byte("x")}}))
-	signing := &v1.SecretKeyRef{Name: "webhooks", Key: "signing"}
+	key, name := newKey(t), "webhooks-"+f.ns // Kokumi's namespace is the tests' shared one
+	f.keySecret(name, key)
+	// A Secret of the name the typo names, in the Environment's namespace: never read.
+	typoName := "webhook-" + f.ns
+	must(t, env.Client.Create(f.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: typoName, Namespace: f.ns}, Data: map[string][]byte{"signing": []byte(newKey(t))}}))
+	signing := &v1.SecretKeyRef{Name: name, Key: "signing"}
 	must(t, f.setNotifications(env.Client, []v1.Notification{
 		{Name: "chat", URL: chat.URL + "/hooks/kokumi", SecretRef: signing},
 		{Name: "pager", URL: pager.URL, SecretRef: signing, Events: []v1.NotificationEvent{"RolloutPaused"}},
 		{Name: "audit", URL: audit.URL, SecretRef: signing, Events: []v1.NotificationEvent{"RolloutAborted", "RolledBack"}},
-		{Name: "typo", URL: typo.URL, SecretRef: &v1.SecretKeyRef{Name: "webhook", Key: "signing"}},
+		{Name: "typo", URL: typo.URL, SecretRef: &v1.SecretKeyRef{Name: typoName, Key: "signing"}},
 	}))
 	f.setRollout(canaryThenRest(0, v1.RolloutHalt))
 	canary, rest := "nt-canary-"+f.ns, "nt-a-"+f.ns // a name of its own on each run
@@ -203,7 +226,7 @@ func TestRolloutNotificationsArriveSignedAndAreRetried(t *testing.T) {
 	}
 
 	// By then (its retries waited 3 s), the webhook whose events leave the pause out, and the one
-	// whose Secret is not in the Environment's namespace, have got nothing.
+	// whose Secret is not in Kokumi's namespace, have got nothing.
 	if n := audit.count(); n != 0 {
 		t.Errorf("the webhook of RolloutAborted and RolledBack got %d requests", n)
 	}
@@ -213,12 +236,123 @@ func TestRolloutNotificationsArriveSignedAndAreRetried(t *testing.T) {
 	if faults == nil {
 		f.eventually("a NotificationFailed Event on the Environment", func() error {
 			for _, m := range f.eventsOf("edge", notify.ReasonNotificationFailed) {
-				if strings.Contains(m, "spec.notifications[3].secretRef names the Secret webhook, which is not in namespace "+f.ns) &&
+				if strings.Contains(m, "spec.notifications[3].secretRef names the Secret "+typoName+", which is not in Kokumi's namespace "+cfg.Namespace) &&
 					strings.Contains(m, "not sent unsigned") {
 					return nil
 				}
 			}
 			return fmt.Errorf("Events %q", f.eventsOf("edge", notify.ReasonNotificationFailed))
+		})
+	}
+}
+
+// The webhook key is not the tenant's: a tenant with edit in the Environment's namespace can
+// neither read, list nor delete it in Kokumi's namespace; deleting the Secret of the same name in
+// its own namespace (where earlier versions read the key) changes nothing: the pause still
+// arrives signed with the admin's key, which a key the tenant knows does not verify. A delivery
+// played again more than five minutes later fails the documented verification.
+func TestATenantCanNeitherReadNorDeleteTheWebhookKey(t *testing.T) {
+	f := newFixture(t)
+	hook := newHookReceiver(t, 0)
+	key, name := newKey(t), "webhooks-"+f.ns
+	f.keySecret(name, key)
+	tenantKey := newKey(t) // what the tenant can read or write in its own namespace
+	must(t, env.Client.Create(f.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Data: map[string][]byte{"signing": []byte(tenantKey)}}))
+	must(t, f.setNotifications(env.Client, []v1.Notification{{Name: "change-management", URL: hook.URL, SecretRef: &v1.SecretKeyRef{Name: name, Key: "signing"}}}))
+
+	tenant, alice := f.tenant("alice-" + f.ns)
+	var s corev1.Secret
+	if err := tenant.Get(f.ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: name}, &s); !apierrors.IsForbidden(err) {
+		t.Fatalf("a tenant with edit read the webhook key in %s: %v", cfg.Namespace, err)
+	}
+	if err := tenant.List(f.ctx, &corev1.SecretList{}, client.InNamespace(cfg.Namespace)); !apierrors.IsForbidden(err) {
+		t.Fatalf("a tenant with edit listed the Secrets of %s: %v", cfg.Namespace, err)
+	}
+	if err := tenant.Delete(f.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cfg.Namespace}}); !apierrors.IsForbidden(err) {
+		t.Fatalf("a tenant with edit deleted the webhook key in %s: %v", cfg.Namespace, err)
+	}
+	// What the tenant may do: read and delete the Secrets of its own namespace.
+	must(t, tenant.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: name}, &s))
+	must(t, tenant.Delete(f.ctx, &s))
+
+	f.setRollout(canaryThenRest(0, v1.RolloutHalt))
+	canary, rest := "nk-canary-"+f.ns, "nk-a-"+f.ns
+	f.ringCluster(canary, "canary", true)
+	f.ringCluster(rest, "", true)
+	one := f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", one.Name)
+	f.deployAll(one, []string{canary}, []string{rest})
+	two := f.preparation("podinfo-edge-2", "podinfo", false)
+	must(t, f.control(tenant, func(c *v1.RolloutControl) { c.Paused, c.By = true, alice }))
+	f.promote(two.Name)
+
+	f.eventually("the webhook gets RolloutPaused", func() error {
+		if len(hook.pauses()) == 0 {
+			return fmt.Errorf("%d requests, none of RolloutPaused", hook.count())
+		}
+		return nil
+	})
+	for id, tries := range hook.pauses() {
+		r := tries[0]
+		verified(t, r, key)
+		if err := verifyDelivery(r, tenantKey, time.Now()); err == nil {
+			t.Errorf("delivery %s verifies with the key the tenant knew", id)
+		}
+		// A replay: the same request, as recorded, six minutes later.
+		if err := verifyDelivery(r, key, time.Now().Add(notify.Tolerance+time.Minute)); err == nil || !strings.Contains(err.Error(), "more than 5 minutes away") {
+			t.Errorf("delivery %s replayed six minutes later: %v, want refused for its stale webhook-timestamp", id, err)
+		}
+	}
+}
+
+// What a failed check printed is the tenant's program's: it reaches the webhook in output,
+// cleaned of control characters and markup, and the Serving's Event marked and quoted; the
+// message is Kokumi's words alone.
+func TestACheckOutputReachesTheWebhookMarkedAndCleaned(t *testing.T) {
+	f := newFixture(t)
+	check := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, "<!channel> all clear\n[approve here](https://evil.example/) \x1b[31m@here")
+	}))
+	t.Cleanup(check.Close)
+	hook := newHookReceiver(t, 0)
+	must(t, f.setNotifications(env.Client, []v1.Notification{{Name: "incidents", URL: hook.URL, Events: []v1.NotificationEvent{"VerificationFailed"}}}))
+	p := canaryThenRest(0, v1.RolloutHalt)
+	p.Waves[0].Verify = []v1.Verification{{Name: "smoke", HTTP: &v1.HTTPVerification{URL: check.URL + "/healthz", SuccessCondition: "response.status == 200"}}}
+	f.setRollout(p)
+	canary, rest := "no-canary-"+f.ns, "no-a-"+f.ns
+	f.ringCluster(canary, "canary", true)
+	f.ringCluster(rest, "", true)
+	one := f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", one.Name)
+	f.targets(one.Spec.Artifact.Digest, canary)
+	f.healthy(one.Spec.Artifact.Digest, canary)
+
+	var body map[string]any
+	f.eventually("the webhook gets VerificationFailed", func() error {
+		hook.mu.Lock()
+		defer hook.mu.Unlock()
+		if len(hook.got) == 0 {
+			return fmt.Errorf("no request")
+		}
+		return json.Unmarshal(hook.got[0].body, &body)
+	})
+	want := "verification smoke of wave canary failed for Preparation " + one.Name
+	output, _ := body["output"].(string)
+	if body["event"] != "VerificationFailed" || body["message"] != want {
+		t.Errorf("body %v, want the message %q", body, want)
+	}
+	if !strings.Contains(output, "channel all clear approve here (https://evil.example/) 31m here") || strings.ContainsAny(output, "<>[]@!\x1b\n") {
+		t.Errorf("output %q: not the check's answer, cleaned", output)
+	}
+	if faults == nil {
+		f.eventually("the Serving's Event VerificationFailed", func() error {
+			for _, m := range f.eventsOf(f.serving().Name, "VerificationFailed") {
+				if strings.HasPrefix(m, want+"; the check's output (untrusted): \"") && strings.Contains(m, "channel all clear") && !strings.ContainsAny(m, "<>[]@\x1b\n") {
+					return nil
+				}
+			}
+			return fmt.Errorf("Events %q", f.eventsOf(f.serving().Name, "VerificationFailed"))
 		})
 	}
 }

@@ -5,9 +5,11 @@ package environment
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -33,6 +36,8 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller/status"
 	"github.com/kokumi-dev/kokumi/internal/gate"
+	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
+	"github.com/kokumi-dev/kokumi/internal/notify"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/text"
 	"github.com/kokumi-dev/kokumi/internal/verify"
@@ -41,6 +46,9 @@ import (
 const (
 	// environmentProjectIndex indexes Environments by spec.project.
 	environmentProjectIndex = "kokumi.spec.project"
+	// environmentKeyIndex indexes Environments by the Secrets their webhooks' keys are in
+	// (spec.notifications[].secretRef.name, in Kokumi's namespace).
+	environmentKeyIndex = "kokumi.spec.notifications.secretRef.name"
 )
 
 // environmentAppProjectGVK is Argo CD's AppProject, read as metadata only.
@@ -56,14 +64,19 @@ type Reconciler struct {
 	Projects client.Reader
 	// Recorder records events on transitions.
 	Recorder events.EventRecorder
-	// Config is Kokumi's configuration: Argo CD's namespace.
+	// Config is Kokumi's configuration: Argo CD's namespace, and Kokumi's, where the webhooks'
+	// keys are.
 	Config config.Config
+	// Keys reads the Secrets that hold the webhooks' keys, in Kokumi's namespace, by name and
+	// uncached (the manager's API reader); nil checks no key.
+	Keys client.Reader
 }
 
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=environments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=environments/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=argoproj.io,namespace=argocd,resources=appprojects,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=secrets,verbs=get;list;watch
 
 // Setup registers the Environment reconciler with the manager.
 func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache) error {
@@ -71,11 +84,19 @@ func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache) error {
 		func(o client.Object) []string { return []string{o.(*v1.Environment).Spec.Project} }); err != nil {
 		return fmt.Errorf("index environments by project: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1.Environment{}, environmentKeyIndex, keySecrets); err != nil {
+		return fmt.Errorf("index environments by their webhooks' key Secrets: %w", err)
+	}
+	keys, err := newKeyCache(mgr, cfg.Namespace)
+	if err != nil {
+		return err
+	}
 	r := &Reconciler{
 		Client:   mgr.GetClient(),
 		Projects: argo.Cache,
 		Recorder: mgr.GetEventRecorder("kokumi-environment"),
 		Config:   cfg,
+		Keys:     mgr.GetAPIReader(),
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("environment").
@@ -83,7 +104,10 @@ func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache) error {
 		WatchesRawSource(source.Kind(mgr.GetCache(), &v1.Cluster{}, r.clusterHandler())).
 		// An Environment appearing, going or changing its requirements may break or mend the
 		// pipelines of the others in its namespace.
-		Watches(&v1.Environment{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOfNamespace))
+		Watches(&v1.Environment{}, handler.EnqueueRequestsFromMapFunc(r.pipelinesOfNamespace)).
+		// A webhook key made, changed or deleted in Kokumi's namespace changes the condition
+		// Notifications of the Environments that name it.
+		WatchesRawSource(source.Kind(keys, secretMetadata(), handler.TypedEnqueueRequestsFromMapFunc(r.environmentsOfKey)))
 	c, err := b.WithOptions(controller.Options{MaxConcurrentReconciles: cfg.Workers(config.EnvironmentConcurrency)}).Build(status.QuietConflicts(r))
 	if err != nil {
 		return fmt.Errorf("set up the environment controller: %w", err)
@@ -99,6 +123,62 @@ func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache) error {
 		return c.Watch(argocache.EnqueueAll(r.Client, &v1.EnvironmentList{}))
 	})
 	return nil
+}
+
+// keySecrets are the names of the Secrets an Environment's webhooks' keys are in.
+func keySecrets(o client.Object) []string {
+	var names []string
+	for _, n := range o.(*v1.Environment).Spec.Notifications {
+		if n.SecretRef != nil && !slices.Contains(names, n.SecretRef.Name) {
+			names = append(names, n.SecretRef.Name)
+		}
+	}
+	return names
+}
+
+// secretMetadata is a Secret, read as metadata only.
+func secretMetadata() *metav1.PartialObjectMetadata {
+	s := &metav1.PartialObjectMetadata{}
+	s.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return s
+}
+
+// newKeyCache makes a cache of the metadata of the Secrets of Kokumi's namespace, and of nothing
+// else, added to mgr, which starts it: their values are never cached, only read by name
+// (Reconciler.Keys) when an Environment names one.
+func newKeyCache(mgr ctrl.Manager, namespace string) (cache.Cache, error) {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient:        mgr.GetHTTPClient(),
+		Scheme:            mgr.GetScheme(),
+		Mapper:            mgr.GetRESTMapper(),
+		DefaultNamespaces: map[string]cache.Config{namespace: {}},
+		DefaultTransform:  cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create the cache of the Secrets' metadata of namespace %s: %w", namespace, err)
+	}
+	if err := mgr.Add(c); err != nil {
+		return nil, fmt.Errorf("add the cache of the Secrets' metadata of namespace %s: %w", namespace, err)
+	}
+	return c, nil
+}
+
+// environmentsOfKey maps a Secret of Kokumi's namespace to the Environments whose webhooks name
+// it.
+func (r *Reconciler) environmentsOfKey(ctx context.Context, s *metav1.PartialObjectMetadata) []reconcile.Request {
+	if s.Namespace != r.Config.Namespace {
+		return nil
+	}
+	var list v1.EnvironmentList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{environmentKeyIndex: s.Name}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list the Environments of a webhook key", "secret", s.Name)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
 }
 
 func environmentAppProjectMetadata() *metav1.PartialObjectMetadata {
@@ -184,6 +264,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var env v1.Environment
 	if err := r.Client.Get(ctx, req.NamespacedName, &env); err != nil {
 		if apierrors.IsNotFound(err) {
+			kmetrics.ForgetEnvironment(req.Namespace, req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get environment %s: %w", req.NamespacedName, err)
@@ -215,6 +296,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if problem := verify.Problem(&env); problem != "" {
 		ready, reason, message = metav1.ConditionFalse, v1.ReasonInvalidVerification, problem
 	}
+	if err := r.checkKeys(ctx, &env); err != nil {
+		return ctrl.Result{}, err
+	}
 	env.Status.Clusters, env.Status.ReadyClusters = facts.Selected, facts.Ready
 	env.Status.ObservedGeneration = env.Generation
 	meta.SetStatusCondition(&env.Status.Conditions, metav1.Condition{
@@ -233,6 +317,48 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	// ArgoCDNotInstalled needs no recheck: every Environment looks again when the CRDs appear.
 	return written.Result(), nil
+}
+
+// checkKeys sets the condition Notifications of env, and its series of
+// kokumi_environment_webhook_keys_missing, by reading the key each webhook's secretRef names in
+// Kokumi's namespace; an Environment without one has neither. An error is a read worth trying
+// again.
+func (r *Reconciler) checkKeys(ctx context.Context, env *v1.Environment) error {
+	if r.Keys == nil {
+		return nil
+	}
+	var signed int
+	var problems []string
+	for i, hook := range env.Spec.Notifications {
+		if hook.SecretRef == nil {
+			continue
+		}
+		signed++
+		_, problem, err := notify.ReadKey(ctx, r.Keys, r.Config.Namespace, client.ObjectKeyFromObject(env), i, *hook.SecretRef)
+		if err != nil {
+			return err
+		}
+		if problem != "" {
+			problems = append(problems, problem+"; until then the webhook "+hook.Name+" is sent nothing")
+		}
+	}
+	kmetrics.SetWebhookKeysMissing(env.Namespace, env.Name, signed, len(problems))
+	if signed == 0 {
+		meta.RemoveStatusCondition(&env.Status.Conditions, v1.ConditionNotifications)
+		return nil
+	}
+	c := metav1.Condition{Type: v1.ConditionNotifications, Status: metav1.ConditionTrue, Reason: v1.ReasonWebhookKeysFound,
+		Message:            fmt.Sprintf("the keys of the %d signed webhooks are in Kokumi's namespace %s", signed, r.Config.Namespace),
+		ObservedGeneration: env.Generation}
+	if len(problems) > 0 {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1.ReasonWebhookKeyMissing, problems[0]
+		if len(problems) > 1 {
+			c.Message += fmt.Sprintf(" (and %d more webhooks without a key)", len(problems)-1)
+		}
+	}
+	c.Message = text.ShortenMiddle(c.Message, text.MaxMessage)
+	meta.SetStatusCondition(&env.Status.Conditions, c)
+	return nil
 }
 
 // pipelineProblem says why the Environment's spec.requires cannot be passed: a required

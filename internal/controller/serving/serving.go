@@ -75,7 +75,7 @@ const (
 // +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=pods,verbs=list
 // +kubebuilder:rbac:groups=delivery.kokumi.dev,resources=preparations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=secrets,verbs=create
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=configmaps,verbs=get;list;watch;create;update;patch
 
 // Reconciler deploys a Serving's Preparation to every cluster of its Order's Environment
@@ -130,7 +130,7 @@ func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache, pipeline 
 		Pipeline: pipeline, Records: pipeline.Records, Keys: keys, ArgoCD: argo,
 		PullSecrets: &registrycreds.PullSecrets{Client: mgr.GetClient(), Cache: pullCache, APIReader: mgr.GetAPIReader(), Config: cfg}, pullCache: pullCache,
 		Verifier: &verify.Runner{Jobs: &verify.JobRunner{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.Namespace}, HTTP: &verify.HTTPRunner{}}}
-	if r.Notifier, err = notify.Setup(mgr); err != nil {
+	if r.Notifier, err = notify.Setup(mgr, cfg.Namespace); err != nil {
 		return err
 	}
 	// The signing key exists, and its public half is published, from the first start on.

@@ -225,12 +225,21 @@ func (r *Reconciler) rolloutEvents(s *v1.Serving, env *v1.Environment, previous,
 		}
 		if t.Reason != v1.ReasonRolloutHalted && t.Reason != v1.ReasonRolledBack {
 			// A halt or a rollback is the Serving's Ready reason: recordTransition records it.
-			r.Recorder.Eventf(s, nil, kind, string(t.Reason), "Rollout", "%s", t.Message)
+			r.Recorder.Eventf(s, nil, kind, string(t.Reason), "Rollout", "%s", eventMessage(t))
 		}
 		if r.Notifier != nil && env != nil && len(env.Spec.Notifications) > 0 {
 			r.Notifier.Notify(env, s, t)
 		}
 	}
+}
+
+// eventMessage is the message of the Serving's Event of transition t: its message and, apart
+// and marked, what the check printed (t.Output, already cleaned), quoted.
+func eventMessage(t rollout.Transition) string {
+	if t.Output == "" {
+		return t.Message
+	}
+	return fmt.Sprintf("%s; the check's output (untrusted): %q", t.Message, t.Output)
 }
 
 // gatesOf returns the gates of the Environment env (nil: none) for the Serving's roll-out of
