@@ -143,6 +143,7 @@ func TestTheApproverIsNotThePromoter(t *testing.T) {
 	sv := servingNamed(t, ns, "web")
 	sv.Spec.PreparationName, sv.Spec.PromotedBy = "web-2", env.AdminName
 	must(t, env.Client.Update(ctx, sv))
+	awaiting(t, ns, "web", v1.EnvironmentGate)
 	out = nil
 	if code := status(t, call{bearer: token}.at(http.MethodPost, path+"/approve", server.ApproveRequest{}), &out); code != http.StatusForbidden ||
 		!strings.Contains(fmt.Sprint(out["error"]), serverUser+" may not approve Servings in namespace "+ns) {
