@@ -51,33 +51,18 @@ func (f *fixture) gateJob(name string) batchv1.Job {
 // succeedJob plays the Job controller: the Job completes.
 func (f *fixture) succeedJob(job *batchv1.Job) {
 	f.t.Helper()
-	must(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var j batchv1.Job
-		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(job), &j); err != nil {
-			return err
-		}
-		now := metav1.Now()
-		j.Status.StartTime, j.Status.CompletionTime, j.Status.Succeeded = &now, &now, 1
+	f.jobStatus(job, func(j *batchv1.Job, now metav1.Time) {
+		j.Status.CompletionTime, j.Status.Succeeded = &now, 1
 		j.Status.Conditions = []batchv1.JobCondition{
 			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
 			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
 		}
-		return env.Client.Status().Update(f.ctx, &j)
-	}))
+	})
 }
 
 func TestATenantCannotDecideItsJobGate(t *testing.T) {
 	f := newFixture(t)
-	p := canaryThenRest(0, v1.RolloutHalt)
-	p.Waves[0].Verify = []v1.Verification{{Name: "smoke", Job: &v1.JobVerification{Image: "registry.example/smoke:1"}}}
-	f.setRollout(p)
-	canary, rest := "fj-canary-"+f.ns, "fj-a-"+f.ns
-	f.ringCluster(canary, "canary", true)
-	f.ringCluster(rest, "", true)
-	one := f.preparation("podinfo-edge-1", "podinfo", false)
-	f.order("edge", one.Name)
-	f.targets(one.Spec.Artifact.Digest, canary)
-	f.healthy(one.Spec.Artifact.Digest, canary)
+	_, rest, _ := f.gatedCanary("fj", v1.Verification{Name: "smoke", Job: &v1.JobVerification{Image: "registry.example/smoke:1"}})
 	tenant, _ := f.tenant("mallory-" + f.ns)
 
 	// The gate's Job runs in Kokumi's namespace, never the tenant's, and its run records its UID.

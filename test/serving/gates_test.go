@@ -119,17 +119,8 @@ func TestRolloutAnHTTPGateJudgesAPrometheusAnswer(t *testing.T) {
 
 func TestRolloutAJobGateThatFailsHaltsTheRollout(t *testing.T) {
 	f := newFixture(t)
-	p := canaryThenRest(0, v1.RolloutHalt)
-	p.Waves[0].Verify = []v1.Verification{{Name: "smoke", Job: &v1.JobVerification{Image: "registry.example/smoke:1",
-		Args: []string{"--url", "http://podinfo.podinfo"}, ServiceAccountName: "smoke", Env: []v1.NameValue{{Name: "MODE", Value: "quick"}}}}}
-	f.setRollout(p)
-	canary, rest := "jg-canary-"+f.ns, "jg-a-"+f.ns // a name of its own on each run
-	f.ringCluster(canary, "canary", true)
-	f.ringCluster(rest, "", true)
-	one := f.preparation("podinfo-edge-1", "podinfo", false)
-	f.order("edge", one.Name)
-	f.targets(one.Spec.Artifact.Digest, canary)
-	f.healthy(one.Spec.Artifact.Digest, canary)
+	canary, rest, one := f.gatedCanary("jg", v1.Verification{Name: "smoke", Job: &v1.JobVerification{Image: "registry.example/smoke:1",
+		Args: []string{"--url", "http://podinfo.podinfo"}, ServiceAccountName: "smoke", Env: []v1.NameValue{{Name: "MODE", Value: "quick"}}}})
 
 	// The Job runs in Kokumi's namespace, as the ServiceAccount the admin named there, told the facts.
 	job := f.gateJob("smoke")
@@ -179,20 +170,47 @@ func failJob(t *testing.T, f *fixture, job *batchv1.Job, message string) {
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "verify", Image: pod.Spec.Containers[0].Image,
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: message}}}}
 	must(t, env.Client.Status().Update(f.ctx, pod))
-	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	f.jobStatus(job, func(j *batchv1.Job, now metav1.Time) {
+		j.Status.Failed = 1
+		j.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now, LastProbeTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now, LastProbeTime: now},
+		}
+	})
+}
+
+// jobStatus plays the Job controller: the Job has started, and end sets how it ended.
+func (f *fixture) jobStatus(job *batchv1.Job, end func(j *batchv1.Job, now metav1.Time)) {
+	f.t.Helper()
+	must(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var j batchv1.Job
 		if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(job), &j); err != nil {
 			return err
 		}
 		now := metav1.Now()
 		j.Status.StartTime = &now
-		j.Status.Failed = 1
-		j.Status.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now, LastProbeTime: now},
-			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now, LastProbeTime: now},
-		}
+		end(&j, now)
 		return env.Client.Status().Update(f.ctx, &j)
 	}))
+}
+
+// gatedCanary rolls the Preparation podinfo-edge-1 out under canaryThenRest, the canary wave
+// verified by checks, with one cluster in each wave (named from prefix and the namespace, of
+// their own on each run), until the canary runs it healthily; it returns the two clusters and
+// the Preparation.
+func (f *fixture) gatedCanary(prefix string, checks ...v1.Verification) (canary, rest string, one *v1.Preparation) {
+	f.t.Helper()
+	p := canaryThenRest(0, v1.RolloutHalt)
+	p.Waves[0].Verify = checks
+	f.setRollout(p)
+	canary, rest = prefix+"-canary-"+f.ns, prefix+"-a-"+f.ns
+	f.ringCluster(canary, "canary", true)
+	f.ringCluster(rest, "", true)
+	one = f.preparation("podinfo-edge-1", "podinfo", false)
+	f.order("edge", one.Name)
+	f.targets(one.Spec.Artifact.Digest, canary)
+	f.healthy(one.Spec.Artifact.Digest, canary)
+	return canary, rest, one
 }
 
 func TestRolloutAWaveWaitsForApprovalsThatCount(t *testing.T) {

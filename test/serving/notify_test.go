@@ -317,16 +317,7 @@ func TestACheckOutputReachesTheWebhookMarkedAndCleaned(t *testing.T) {
 	t.Cleanup(check.Close)
 	hook := newHookReceiver(t, 0)
 	must(t, f.setNotifications(env.Client, []v1.Notification{{Name: "incidents", URL: hook.URL, Events: []v1.NotificationEvent{"VerificationFailed"}}}))
-	p := canaryThenRest(0, v1.RolloutHalt)
-	p.Waves[0].Verify = []v1.Verification{{Name: "smoke", HTTP: &v1.HTTPVerification{URL: check.URL + "/healthz", SuccessCondition: "response.status == 200"}}}
-	f.setRollout(p)
-	canary, rest := "no-canary-"+f.ns, "no-a-"+f.ns
-	f.ringCluster(canary, "canary", true)
-	f.ringCluster(rest, "", true)
-	one := f.preparation("podinfo-edge-1", "podinfo", false)
-	f.order("edge", one.Name)
-	f.targets(one.Spec.Artifact.Digest, canary)
-	f.healthy(one.Spec.Artifact.Digest, canary)
+	_, _, one := f.gatedCanary("no", v1.Verification{Name: "smoke", HTTP: &v1.HTTPVerification{URL: check.URL + "/healthz", SuccessCondition: "response.status == 200"}})
 
 	var body map[string]any
 	f.eventually("the webhook gets VerificationFailed", func() error {
