@@ -29,9 +29,11 @@ import (
 // the roles labelled for them, such as kokumi-tenant and kokumi-view. The Job controller runs
 // the verification Jobs of roll-outs (their Pods run on the hub's simulated node), the
 // TTL-after-finished controller deletes them a day after they finished, and the ServiceAccount
-// controller makes the ServiceAccount "default" of each namespace they run as.
+// controller makes the ServiceAccount "default" of each namespace they run as. The node
+// lifecycle controller lifts the not-ready taint the API server gives a new node once the node
+// is Ready (KWOK keeps it so, and its Lease fresh): until then nothing is scheduled there.
 var HubControllers = []string{"garbage-collector-controller", "namespace-controller", "clusterrole-aggregation-controller",
-	"job-controller", "ttl-after-finished-controller", "serviceaccount-controller"}
+	"job-controller", "ttl-after-finished-controller", "serviceaccount-controller", "node-lifecycle-controller"}
 
 // PeopleRBAC are the files of config/rbac that give people their roles, as an installation
 // applies them: kokumi-admin, kokumi-tenant (aggregated into admin and edit), kokumi-view
