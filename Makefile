@@ -206,7 +206,7 @@ $(KUBE_DIR)/kube-apiserver $(KUBE_DIR)/kubectl &:
 	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $(KUBE_DIR)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
 
 # The local fleet's clusters run kube-controller-manager (the hub some of its controllers, the tests
-# that need them too); its members run kube-scheduler (KWOK's nodes run nothing).
+# that need them too) and kube-scheduler, which places Pods on the node KWOK plays.
 $(KUBE_DIR)/kube-controller-manager $(KUBE_DIR)/kube-scheduler &:
 	@echo "building kube-controller-manager and kube-scheduler $(KUBE_VERSION) (a few minutes the first time)"
 	mkdir -p $(KUBE_DIR)
@@ -220,7 +220,9 @@ $(ARGOCD_DIR)/argocd:
 	mv $@.tmp $@
 
 # KWOK, and the stages it plays (those kwokctl uses by default: nodes turn Ready and keep a lease,
-# Pods turn Ready, complete and go away), taken from the same module version.
+# Pods turn Ready, complete and go away), taken from the same module version. The fleet plays a
+# stage of its own beside them (internal/dev/sandbox/kwok-job-stages.yaml: a Job of the image
+# kwok.local/fail fails), which it writes into its state directory at each start.
 $(KWOK_DIR)/kwok:
 	mkdir -p $(KWOK_DIR)
 	cd hack/tools/kwok && $(GO_BUILD_TOOL) -o $@.tmp sigs.k8s.io/kwok/cmd/kwok

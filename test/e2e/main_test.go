@@ -1,8 +1,9 @@
 //go:build e2e
 
 // Package e2e drives a real local fleet (a hub and member kube-apiservers, kube-controller-manager,
-// kube-scheduler and KWOK on each member, real Argo CD, the bundled registry) through the spec's
-// scenarios, with Kokumi's controller running against the hub. Run it with `make e2e`.
+// kube-scheduler and KWOK on each, real Argo CD, the bundled registry) through the spec's
+// scenarios, with Kokumi's controller running against the hub, whose verification Jobs the
+// hub's Job controller runs. Run it with `make e2e`.
 package e2e
 
 import (

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kokumi-dev/kokumi/internal/view"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,6 +53,7 @@ func TestScenarios(t *testing.T) {
 		{"a member whose Deployment cannot become ready fails the deployment", memberDegraded},
 		{"a release that degrades on the canary never reaches the other members and is rolled back", canaryRollsBack},
 		{"a canary whose smoke gate fails never reaches the other members", smokeGateHolds},
+		{"a canary whose verification Job fails on the hub halts the roll-out; a passing Job lets it on", jobGateHolds},
 		{"a destination the AppProject forbids is Rejected with Argo CD's message", forbiddenDestination},
 		{"a fourth member joins and gets its Application; then it leaves", joinAndLeave},
 		{"a target namespace change moves the workload", targetNamespaceChange},
@@ -736,4 +738,197 @@ func TestMembersKeepTheirNodeLease(t *testing.T) {
 			}
 		}
 	}
+}
+
+// jobGateHolds rolls releases out in two waves, edge-1 first, with a verification Job of the
+// canary that runs as on a real cluster: the hub's Job controller creates its Pod, the hub's
+// scheduler places it on the hub's simulated node, and KWOK plays it. A Job of
+// sandbox.JobFailImage fails there: the release runs healthily on edge-1, as Argo CD reports,
+// but the Job fails, the roll-out halts, edge-2 and edge-3 keep the release that ran, whose
+// signed deployment record stays as it was, and the failed release has no record at all. The
+// next release's Job succeeds, and the release rolls through both waves with a verified record
+// of the canary. Then the policy is removed.
+func jobGateHolds(t *testing.T) {
+	ctx := context.Background()
+	const gate = "smoke-job"
+	// What the failing Job's container says, as its args: the stage of sandbox.JobFailImage
+	// makes them its termination message, which Kokumi reports.
+	const said = "checkout answered 500 on /api/cart"
+	policy := func(image string) string {
+		return fmt.Sprintf(`{"spec":{"rollout":{"waves":[{"name":"canary","clusterSelector":{"matchLabels":{"ring":"canary"}},`+
+			`"verify":[{"name":%q,"job":{"image":%q,"args":[%q],"timeout":"2m"}}]},{"name":"rest"}]}}}`, gate, image, said)
+	}
+	kubectl(t, "label", "cluster", "edge-1", "ring=canary", "--overwrite")
+	kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=merge", "-p", policy(sandbox.JobFailImage))
+	t.Cleanup(func() {
+		kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=json", "-p", `[{"op":"remove","path":"/spec/rollout"}]`)
+		kubectl(t, "label", "cluster", "edge-1", "ring-")
+	})
+	var before deliveryv1alpha1.Serving
+	must(t, hub.Get(ctx, client.ObjectKey{Namespace: tenant, Name: serving}, &before))
+	good, goodPrep := before.Status.Revision, before.Spec.PreparationName
+	// The release that runs is Deployed with a signed record of the Environment.
+	var goodRecord deliveryv1alpha1.DeploymentRecord
+	eventually(t, time.Minute, "the running release's signed deployment record", func(ctx context.Context) error {
+		r, err := deploymentRecord(ctx, goodPrep, "")
+		if err != nil {
+			return err
+		}
+		if r.Digest == "" {
+			return fmt.Errorf("the record of %s names no signed envelope: %+v", goodPrep, r)
+		}
+		goodRecord = *r
+		return nil
+	})
+
+	// A release whose canary runs healthily, and whose Job fails.
+	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
+		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary whose Job fails"}}}}}}`)
+	reached := map[string]string{}
+	watchRest := func() { secondWaveReached(t, good, reached) }
+	s := waitServing(t, serving, "the Job gate failed and the roll-out halted", func(s *deliveryv1alpha1.Serving) error {
+		watchRest()
+		if s.Spec.PreparationName == goodPrep {
+			return fmt.Errorf("the new release is not promoted yet")
+		}
+		if c := readyCondition(s); c == nil || c.Reason != deliveryv1alpha1.ReasonRolloutHalted {
+			return fmt.Errorf("Ready %s", readyMessage(s))
+		}
+		return nil
+	})
+	failedPrep := s.Spec.PreparationName
+	t.Logf("halted: %s", readyMessage(s))
+	r := s.Status.Rollout
+	if r == nil || len(r.Verifications) != 1 || r.Verifications[0].Kind != "job" || r.Verifications[0].Phase != deliveryv1alpha1.VerificationFailed ||
+		!strings.Contains(r.Verifications[0].Message, said) || len(r.Waves) == 0 || r.Waves[0].Healthy != 1 {
+		t.Errorf("status.rollout %+v", r)
+	}
+	if r != nil && len(r.Verifications) > 0 {
+		t.Logf("%s: %s", gate, r.Verifications[0].Message)
+	}
+	// The real Job controller ended the Job: its Pod ran on the hub's simulated node and failed.
+	expectJobRun(t, failedPrep, gate, false, said)
+	for range 5 { // it stays halted
+		time.Sleep(time.Second)
+		watchRest()
+	}
+	if len(reached) != 0 {
+		t.Errorf("the release whose Job gate failed reached the second wave: %v", reached)
+	}
+	must(t, hub.Get(ctx, client.ObjectKey{Namespace: tenant, Name: serving}, s))
+	if c := readyCondition(s); s.Spec.PreparationName != failedPrep || c == nil || c.Reason != deliveryv1alpha1.ReasonRolloutHalted {
+		t.Errorf("the roll-out of %s did not stay halted: %s at %s", failedPrep, readyMessage(s), s.Spec.PreparationName)
+	}
+	// The record of the release that ran is intact; the failed release has none, of no wave.
+	if r, err := deploymentRecord(ctx, goodPrep, ""); err != nil {
+		t.Error(err)
+	} else if r.Digest != goodRecord.Digest || !r.Time.Equal(&goodRecord.Time) || r.Clusters != goodRecord.Clusters {
+		t.Errorf("the record of %s changed: %+v, was %+v", goodPrep, r, goodRecord)
+	}
+	var prep deliveryv1alpha1.Preparation
+	must(t, hub.Get(ctx, client.ObjectKey{Namespace: tenant, Name: failedPrep}, &prep))
+	for _, rec := range prep.Status.DeploymentRecords {
+		if rec.Environment == sandbox.DemoEnvironment {
+			t.Errorf("the release whose Job gate failed has a record of %s: %+v", sandbox.DemoEnvironment, rec)
+		}
+	}
+
+	// The next release's Job succeeds: it rolls through both waves, verified past the canary.
+	kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=merge", "-p", policy("registry.example/smoke:1.4"))
+	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
+		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary whose Job passes"}}}}}}`)
+	s = waitServing(t, serving, "the next release passed the Job gate and Deployed through both waves", func(s *deliveryv1alpha1.Serving) error {
+		if s.Spec.PreparationName == goodPrep || s.Spec.PreparationName == failedPrep {
+			return fmt.Errorf("the next release is not promoted yet")
+		}
+		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3)
+	})
+	passedPrep := s.Spec.PreparationName
+	if r := s.Status.Rollout; r == nil || len(r.Verifications) != 1 || r.Verifications[0].Phase != deliveryv1alpha1.VerificationPassed {
+		t.Errorf("status.rollout %+v", r)
+	}
+	expectJobRun(t, passedPrep, gate, true, "")
+	eventually(t, time.Minute, "the next release's verified record of the canary", func(ctx context.Context) error {
+		r, err := deploymentRecord(ctx, passedPrep, "canary")
+		if err != nil {
+			return err
+		}
+		if !r.Verified || r.Digest == "" {
+			return fmt.Errorf("the canary's record of %s is %+v, want a signed one that says verified", passedPrep, r)
+		}
+		return nil
+	})
+}
+
+// deploymentRecord returns the record of the Environment (wave empty) or of a wave of it that a
+// Preparation of the tenant lists.
+func deploymentRecord(ctx context.Context, prep, wave string) (*deliveryv1alpha1.DeploymentRecord, error) {
+	var p deliveryv1alpha1.Preparation
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: tenant, Name: prep}, &p); err != nil {
+		return nil, err
+	}
+	for i, r := range p.Status.DeploymentRecords {
+		if r.Environment == sandbox.DemoEnvironment && r.Wave == wave {
+			return &p.Status.DeploymentRecords[i], nil
+		}
+	}
+	return nil, fmt.Errorf("%s lists no record of %s (wave %q) among %+v", prep, sandbox.DemoEnvironment, wave, p.Status.DeploymentRecords)
+}
+
+// expectJobRun finds the Job of the verification gate of the Serving's Preparation prep, in
+// whichever namespace it runs (by its labels, and the Preparation its environment names), and
+// checks that the hub ran it as a cluster does: its Pod was scheduled to the hub's simulated
+// node as the ServiceAccount the Job names, which exists there, and ended as the Job did, which
+// the Job controller marked Complete, or Failed with the container's last words said.
+func expectJobRun(t *testing.T, prep, gate string, passed bool, said string) {
+	t.Helper()
+	eventually(t, time.Minute, "the Job of "+gate+" of "+prep+" ran on the hub", func(ctx context.Context) error {
+		var jobs batchv1.JobList
+		if err := hub.List(ctx, &jobs, client.MatchingLabels{"delivery.kokumi.dev/serving": serving, "delivery.kokumi.dev/verification": gate}); err != nil {
+			return err
+		}
+		var job *batchv1.Job
+		for i := range jobs.Items {
+			for _, e := range jobs.Items[i].Spec.Template.Spec.Containers[0].Env {
+				if e.Name == "KOKUMI_PREPARATION" && e.Value == prep {
+					job = &jobs.Items[i]
+				}
+			}
+		}
+		if job == nil {
+			return fmt.Errorf("no Job of %s among the %d of the Serving", prep, len(jobs.Items))
+		}
+		want, phase := batchv1.JobFailed, corev1.PodFailed
+		if passed {
+			want, phase = batchv1.JobComplete, corev1.PodSucceeded
+		}
+		ended := false
+		for _, c := range job.Status.Conditions {
+			ended = ended || (c.Type == want && c.Status == corev1.ConditionTrue)
+		}
+		if !ended {
+			return fmt.Errorf("Job %s/%s is not %s: %+v", job.Namespace, job.Name, want, job.Status)
+		}
+		var pods corev1.PodList
+		if err := hub.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+			return err
+		}
+		if len(pods.Items) != 1 {
+			return fmt.Errorf("Job %s/%s has %d Pods, want 1 (backoffLimit 0)", job.Namespace, job.Name, len(pods.Items))
+		}
+		pod := pods.Items[0]
+		if pod.Spec.NodeName != sandbox.NodeName || pod.Status.Phase != phase {
+			return fmt.Errorf("Pod %s is %s on node %q, want %s on %s", pod.Name, pod.Status.Phase, pod.Spec.NodeName, phase, sandbox.NodeName)
+		}
+		if said != "" {
+			if cs := pod.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Terminated == nil || cs[0].State.Terminated.Message != said {
+				return fmt.Errorf("Pod %s's container ended as %+v, want it to have said %q", pod.Name, cs, said)
+			}
+		}
+		sa := pod.Spec.ServiceAccountName
+		if err := hub.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: sa}, &corev1.ServiceAccount{}); err != nil {
+			return fmt.Errorf("the ServiceAccount %s/%s the Job runs as: %w", job.Namespace, sa, err)
+		}
+		return nil
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	_ "embed" // the fleet's KWOK stages
 	"fmt"
 	"net/http"
 	"os"
@@ -21,9 +22,10 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// Cluster is one cluster of the fleet: a real kube-apiserver on loopback and, on a member,
-// kube-controller-manager, kube-scheduler and KWOK, so that Deployments roll out and their
-// Pods turn Ready on a simulated node.
+// Cluster is one cluster of the fleet: a real kube-apiserver on loopback, kube-controller-manager,
+// kube-scheduler and KWOK, so that Pods are scheduled to a simulated node and run there: on a
+// member, Deployments roll out and their Pods turn Ready; on the hub, verification Jobs run to
+// success or failure.
 type Cluster struct {
 	// Name is the cluster's name (hub, edge-1, ...).
 	Name string
@@ -170,24 +172,36 @@ func (c *Cluster) start(ctx context.Context, f *Fleet) error {
 	if err := waitReady(ctx, c, api); err != nil {
 		return err
 	}
-	if !c.member {
-		return nil
-	}
 	if err := c.ensureNode(ctx); err != nil {
 		return err
 	}
-	return c.startMemberComponents(f, saKey)
+	// A member's kube-controller-manager starts here, with all its controllers; the hub's once
+	// the CRDs are installed, with HubControllers (startHubControllers).
+	specs := c.nodeComponents(f)
+	if c.member {
+		specs = append([]processSpec{controllerManager(c.Name, f.opts.Assets.ControllerManager(), c.Kubeconfig, []string{"*"},
+			"--service-account-private-key-file="+saKey,
+			"--root-ca-file="+c.ca.caFile(),
+			// Quick to notice a rollout that cannot progress, and to clean up.
+			"--concurrent-deployment-syncs=5",
+		)}, specs...)
+	}
+	for _, s := range specs {
+		p, err := startProcess(f.logDir, s)
+		if err != nil {
+			return err
+		}
+		c.procs = append(c.procs, p)
+	}
+	return nil
 }
 
-// startMemberComponents starts kube-controller-manager, kube-scheduler and KWOK on a member.
-func (c *Cluster) startMemberComponents(f *Fleet, saKey string) error {
+// nodeComponents say how to run kube-scheduler and KWOK on the cluster: the scheduler places
+// Pods on the simulated node, NodeName, and KWOK plays the node and its Pods by KWOK's own
+// stages and the fleet's (kwok-job-stages.yaml).
+func (c *Cluster) nodeComponents(f *Fleet) []processSpec {
 	t := f.opts.Assets
-	specs := []processSpec{controllerManager(c.Name, t.ControllerManager(), c.Kubeconfig, []string{"*"},
-		"--service-account-private-key-file="+saKey,
-		"--root-ca-file="+c.ca.caFile(),
-		// Quick to notice a rollout that cannot progress, and to clean up.
-		"--concurrent-deployment-syncs=5",
-	), {
+	return []processSpec{{
 		name: c.Name + "-kube-scheduler",
 		path: filepath.Join(t.FleetDir, "kube-scheduler"),
 		args: []string{
@@ -203,6 +217,7 @@ func (c *Cluster) startMemberComponents(f *Fleet, saKey string) error {
 		args: []string{
 			"--kubeconfig=" + c.Kubeconfig,
 			"--config=" + filepath.Join(t.FleetDir, "kwok-stages.yaml"),
+			"--config=" + f.jobStagesFile(),
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 			"--node-ip=127.0.0.1",
@@ -213,14 +228,6 @@ func (c *Cluster) startMemberComponents(f *Fleet, saKey string) error {
 		},
 		env: []string{"HOME=" + c.dir},
 	}}
-	for _, s := range specs {
-		p, err := startProcess(f.logDir, s)
-		if err != nil {
-			return err
-		}
-		c.procs = append(c.procs, p)
-	}
-	return nil
 }
 
 // startHubControllers starts kube-controller-manager on the hub with HubControllers. Start it
@@ -237,10 +244,22 @@ func (c *Cluster) startHubControllers(f *Fleet) error {
 	return nil
 }
 
-// NodeName is the name of the simulated node of every member.
+// NodeName is the name of the simulated node of every cluster of the fleet.
 const NodeName = "kwok-node"
 
-// ensureNode creates the member's simulated node, which KWOK keeps Ready.
+// JobFailImage is the image whose Jobs fail on the fleet's simulated nodes: the Pod of a Job
+// whose first container runs it fails, its container terminated with exit code 1 and its args,
+// joined by spaces, as termination message (kwok-job-stages.yaml). The Pod of a Job of any
+// other image succeeds.
+const JobFailImage = "kwok.local/fail"
+
+// jobStages are the KWOK stages the fleet plays beside KWOK's own: a Job's Pod of JobFailImage
+// fails.
+//
+//go:embed kwok-job-stages.yaml
+var jobStages []byte
+
+// ensureNode creates the cluster's simulated node, which KWOK keeps Ready.
 func (c *Cluster) ensureNode(ctx context.Context) error {
 	cs, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {

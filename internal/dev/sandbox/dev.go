@@ -237,7 +237,7 @@ func printFleet(o DevOptions, f *Fleet, demo *Demo, kubeconfig string, ui uiInfo
 	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "\nKokumi runs on a local fleet (up in %s; state in %s).\n\n", took.Round(100*time.Millisecond), o.StateDir)
 	fmt.Fprintf(w, "CLUSTER\tAPI SERVER\tRUNS\n")
-	fmt.Fprintf(w, "hub\t%s\tKokumi's controller and server (%s), argocd-application-controller, argocd-repo-server (%s), redis (%s), the bundled registry (%s), kube-controller-manager (garbage collector, namespace, ClusterRole aggregation)\n", f.Hub.Server, ui.addr, f.RepoServer, f.Redis, f.Registry)
+	fmt.Fprintf(w, "hub\t%s\tKokumi's controller and server (%s), argocd-application-controller, argocd-repo-server (%s), redis (%s), the bundled registry (%s), kube-controller-manager (garbage collector, namespace, ClusterRole aggregation, Job, TTL after finished, ServiceAccount, node lifecycle), kube-scheduler, KWOK (node %s: verification Jobs run there)\n", f.Hub.Server, ui.addr, f.RepoServer, f.Redis, f.Registry, NodeName)
 	for _, m := range f.Members() {
 		fmt.Fprintf(w, "%s\t%s\tkube-controller-manager, kube-scheduler, KWOK (node %s)\n", m.Name, m.Server, NodeName)
 	}

@@ -34,6 +34,9 @@ type FleetOptions struct {
 
 // Fleet is a hub cluster and member clusters on loopback, one etcd under them all, and Argo
 // CD's application controller and repo server (with redis) on the hub, all real processes.
+// Every cluster, the hub too, has a simulated node (NodeName) that KWOK plays and the
+// scheduler places Pods on: Deployments roll out on the members, and verification Jobs run on
+// the hub, to success, or to failure for JobFailImage.
 type Fleet struct {
 	// Hub runs Kokumi and Argo CD.
 	Hub *Cluster
@@ -102,6 +105,9 @@ func (f *Fleet) start(ctx context.Context) error {
 	if err := f.startRegistry(); err != nil {
 		return err
 	}
+	if err := os.WriteFile(f.jobStagesFile(), jobStages, 0o644); err != nil {
+		return fmt.Errorf("write the fleet's KWOK stages: %w", err)
+	}
 	hub, err := prepareCluster(f.opts.StateDir, "hub", false, f.ports)
 	if err != nil {
 		return err
@@ -155,6 +161,9 @@ func (f *Fleet) start(ctx context.Context) error {
 	fmt.Fprintf(f.opts.Progress, "fleet up after %s\n", time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
+
+// jobStagesFile is where the fleet keeps jobStages for its KWOKs.
+func (f *Fleet) jobStagesFile() string { return filepath.Join(f.opts.StateDir, "kwok-job-stages.yaml") }
 
 // Members returns the member clusters, by name.
 func (f *Fleet) Members() []*Cluster {

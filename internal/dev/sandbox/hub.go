@@ -23,12 +23,17 @@ import (
 
 // HubControllers are the controllers of kube-controller-manager the hub runs: those of a real
 // cluster that Kokumi and its docs rely on. The garbage collector deletes an Order's Serving
-// and Preparations with it (their ownerReferences name the Order); the namespace controller
-// empties a deleted namespace and removes it; the ClusterRole aggregation controller fills the
-// standard admin, edit and view roles from the roles labelled for them, such as kokumi-tenant
-// and kokumi-view. The hub runs no Pods, so it needs none of the workload, node or
-// ServiceAccount controllers (`kubectl create token` is the API server's own).
-var HubControllers = []string{"garbage-collector-controller", "namespace-controller", "clusterrole-aggregation-controller"}
+// and Preparations with it (their ownerReferences name the Order), and a Serving's
+// verification Jobs with it; the namespace controller empties a deleted namespace and removes
+// it; the ClusterRole aggregation controller fills the standard admin, edit and view roles from
+// the roles labelled for them, such as kokumi-tenant and kokumi-view. The Job controller runs
+// the verification Jobs of roll-outs (their Pods run on the hub's simulated node), the
+// TTL-after-finished controller deletes them a day after they finished, and the ServiceAccount
+// controller makes the ServiceAccount "default" of each namespace they run as. The node
+// lifecycle controller lifts the not-ready taint the API server gives a new node once the node
+// is Ready (KWOK keeps it so, and its Lease fresh): until then nothing is scheduled there.
+var HubControllers = []string{"garbage-collector-controller", "namespace-controller", "clusterrole-aggregation-controller",
+	"job-controller", "ttl-after-finished-controller", "serviceaccount-controller", "node-lifecycle-controller"}
 
 // PeopleRBAC are the files of config/rbac that give people their roles, as an installation
 // applies them: kokumi-admin, kokumi-tenant (aggregated into admin and edit), kokumi-view
