@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -340,7 +341,10 @@ func hasCondition(conds []metav1.Condition, reason string, msgs []string) error 
 	return nil
 }
 
-// latest waits for the Order's newest Preparation and returns it.
+// latest waits for the Order's first Preparation and returns it. After a change of what the
+// Order renders, its status.latestPreparation may still name the Preparation before for a
+// moment (the Order promotes its Serving before it writes its own status): to learn what a
+// Serving was promoted to, read the Serving's spec (promoted).
 func (f *fixture) latest(order string) *v1.Preparation {
 	f.t.Helper()
 	var name string
@@ -349,6 +353,23 @@ func (f *fixture) latest(order string) *v1.Preparation {
 		f.get(order, &o)
 		if name = o.Status.LatestPreparation; name == "" {
 			return fmt.Errorf("no Preparation yet")
+		}
+		return nil
+	})
+	var p v1.Preparation
+	f.get(name, &p)
+	return &p
+}
+
+// promoted waits for the Serving's spec.preparationName to name a Preparation other than
+// those in before, and returns that Preparation.
+func (f *fixture) promoted(serving string, before ...string) *v1.Preparation {
+	f.t.Helper()
+	var name string
+	f.eventually("Serving "+serving+" promoted", func() error {
+		name = f.serving(serving).Spec.PreparationName
+		if name == "" || slices.Contains(before, name) {
+			return fmt.Errorf("it runs %q", name)
 		}
 		return nil
 	})
