@@ -378,10 +378,14 @@ func (f *fixture) promoted(serving string, before ...string) *v1.Preparation {
 	return &p
 }
 
-// playArgoCD reports every Application of the Serving as Argo CD would: synced, with health,
-// at the revision the Application asks for.
+// playArgoCD reports every Application of the Serving as Argo CD would once it synced what the
+// Serving runs: it waits for each Application to ask for the artifact of the Preparation the
+// Serving's spec names, then reports it synced at that revision, with health. The Serving's
+// controller writes the Applications a moment after a promotion: reporting what an
+// Application asked for before would report the release before, and nothing reports again.
 func (f *fixture) playArgoCD(serving string, clusters []string, health string) {
 	f.t.Helper()
+	want := f.promoted(serving).Spec.Artifact.Digest
 	for _, c := range clusters {
 		name := fleet.ApplicationName(f.ns, serving, f.clusterName(c))
 		f.eventually("Application "+name+" reported", func() error {
@@ -391,6 +395,9 @@ func (f *fixture) playArgoCD(serving string, clusters []string, health string) {
 				return err
 			}
 			revision, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision")
+			if revision != want {
+				return fmt.Errorf("it asks for %q, the Serving runs %s", revision, want)
+			}
 			app.Object["status"] = map[string]any{
 				"sync":   map[string]any{"status": "Synced", "revision": revision},
 				"health": map[string]any{"status": health},
