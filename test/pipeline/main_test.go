@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -340,7 +341,10 @@ func hasCondition(conds []metav1.Condition, reason string, msgs []string) error 
 	return nil
 }
 
-// latest waits for the Order's newest Preparation and returns it.
+// latest waits for the Order's first Preparation and returns it. After a change of what the
+// Order renders, its status.latestPreparation may still name the Preparation before for a
+// moment (the Order promotes its Serving before it writes its own status): to learn what a
+// Serving was promoted to, read the Serving's spec (promoted).
 func (f *fixture) latest(order string) *v1.Preparation {
 	f.t.Helper()
 	var name string
@@ -357,10 +361,31 @@ func (f *fixture) latest(order string) *v1.Preparation {
 	return &p
 }
 
-// playArgoCD reports every Application of the Serving as Argo CD would: synced, with health,
-// at the revision the Application asks for.
+// promoted waits for the Serving's spec.preparationName to name a Preparation other than
+// those in before, and returns that Preparation.
+func (f *fixture) promoted(serving string, before ...string) *v1.Preparation {
+	f.t.Helper()
+	var name string
+	f.eventually("Serving "+serving+" promoted", func() error {
+		name = f.serving(serving).Spec.PreparationName
+		if name == "" || slices.Contains(before, name) {
+			return fmt.Errorf("it runs %q", name)
+		}
+		return nil
+	})
+	var p v1.Preparation
+	f.get(name, &p)
+	return &p
+}
+
+// playArgoCD reports every Application of the Serving as Argo CD would once it synced what the
+// Serving runs: it waits for each Application to ask for the artifact of the Preparation the
+// Serving's spec names, then reports it synced at that revision, with health. The Serving's
+// controller writes the Applications a moment after a promotion: reporting what an
+// Application asked for before would report the release before, and nothing reports again.
 func (f *fixture) playArgoCD(serving string, clusters []string, health string) {
 	f.t.Helper()
+	want := f.promoted(serving).Spec.Artifact.Digest
 	for _, c := range clusters {
 		name := fleet.ApplicationName(f.ns, serving, f.clusterName(c))
 		f.eventually("Application "+name+" reported", func() error {
@@ -370,6 +395,9 @@ func (f *fixture) playArgoCD(serving string, clusters []string, health string) {
 				return err
 			}
 			revision, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision")
+			if revision != want {
+				return fmt.Errorf("it asks for %q, the Serving runs %s", revision, want)
+			}
 			app.Object["status"] = map[string]any{
 				"sync":   map[string]any{"status": "Synced", "revision": revision},
 				"health": map[string]any{"status": health},

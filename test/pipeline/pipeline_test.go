@@ -340,14 +340,7 @@ func TestASoakStartsWithItsReleaseAfterACrashBetweenTheWritesAndTheStatus(t *tes
 	blocker.block(f.ns, "app-staging")
 	defer blocker.unblock(f.ns, "app-staging")
 	f.product("podinfo-staging", "6.15.0")
-	var b *v1.Preparation
-	f.eventually("B rendered and promoted", func() error {
-		b = f.latest("app-staging")
-		if b.Name == a.Name || f.serving("app-staging").Spec.PreparationName != b.Name {
-			return fmt.Errorf("staging is promoted to %q", f.serving("app-staging").Spec.PreparationName)
-		}
-		return nil
-	})
+	b := f.promoted("app-staging", a.Name)
 	name := fleet.ApplicationName(f.ns, "app-staging", f.clusterName("staging-1"))
 	f.eventually("B's Application written", func() error {
 		app := &unstructured.Unstructured{}
