@@ -33,6 +33,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/config"
+	"github.com/kokumi-dev/kokumi/internal/egress"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
 	"github.com/kokumi-dev/kokumi/internal/text"
@@ -145,10 +146,11 @@ func New(opts Options) *Notifier {
 	return &Notifier{opts: opts, queue: make(chan *delivery, opts.Queue), seen: map[string]struct{}{}}
 }
 
-// Setup adds a Notifier to mgr, reading Secrets with its API reader and recording Events as
-// kokumi-notify; it sends while the manager runs (on the leader, as the reconcilers).
-func Setup(mgr ctrl.Manager) (*Notifier, error) {
-	n := New(Options{Secrets: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-notify")})
+// Setup adds a Notifier to mgr, reading Secrets with its API reader, recording Events as
+// kokumi-notify and posting with client, the controller's egress policy (internal/egress); it
+// sends while the manager runs (on the leader, as the reconcilers).
+func Setup(mgr ctrl.Manager, client *http.Client) (*Notifier, error) {
+	n := New(Options{Secrets: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("kokumi-notify"), Client: client})
 	if err := mgr.Add(n); err != nil {
 		return nil, fmt.Errorf("add the notifier of the Environments' webhooks: %w", err)
 	}
@@ -336,7 +338,8 @@ func (n *Notifier) post(ctx context.Context, d *delivery) (retryAfter time.Durat
 	}
 	resp, err := n.opts.Client.Do(req)
 	if err != nil {
-		return 0, true, fmt.Errorf("post to %s: %w", d.hook.URL, err)
+		// An address the egress policy refuses stays refused: not tried again.
+		return 0, egress.Refused(err) == nil, fmt.Errorf("post to %s: %w", d.hook.URL, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
