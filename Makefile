@@ -149,6 +149,10 @@ bench: build test-assets fleet-assets ## Measure Kokumi's fan-out to 100, 1,000 
 bench-memory: build test-assets ## Measure the controller's start and memory over 100 Servings × 1,000 clusters: 100,000 Applications of 20 KB put into etcd (docs/performance.md); the row goes to bin/bench-memory.md.
 	go run ./hack/bench --memory --memory-servings 100 --memory-clusters 1000 --timeout 20m --kokumi $(BIN)/kokumi --out $(BIN)/bench-memory.md
 
+.PHONY: bench-stall
+bench-stall: build test-assets ## Measure a tenant's promotion to 100 clusters with no other Serving, then while 8 other tenants' HTTP gates hang for 60 s (docs/performance.md); fails past 1.2 times; the table goes to bin/bench-stall.md.
+	go run ./hack/bench --stall 100 --stall-gated 8 --stall-hang 60s --stall-max-ratio 1.2 --controller-arg=--verify-allowed-cidrs=127.0.0.1/32 --kokumi $(BIN)/kokumi --out $(BIN)/bench-stall.md
+
 .PHONY: bench-render
 bench-render: build test-assets ## Measure Kokumi's renders when 100 and 1,000 Orders over 100 namespaces move to a new chart version, against a bare pipeline doing the same work (docs/performance.md); the table goes to bin/bench-render.md.
 	go run ./hack/benchrender -n 100,1000 --kokumi $(BIN)/kokumi --out $(BIN)/bench-render.md

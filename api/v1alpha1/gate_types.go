@@ -170,6 +170,14 @@ type HTTPVerification struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// ShowResponse puts the first lines of the answer (and a redirect's Location) into the
+	// result's message, status.rollout.verifications[].message, which the Serving's tenants
+	// read. Off, the message holds the status code and whether successCondition held, and the
+	// answer's first lines go to the controller's log only: turn it on only for an endpoint
+	// whose answers the tenants may read.
+	// +optional
+	ShowResponse bool `json:"showResponse,omitempty"`
 }
 
 // ApprovalPolicy asks for approvals by people before a wave, or the Environment's roll-out,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
+	"github.com/kokumi-dev/kokumi/internal/egress"
 	"github.com/kokumi-dev/kokumi/internal/shard"
 )
 
@@ -70,6 +71,16 @@ func bindConfigFlags(fs *flag.FlagSet, c *config.Config) {
 		}
 		return nil
 	})
+	fs.Func(egress.FlagAllowedCIDRs, "comma-separated CIDR prefixes or addresses the controller reaches for the Environments' HTTP gates and webhooks although the egress policy refuses their range (loopback, link-local such as 169.254.169.254, multicast, unspecified, cloud metadata); default: none", func(v string) error {
+		p, err := egress.ParseCIDRs(egress.FlagAllowedCIDRs, v)
+		c.VerifyAllowedCIDRs = append(c.VerifyAllowedCIDRs, p...)
+		return err
+	})
+	fs.Func("verify-redirects", `which redirects an HTTP gate follows: "none" (the 3xx fails the run) or "same-origin" (the same scheme, host and port); webhooks follow none (default "none")`, func(v string) (err error) {
+		c.VerifyRedirects, err = egress.ParseRedirects("verify-redirects", v)
+		return err
+	})
+	fs.IntVar(&c.VerifyWorkers, "verify-workers", d.VerifyWorkers, "how many HTTP gate checks run at a time, apart from the Serving workers; one namespace's at most a quarter of them (at least one)")
 	fs.DurationVar(&c.UnreachableClusterDeletion, "unreachable-cluster-deletion", d.UnreachableClusterDeletion, "how long a deleted Cluster whose server is Unreachable waits for the Argo CD Applications still deploying to it (0: forever)")
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
+	"github.com/kokumi-dev/kokumi/internal/egress"
 	"github.com/kokumi-dev/kokumi/internal/server"
 )
 
@@ -62,6 +63,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			// Three members: probe them every 10 s, so that a stopped one is held within
 			// about 13 s (docs/quickstart.md), not the 38 s of the default 30 s period.
 			cfg.ProbePeriod = devProbePeriod
+			// The controller runs on the host, beside what its gates check: loopback is allowed.
+			cfg.VerifyAllowedCIDRs = egress.Loopback
 			// The demo keeps its admin token; people may also sign in with a token of the hub.
 			ui := serverSetup(server.Options{Addr: s.UIAddr, AdminToken: s.UIToken, Namespace: cfg.Namespace, BundledRegistry: cfg.BundledRegistry})
 			mgr, err := controller.NewManager(hub, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg, Also: []controller.Setup{ui}})

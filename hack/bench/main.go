@@ -6,7 +6,8 @@
 // --memory-clusters clusters each, their Applications put straight into etcd (`make
 // bench-memory`). With --rollout it also times, at each of its sizes, a Serving's promotion
 // through a two-wave roll-out policy against the same promotion all at once. See
-// docs/performance.md.
+// docs/performance.md. With --stall it times instead a tenant's promotion while other tenants'
+// HTTP gates hang (`make bench-stall`).
 package main
 
 import (
@@ -36,29 +37,34 @@ func main() {
 
 func run() error {
 	var (
-		ns       = flag.String("n", "100,1000,10000", "comma-separated numbers of member clusters, one run each")
-		out      = flag.String("out", "", "also write the table to this file")
-		writers  = flag.Int("application-writers", 0, "the controller's --application-writers (0: its default)")
-		probe    = flag.Duration("probe-period", 0, "the controller's --probe-period (0: its default)")
-		asCtrl   = flag.Bool("bare-as-controller", false, "run the bare client as the controller's ServiceAccount into Argo CD's namespace (its authentication, authorization and API priority), not as an admin")
-		appSet   = flag.Bool("applicationset", true, "measure Argo CD's ApplicationSet controller too (bin/fleet/argocd, make fleet-assets)")
-		updates  = flag.Int("applicationset-updates", 16, "the ApplicationSet controller's --concurrent-application-updates (Argo CD's default is 1)")
-		quiet    = flag.Duration("quiet", time.Minute, "how long the controller's writes are counted once everything settled (0 skips)")
-		argoCD   = flag.Bool("argocd-status", true, "write Synced and Healthy into every Application before the quiet window, as Argo CD would")
-		health   = flag.Int("health-changes", 20, "with --argocd-status, how many times one Application is reported Degraded and Healthy again, each timed until the Serving's status counts it")
-		timeout  = flag.Duration("timeout", 10*time.Minute, "the longest each wait may take")
-		keep     = flag.Bool("keep", false, "keep each run's work directory (logs, audit log)")
-		kokumi   = flag.String("kokumi", "", "the kokumi binary to run (default: go build ./cmd/kokumi)")
-		extra    bench.ListFlag
-		maxRatio = flag.Float64("max-ratio", 0, "fail when Kokumi's Serving → N, change → N or Order deleted → 0 over the bare client's same writes exceeds this (0: never)")
-		memory   = flag.Bool("memory", false, "measure the controller's start and memory with --memory-servings × --memory-clusters Applications put into etcd, instead of the fan-out (-n is not used)")
-		servings = flag.Int("memory-servings", 100, "with --memory, how many Servings")
-		clusters = flag.Int("memory-clusters", 1000, "with --memory, how many clusters every Serving deploys to")
-		memLimit = flag.String("gomemlimit", "", "the controller's GOMEMLIMIT, such as 900MiB, the Helm chart's (default: none for the fan-out, 900MiB with --memory)")
-		rollouts = flag.String("rollout", "", "comma-separated numbers of member clusters to time a two-wave roll-out at, against all at once, one run each (empty: none)")
-		soak     = flag.Duration("rollout-soak", 5*time.Second, "with --rollout, the canary wave's soak")
-		delay    = flag.Duration("rollout-health-delay", 100*time.Millisecond, "with --rollout, how long after Kokumi points an Application at a revision it is reported Synced and Healthy there")
-		memLive  = flag.Bool("memory-live", false, "with --memory, start the controller before the Applications are put into etcd and create the Servings once it holds them all (no cold start's first list)")
+		ns        = flag.String("n", "100,1000,10000", "comma-separated numbers of member clusters, one run each")
+		out       = flag.String("out", "", "also write the table to this file")
+		writers   = flag.Int("application-writers", 0, "the controller's --application-writers (0: its default)")
+		probe     = flag.Duration("probe-period", 0, "the controller's --probe-period (0: its default)")
+		asCtrl    = flag.Bool("bare-as-controller", false, "run the bare client as the controller's ServiceAccount into Argo CD's namespace (its authentication, authorization and API priority), not as an admin")
+		appSet    = flag.Bool("applicationset", true, "measure Argo CD's ApplicationSet controller too (bin/fleet/argocd, make fleet-assets)")
+		updates   = flag.Int("applicationset-updates", 16, "the ApplicationSet controller's --concurrent-application-updates (Argo CD's default is 1)")
+		quiet     = flag.Duration("quiet", time.Minute, "how long the controller's writes are counted once everything settled (0 skips)")
+		argoCD    = flag.Bool("argocd-status", true, "write Synced and Healthy into every Application before the quiet window, as Argo CD would")
+		health    = flag.Int("health-changes", 20, "with --argocd-status, how many times one Application is reported Degraded and Healthy again, each timed until the Serving's status counts it")
+		timeout   = flag.Duration("timeout", 10*time.Minute, "the longest each wait may take")
+		keep      = flag.Bool("keep", false, "keep each run's work directory (logs, audit log)")
+		kokumi    = flag.String("kokumi", "", "the kokumi binary to run (default: go build ./cmd/kokumi)")
+		extra     bench.ListFlag
+		maxRatio  = flag.Float64("max-ratio", 0, "fail when Kokumi's Serving → N, change → N or Order deleted → 0 over the bare client's same writes exceeds this (0: never)")
+		memory    = flag.Bool("memory", false, "measure the controller's start and memory with --memory-servings × --memory-clusters Applications put into etcd, instead of the fan-out (-n is not used)")
+		servings  = flag.Int("memory-servings", 100, "with --memory, how many Servings")
+		clusters  = flag.Int("memory-clusters", 1000, "with --memory, how many clusters every Serving deploys to")
+		memLimit  = flag.String("gomemlimit", "", "the controller's GOMEMLIMIT, such as 900MiB, the Helm chart's (default: none for the fan-out, 900MiB with --memory)")
+		rollouts  = flag.String("rollout", "", "comma-separated numbers of member clusters to time a two-wave roll-out at, against all at once, one run each (empty: none)")
+		soak      = flag.Duration("rollout-soak", 5*time.Second, "with --rollout, the canary wave's soak")
+		delay     = flag.Duration("rollout-health-delay", 100*time.Millisecond, "with --rollout, how long after Kokumi points an Application at a revision it is reported Synced and Healthy there")
+		stall     = flag.Int("stall", 0, "measure instead a tenant's promotion to this many clusters with no other Serving, then while --stall-gated Servings of other tenants verify against an endpoint that holds each request --stall-hang (-n is not used); pass --controller-arg=--verify-allowed-cidrs=127.0.0.1/32 so that the controller reaches it")
+		gated     = flag.Int("stall-gated", 8, "with --stall, how many gated Servings")
+		hang      = flag.Duration("stall-hang", time.Minute, "with --stall, how long the gated Servings' endpoint holds each request (and their checks' timeout, at most 60s)")
+		stallHold = flag.Int("stall-hanging", 0, "with --stall, how many checks must hang before the gated promotion is timed (0: --stall-gated; 4 for a controller that runs checks in its Serving workers)")
+		stallMax  = flag.Float64("stall-max-ratio", 0, "with --stall, fail when the gated promotion takes more than this many times the ungated one (0: never)")
+		memLive   = flag.Bool("memory-live", false, "with --memory, start the controller before the Applications are put into etcd and create the Servings once it holds them all (no cold start's first list)")
 	)
 	flag.Var(&extra, "controller-arg", "one more flag of `kokumi controller`, such as --controller-arg=--foo=1 (repeatable)")
 	flag.Parse()
@@ -106,6 +112,25 @@ func run() error {
 			if werr := os.WriteFile(*out, []byte(table), 0o644); werr != nil {
 				return fmt.Errorf("write %s: %w", *out, werr)
 			}
+		}
+		return err
+	}
+	if *stall > 0 {
+		row, err := bench.RunStall(ctx, bench.StallOptions{Options: bench.Options{
+			N: *stall, KokumiBinary: bin, ControllerArgs: extra, Timeout: *timeout, KeepWorkDir: *keep, Log: os.Stderr,
+		}, Gated: *gated, Hang: *hang, Hanging: *stallHold, HealthDelay: *delay})
+		if row == nil {
+			return err
+		}
+		table := bench.StallTable([]bench.StallRow{*row})
+		fmt.Printf("\n%s\n(in %s)\n", table, time.Since(began).Round(time.Second))
+		if *out != "" {
+			if werr := os.WriteFile(*out, []byte(table), 0o644); werr != nil {
+				return fmt.Errorf("write %s: %w", *out, werr)
+			}
+		}
+		if err == nil && *stallMax > 0 && row.Ratio() > *stallMax {
+			err = fmt.Errorf("the promotion took %.2f× as long with %d gated Servings hanging, more than %.2f×", row.Ratio(), *gated, *stallMax)
 		}
 		return err
 	}

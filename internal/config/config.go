@@ -5,10 +5,12 @@ package config
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/egress"
 )
 
 // Config is the configuration of Kokumi itself that reconcilers read.
@@ -74,6 +76,28 @@ type Config struct {
 	// Only AllShards and MainShard do the shared work; each shard has its own lease, field
 	// manager (shard.FieldManager) and cache of Argo CD's Applications (its own only).
 	Shard string
+	// VerifyAllowedCIDRs are the addresses the controller reaches for an Environment's HTTP gates
+	// and webhooks although the egress policy refuses their range (loopback, link-local,
+	// multicast, broadcast, unspecified, cloud metadata): what a site needs, such as loopback
+	// where the controller runs on the host it checks (make demo, the e2e fleet). Empty allows
+	// none of them (internal/egress).
+	VerifyAllowedCIDRs []netip.Prefix
+	// VerifyRedirects is which redirects an HTTP gate follows: egress.RedirectsNone (the zero
+	// value, and the default) or egress.RedirectsSameOrigin. A webhook follows none.
+	VerifyRedirects egress.Redirects
+	// VerifyWorkers is how many HTTP gate checks run at a time, apart from the reconcile
+	// workers, of which one namespace's at most a quarter (at least one). Zero or less means
+	// DefaultVerifyWorkers.
+	VerifyWorkers int
+}
+
+// DefaultVerifyWorkers is how many HTTP gate checks run at a time by default: each holds a
+// goroutine and a connection for at most its timeout (60 s at the most).
+const DefaultVerifyWorkers = 16
+
+// Egress is the egress policy of the Environments' HTTP gates and webhooks.
+func (c Config) Egress() egress.Policy {
+	return egress.Policy{Allowed: c.VerifyAllowedCIDRs, Redirects: c.VerifyRedirects}
 }
 
 // Default returns the configuration used when no flag says otherwise.
@@ -95,6 +119,8 @@ func Default() Config {
 		PreparationHistory:         10,
 		RenderBudgets:              DefaultRenderBudgets(),
 		RenderWorkers:              DefaultRenderWorkers,
+		VerifyRedirects:            egress.RedirectsNone,
+		VerifyWorkers:              DefaultVerifyWorkers,
 	}
 }
 

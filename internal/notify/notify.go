@@ -36,6 +36,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/config"
+	"github.com/kokumi-dev/kokumi/internal/egress"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
 	"github.com/kokumi-dev/kokumi/internal/text"
@@ -169,10 +170,10 @@ func New(opts Options) *Notifier {
 }
 
 // Setup adds a Notifier to mgr, reading the webhooks' keys in Kokumi's namespace with its API
-// reader and recording Events as kokumi-notify; it sends while the manager runs (on the leader,
-// as the reconcilers).
-func Setup(mgr ctrl.Manager, namespace string) (*Notifier, error) {
-	n := New(Options{Secrets: mgr.GetAPIReader(), Namespace: namespace, Recorder: mgr.GetEventRecorder("kokumi-notify")})
+// reader, recording Events as kokumi-notify and posting with client, the controller's egress
+// policy (internal/egress); it sends while the manager runs (on the leader, as the reconcilers).
+func Setup(mgr ctrl.Manager, namespace string, client *http.Client) (*Notifier, error) {
+	n := New(Options{Secrets: mgr.GetAPIReader(), Namespace: namespace, Recorder: mgr.GetEventRecorder("kokumi-notify"), Client: client})
 	if err := mgr.Add(n); err != nil {
 		return nil, fmt.Errorf("add the notifier of the Environments' webhooks: %w", err)
 	}
@@ -434,7 +435,8 @@ func (n *Notifier) post(ctx context.Context, d *delivery) (retryAfter time.Durat
 	}
 	resp, err := n.opts.Client.Do(req)
 	if err != nil {
-		return 0, true, fmt.Errorf("post to %s: %w", d.hook.URL, err)
+		// An address the egress policy refuses stays refused: not tried again.
+		return 0, egress.Refused(err) == nil, fmt.Errorf("post to %s: %w", d.hook.URL, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponse))

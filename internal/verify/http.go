@@ -13,7 +13,10 @@ import (
 
 	"github.com/google/cel-go/cel"
 
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/egress"
 )
 
 // MaxBody is the most of an answer's body an HTTP verification reads.
@@ -27,24 +30,40 @@ const maxPrograms = 256
 
 // HTTPRunner sends the requests of http verifications and judges their answers.
 type HTTPRunner struct {
-	// Client sends the requests; nil uses a client of its own.
+	// Client sends the requests; nil is the default egress policy's (internal/egress: no
+	// redirect, no loopback, link-local, multicast or metadata address). The controller's comes
+	// from its configuration (config.Config.Egress).
 	Client *http.Client
+	// Workers is how many checks run at a time (Start, Read), of which one namespace's at most
+	// a quarter (at least one); zero or less is DefaultHTTPWorkers.
+	Workers int
+	// Done is told of each run that ends, with its Serving's namespace and name, so that the
+	// Serving reconciles then; nil tells none (the Serving looks again after PollHTTP). It must
+	// not block.
+	Done func(namespace, name string)
 
 	mu       sync.Mutex
 	env      *cel.Env
 	programs map[string]cel.Program
+	client   *http.Client
+	// The pool (pool.go): every run by its key, those waiting for a slot in order, and how
+	// many run, in all and by namespace.
+	runs         map[runKey]*httpRun
+	queue        []*httpRun
+	running      int
+	perNamespace map[string]int
 }
 
-// Run sends the request and says whether successCondition holds of the answer.
+// Run sends the request and says whether successCondition holds of the answer. The message,
+// which the Serving's tenants read, holds the status code and the verdict, and the answer's
+// first lines only when spec.showResponse is true; they always go to the log of ctx, with the
+// Location of a redirect.
 func (h *HTTPRunner) Run(ctx context.Context, spec *v1.HTTPVerification) Outcome {
 	prg, err := h.program(spec.SuccessCondition)
 	if err != nil {
 		return Outcome{Message: "successCondition cannot be used: " + err.Error() + "; fix the Environment's http.successCondition"}
 	}
-	timeout := DefaultHTTPTimeout
-	if spec.Timeout != nil && spec.Timeout.Duration > 0 {
-		timeout = min(spec.Timeout.Duration, MaxHTTPTimeout)
-	}
+	timeout := httpTimeout(spec)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	method := string(spec.Method)
@@ -63,41 +82,86 @@ func (h *HTTPRunner) Run(ctx context.Context, spec *v1.HTTPVerification) Outcome
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
-	client := h.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
 	start := time.Now()
-	resp, err := client.Do(req)
+	resp, err := h.httpClient().Do(req)
 	if err != nil {
+		if r := egress.Refused(err); r != nil {
+			return Outcome{Message: fmt.Sprintf("%s %s: refused: %v", method, spec.URL, r)}
+		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return Outcome{Message: fmt.Sprintf("%s %s: no answer within %s", method, spec.URL, timeout)}
 		}
 		return Outcome{Message: fmt.Sprintf("%s %s: %v", method, spec.URL, err)}
 	}
 	defer resp.Body.Close()
+	// The status line's reason phrase is the server's to write: only the code is said.
+	status := fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	log := logf.FromContext(ctx).WithValues("url", spec.URL, "status", resp.StatusCode)
+	if egress.IsRedirect(resp) {
+		to := resp.Header.Get("Location")
+		log.Info("an HTTP verification's answer is a redirect, not followed", "location", to)
+		msg := fmt.Sprintf("%s %s answered %s, a redirect, which Kokumi does not follow (the controller's --verify-redirects): the run fails", method, spec.URL, status)
+		if spec.ShowResponse {
+			msg += "; Location: " + to
+		}
+		return Outcome{Message: msg}
+	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
 	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return Outcome{Message: fmt.Sprintf("%s %s answered %s, but not all of it within %s", method, spec.URL, status, timeout)}
+		}
 		return Outcome{Message: fmt.Sprintf("%s %s: read the answer: %v", method, spec.URL, err)}
 	}
 	var parsed any
 	if json.Unmarshal(raw, &parsed) != nil {
 		parsed = nil
 	}
+	excerpt := firstLines(string(raw), 3)
 	response := map[string]any{"status": int64(resp.StatusCode), "body": parsed, "text": string(raw)}
 	out, _, err := prg.ContextEval(ctx, map[string]any{"response": response})
-	said := fmt.Sprintf("%s in %s: %s", resp.Status, time.Since(start).Round(time.Millisecond), firstLines(string(raw), 3))
-	if err != nil {
-		return Outcome{Message: "successCondition could not be evaluated (" + err.Error() + "); the answer: " + said}
+	said := fmt.Sprintf("%s in %s", status, time.Since(start).Round(time.Millisecond))
+	if spec.ShowResponse {
+		said += ": " + excerpt
 	}
-	ok, isBool := out.Value().(bool)
-	if !isBool {
-		return Outcome{Message: "successCondition does not give a bool; the answer: " + said}
+	var o Outcome
+	var ok, isBool bool
+	if err == nil {
+		ok, isBool = out.Value().(bool)
 	}
-	if !ok {
-		return Outcome{Message: "successCondition does not hold; the answer: " + said}
+	switch {
+	case err != nil:
+		o = Outcome{Message: "successCondition could not be evaluated (" + err.Error() + "); the answer: " + said}
+	case !isBool:
+		o = Outcome{Message: "successCondition does not give a bool; the answer: " + said}
+	case !ok:
+		o = Outcome{Message: "successCondition does not hold; the answer: " + said}
+	default:
+		o = Outcome{Passed: true, Message: "successCondition holds; the answer: " + said}
 	}
-	return Outcome{Passed: true, Message: "successCondition holds; the answer: " + said}
+	log.Info("an HTTP verification answered", "passed", o.Passed, "answer", excerpt)
+	return o
+}
+
+// httpClient is Client, or the default policy's.
+func (h *HTTPRunner) httpClient() *http.Client {
+	if h.Client != nil {
+		return h.Client
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.client == nil {
+		h.client = egress.Policy{}.Client()
+	}
+	return h.client
+}
+
+// httpTimeout is how long one request of spec may take.
+func httpTimeout(spec *v1.HTTPVerification) time.Duration {
+	if spec.Timeout != nil && spec.Timeout.Duration > 0 {
+		return min(spec.Timeout.Duration, MaxHTTPTimeout)
+	}
+	return DefaultHTTPTimeout
 }
 
 // program compiles a successCondition once.

@@ -95,7 +95,18 @@ func (r *Runner) Step(ctx context.Context, specs []v1.Verification, wave string,
 		if res.Phase != v1.VerificationRunning {
 			continue
 		}
-		if res.Runs > res.Completed { // a Job's run under way (an HTTP run completes at once)
+		if res.Runs > res.Completed && spec.HTTP != nil && r.HTTP != nil { // an HTTP check under way, in the pool
+			o, done := r.HTTP.Read(ctx, spec, wave, res.Runs, facts)
+			if !done {
+				soon(PollHTTP)
+				continue
+			}
+			res.Completed = res.Runs
+			if tally(res, spec, o, now) {
+				continue
+			}
+		}
+		if res.Runs > res.Completed { // a Job's run under way
 			if spec.Job == nil || r.Jobs == nil {
 				res.Completed = res.Runs
 			} else if res.JobUID == "" {
@@ -137,11 +148,8 @@ func (r *Runner) Step(ctx context.Context, specs []v1.Verification, wave string,
 		res.Started = &metav1.Time{Time: now.Truncate(time.Second)}
 		switch {
 		case spec.HTTP != nil && r.HTTP != nil:
-			o := r.HTTP.Run(ctx, spec.HTTP)
-			res.Completed = res.Runs
-			if !tally(res, spec, o, now) {
-				soon(interval)
-			}
+			r.HTTP.Start(ctx, spec, wave, res.Runs, facts)
+			soon(PollHTTP)
 		case spec.Job != nil && r.Jobs != nil:
 			uid, refused, err := r.Jobs.Start(ctx, spec, wave, res.Runs, facts)
 			if err != nil {

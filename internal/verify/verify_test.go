@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,7 +21,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/egress"
 )
+
+// loopback is the egress policy of these tests, whose endpoints listen on loopback.
+var loopback = egress.Policy{Allowed: egress.Loopback}
 
 // answering serves status and body, and counts the requests.
 func answering(t *testing.T, status *atomic.Int32, body string, hits *atomic.Int32) string {
@@ -33,43 +38,79 @@ func answering(t *testing.T, status *atomic.Int32, body string, hits *atomic.Int
 	return srv.URL
 }
 
+// stepper steps a gate as the Serving reconciler does: once, and again each time an HTTP run it
+// started ends (HTTPRunner.Done), until none is under way.
+type stepper struct {
+	t     *testing.T
+	r     *Runner
+	ended chan string
+	facts Facts
+}
+
+func newStepper(t *testing.T, r *Runner) *stepper {
+	s := &stepper{t: t, r: r, ended: make(chan string, 16),
+		facts: Facts{Namespace: "team", Preparation: "web-1", Serving: &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web", UID: "u"}}}}
+	r.HTTP.Done = func(ns, name string) { s.ended <- ns + "/" + name }
+	return s
+}
+
+func (s *stepper) step(spec []v1.Verification, wave string, res []v1.VerificationResult) ([]v1.VerificationResult, time.Duration) {
+	s.t.Helper()
+	for {
+		out, recheck, err := s.r.Step(context.Background(), spec, wave, res, s.facts)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		res = out
+		if !slices.ContainsFunc(res, func(v v1.VerificationResult) bool { return v.Wave == wave && v.Runs > v.Completed }) {
+			return res, recheck
+		}
+		if recheck != PollHTTP {
+			s.t.Fatalf("a run under way is looked at again after %v, not %v", recheck, PollHTTP)
+		}
+		if got := <-s.ended; got != "team/web" {
+			s.t.Fatalf("the end of a run was told to %s", got)
+		}
+	}
+}
+
 func TestCountPassesInARowAtTheIntervalAndFailureLimitFails(t *testing.T) {
 	var status, hits atomic.Int32
 	status.Store(200)
 	url := answering(t, &status, `{"ok":true}`, &hits)
 	now := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
-	r := &Runner{HTTP: &HTTPRunner{}, Now: func() time.Time { return now }}
+	r := &Runner{HTTP: &HTTPRunner{Client: loopback.Client()}, Now: func() time.Time { return now }}
+	st := newStepper(t, r)
 	spec := []v1.Verification{{Name: "smoke", Count: 2, FailureLimit: 2, Interval: &metav1.Duration{Duration: time.Minute},
 		HTTP: &v1.HTTPVerification{URL: url, SuccessCondition: "response.status == 200 && response.body.ok"}}}
-	ctx := context.Background()
 
-	res, recheck, err := r.Step(ctx, spec, "canary", nil, Facts{})
-	if err != nil || len(res) != 1 || res[0].Phase != v1.VerificationRunning || res[0].Passes != 1 || recheck != time.Minute {
-		t.Fatalf("first run: %+v %v %v", res, recheck, err)
+	res, recheck := st.step(spec, "canary", nil)
+	if len(res) != 1 || res[0].Phase != v1.VerificationRunning || res[0].Passes != 1 || recheck != time.Minute {
+		t.Fatalf("first run: %+v %v", res, recheck)
 	}
 	// Before the interval: no run.
 	now = now.Add(30 * time.Second)
-	if res, recheck, _ = r.Step(ctx, spec, "canary", res, Facts{}); hits.Load() != 1 || recheck != 30*time.Second {
+	if res, recheck = st.step(spec, "canary", res); hits.Load() != 1 || recheck != 30*time.Second {
 		t.Fatalf("ran before the interval: %d requests, recheck %v", hits.Load(), recheck)
 	}
 	// A failure breaks the row; a pass and a pass in a row pass it.
 	now = now.Add(time.Minute)
 	status.Store(503)
-	res, _, _ = r.Step(ctx, spec, "canary", res, Facts{})
+	res, _ = st.step(spec, "canary", res)
 	if res[0].Passes != 0 || res[0].Failures != 1 || res[0].Phase != v1.VerificationRunning || !strings.Contains(res[0].Message, "503") {
 		t.Fatalf("after a failure: %+v", res[0])
 	}
 	status.Store(200)
 	for range 2 {
 		now = now.Add(time.Minute)
-		res, _, _ = r.Step(ctx, spec, "canary", res, Facts{})
+		res, _ = st.step(spec, "canary", res)
 	}
 	if res[0].Phase != v1.VerificationPassed || res[0].Passes != 2 || res[0].Runs != 4 || res[0].Finished == nil {
 		t.Fatalf("two passes in a row: %+v", res[0])
 	}
 	// Passed is final.
 	now = now.Add(time.Hour)
-	if _, _, _ = r.Step(ctx, spec, "canary", res, Facts{}); hits.Load() != 4 {
+	if _, _ = st.step(spec, "canary", res); hits.Load() != 4 {
 		t.Errorf("a passed verification ran again: %d requests", hits.Load())
 	}
 
@@ -78,7 +119,7 @@ func TestCountPassesInARowAtTheIntervalAndFailureLimitFails(t *testing.T) {
 	other := []v1.VerificationResult{{Name: "smoke", Wave: "rest", Phase: v1.VerificationRunning}}
 	for range 2 {
 		now = now.Add(time.Minute)
-		other, _, _ = r.Step(ctx, spec, "", other, Facts{})
+		other, _ = st.step(spec, "", other)
 	}
 	if len(other) != 2 || other[0].Wave != "rest" || other[1].Wave != "" || other[1].Phase != v1.VerificationFailed || other[1].Failures != 2 {
 		t.Fatalf("failure limit: %+v", other)
@@ -90,7 +131,7 @@ func TestASuccessConditionIsJudgedOverStatusBodyAndText(t *testing.T) {
 	var status, hits atomic.Int32
 	status.Store(200)
 	url := answering(t, &status, prom, &hits)
-	h := &HTTPRunner{}
+	h := &HTTPRunner{Client: loopback.Client()}
 	for _, tc := range []struct {
 		cond   string
 		passed bool

@@ -25,6 +25,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
+	"github.com/kokumi-dev/kokumi/internal/egress"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/bundled"
 	"github.com/kokumi-dev/kokumi/internal/render/isolate"
@@ -142,6 +143,8 @@ func startController() (stop func(), err error) {
 	cfg.ArgoCDNamespace = fleet.ArgoCDNamespace
 	cfg.BundledRegistry = fleet.Registry
 	cfg.ProbePeriod = 3 * time.Second
+	// The controller runs on the host, beside the gates' endpoints: loopback is allowed.
+	cfg.VerifyAllowedCIDRs = egress.Loopback
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("listen for the UI: %w", err)

@@ -83,6 +83,10 @@ func TestRolloutAnHTTPGateJudgesAPrometheusAnswer(t *testing.T) {
 		!strings.Contains(res[0].Message, "successCondition holds; the answer: 200 OK") {
 		t.Fatalf("verifications %+v", res)
 	}
+	// Tenants read the status: the answer itself is not in it unless the admin shows it.
+	if strings.Contains(res[0].Message, "resultType") {
+		t.Errorf("the answer is in the status without http.showResponse: %q", res[0].Message)
+	}
 	if res[0].Finished.Sub(res[0].Started.Time) < 0 {
 		t.Errorf("times %+v", res[0])
 	}
@@ -103,7 +107,10 @@ func TestRolloutAnHTTPGateJudgesAPrometheusAnswer(t *testing.T) {
 	})
 
 	// A high error rate: the verification fails, the roll-out halts, the rest keeps the first.
+	// The admin shows the answer to the tenants (Prometheus's answer is theirs to read).
 	rate.Store("0.5")
+	p.Waves[0].Verify[0].HTTP.ShowResponse = true
+	f.setRollout(p)
 	f.promote(two.Name)
 	f.targets(two.Spec.Artifact.Digest, "hg-canary")
 	f.healthy(two.Spec.Artifact.Digest, "hg-canary")

@@ -5,6 +5,7 @@ package serving
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -38,8 +39,11 @@ var (
 	argo *argocache.Cache
 	// A roll-out writes at most 50 Applications a reconcile: the tests of more clusters roll out
 	// in slices (progress_test.go).
+	//
+	// The gates' endpoints and the webhooks listen on 127.0.0.1, which the egress policy allows
+	// here (and only that address: attackers_test.go).
 	cfg = config.Config{ArgoCDNamespace: "argocd", LocalProject: "kokumi-local", Namespace: "kokumi-system", SyncRetry: argocd.DefaultSyncRetry,
-		ApplicationWriteSlice: 50}
+		ApplicationWriteSlice: 50, VerifyAllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 	// registry holds the Preparations' deployment records.
 	registry *ociregistry.Registry
 	// registryCreds are the bundled registry's credentials, in their Secret of Kokumi's namespace.

@@ -40,6 +40,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller/registrycreds"
 	"github.com/kokumi-dev/kokumi/internal/controller/status"
+	"github.com/kokumi-dev/kokumi/internal/egress"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/gate"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
@@ -110,6 +111,9 @@ type Reconciler struct {
 	// pullCache is PullSecrets' cache, watched: a Secret changed or deleted by someone else is
 	// written again.
 	pullCache cache.Cache
+	// checked carries the Servings whose HTTP check ended (Verifier.HTTP.Done): each reconciles
+	// at once, not at its next poll (verify.PollHTTP).
+	checked chan event.GenericEvent
 
 	// writes follows roll-outs made in slices (internal/rollout).
 	writes rollout.Writes
@@ -129,8 +133,15 @@ func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache, pipeline 
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: cfg, Recorder: mgr.GetEventRecorder("kokumi-serving"), Now: time.Now,
 		Pipeline: pipeline, Records: pipeline.Records, Keys: keys, ArgoCD: argo,
 		PullSecrets: &registrycreds.PullSecrets{Client: mgr.GetClient(), Cache: pullCache, APIReader: mgr.GetAPIReader(), Config: cfg}, pullCache: pullCache,
-		Verifier: &verify.Runner{Jobs: &verify.JobRunner{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.Namespace}, HTTP: &verify.HTTPRunner{}}}
-	if r.Notifier, err = notify.Setup(mgr, cfg.Namespace); err != nil {
+		checked: make(chan event.GenericEvent, checkedQueue)}
+	// HTTP checks run in a pool of their own, off the reconcile (internal/verify).
+	r.Verifier = &verify.Runner{Jobs: &verify.JobRunner{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.Namespace},
+		HTTP: &verify.HTTPRunner{Client: cfg.Egress().Client(), Workers: cfg.VerifyWorkers, Done: r.checkEnded}}
+	// Webhooks follow no redirect, whatever --verify-redirects says: the signature would go
+	// to another URL than the Environment names.
+	hooks := cfg.Egress()
+	hooks.Redirects = egress.RedirectsNone
+	if r.Notifier, err = notify.Setup(mgr, cfg.Namespace, hooks.Client()); err != nil {
 		return err
 	}
 	// The signing key exists, and its public half is published, from the first start on.
@@ -143,6 +154,19 @@ func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache, pipeline 
 		return fmt.Errorf("add the signing-key check: %w", err)
 	}
 	return r.SetupWithManager(mgr)
+}
+
+// checkedQueue is how many ends of HTTP checks wait for the Serving controller to take them; one
+// more is dropped, and its Serving sees it at its next poll.
+const checkedQueue = 1024
+
+// checkEnded tells the Serving controller that an HTTP check of the Serving namespace/name
+// ended, without blocking.
+func (r *Reconciler) checkEnded(namespace, name string) {
+	select {
+	case r.checked <- event.GenericEvent{Object: &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}}:
+	default:
+	}
 }
 
 // SetupWithManager registers the indexes and watches: a change of a Serving, its Preparation,
@@ -186,6 +210,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Build(r)
 	if err != nil {
 		return fmt.Errorf("build serving controller: %w", err)
+	}
+	if r.checked != nil {
+		if err := c.Watch(source.Channel(r.checked, &handler.EnqueueRequestForObject{})); err != nil {
+			return fmt.Errorf("watch the ends of HTTP checks: %w", err)
+		}
 	}
 	if r.pullCache != nil {
 		// A repository Secret changed or deleted by someone else is written again; a rotated

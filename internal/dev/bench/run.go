@@ -498,12 +498,17 @@ func (r *run) setUpHub(o hubOptions, observed ...string) error {
 // preparation pushes an artifact to the registry and creates a Preparation of order for it,
 // as the Order reconciler would.
 func (r *run) preparation(order, name string) (prep, error) {
-	repository := r.reg.Addr + "/" + tenantNamespace + "/" + order
+	return r.preparationIn(tenantNamespace, order, name)
+}
+
+// preparationIn is preparation in namespace.
+func (r *run) preparationIn(namespace, order, name string) (prep, error) {
+	repository := r.reg.Addr + "/" + namespace + "/" + order
 	digest, err := (&oci.Client{}).PushArtifact(r.ctx, repository, []byte(name), nil)
 	if err != nil {
 		return prep{}, fmt.Errorf("push the artifact of %s: %w", name, err)
 	}
-	p := &v1.Preparation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenantNamespace}, Spec: v1.PreparationSpec{
+	p := &v1.Preparation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: v1.PreparationSpec{
 		OrderRef: v1.LocalObjectReference{Name: order}, ProductRef: v1.LocalObjectReference{Name: productName},
 		Source:          v1.PreparationSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.14.1", Digest: "sha256:" + strings.Repeat("c", 64)},
 		TargetNamespace: targetNamespace,
