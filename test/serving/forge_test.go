@@ -372,3 +372,46 @@ func TestSeparationRefusesWhoWroteTheSpecOfAnAutomaticPromotion(t *testing.T) {
 	}
 	f.stillTargets("", "fw-a")
 }
+
+func TestApprovalsOfAPreparationPromotedAwayAndBackDoNotCount(t *testing.T) {
+	f := newFixture(t)
+	p := canaryThenRest(time.Hour, v1.RolloutHalt)
+	p.Waves[1].Approval = &v1.ApprovalPolicy{Required: 1}
+	f.setRollout(p)
+	f.ringCluster("fb-canary", "canary", true)
+	f.ringCluster("fb-a", "", true)
+	one := f.preparation("podinfo-edge-1", "podinfo", false)
+	two := f.preparation("podinfo-edge-2", "podinfo", false)
+	f.order("edge", one.Name)
+	f.targets(one.Spec.Artifact.Digest, "fb-canary")
+	f.healthy(one.Spec.Artifact.Digest, "fb-canary")
+	f.soaking(one.Name)
+	approver, carol := f.person("carol-"+f.ns, "kokumi-approver")
+
+	// Carol approves the rest of P ahead of time, while the canary soaks.
+	first := f.attempt(one.Name)
+	must(t, f.write(approver, func(s *v1.ServingSpec) {
+		s.Approvals = append(s.Approvals, v1.Approval{Preparation: one.Name, Wave: "rest", By: carol, Attempt: first})
+	}))
+	// Q, then P again: another attempt of P, from its first wave, which her approval of the
+	// first attempt does not pass.
+	f.promote(two.Name)
+	f.targets(two.Spec.Artifact.Digest, "fb-canary")
+	f.promote(one.Name)
+	f.targets(one.Spec.Artifact.Digest, "fb-canary")
+	if again := f.attempt(one.Name); again <= first {
+		t.Fatalf("P promoted again is attempt %d, the first was %d", again, first)
+	}
+	f.healthy(one.Spec.Artifact.Digest, "fb-canary")
+	f.afterSoak("wave rest awaits a new approval", func() error {
+		s := f.serving()
+		if tg := f.target(s, "fb-a"); tg == nil || !strings.Contains(tg.Conditions[0].Message, "wave rest awaits approval (0 of 1)") {
+			return fmt.Errorf("target %+v", tg)
+		}
+		if len(s.Spec.Approvals) != 0 {
+			return fmt.Errorf("approvals of an earlier attempt are kept: %+v", s.Spec.Approvals)
+		}
+		return nil
+	})
+	f.stillTargets("", "fb-a")
+}
