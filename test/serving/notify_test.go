@@ -317,7 +317,9 @@ func TestACheckOutputReachesTheWebhookMarkedAndCleaned(t *testing.T) {
 	t.Cleanup(check.Close)
 	hook := newHookReceiver(t, 0)
 	must(t, f.setNotifications(env.Client, []v1.Notification{{Name: "incidents", URL: hook.URL, Events: []v1.NotificationEvent{"VerificationFailed"}}}))
-	_, _, one := f.gatedCanary("no", v1.Verification{Name: "smoke", HTTP: &v1.HTTPVerification{URL: check.URL + "/healthz", SuccessCondition: "response.status == 200"}})
+	// The admin shows the answer (http.showResponse): what the check printed is the tenant's.
+	_, _, one := f.gatedCanary("no", v1.Verification{Name: "smoke", HTTP: &v1.HTTPVerification{URL: check.URL + "/healthz",
+		SuccessCondition: "response.status == 200", ShowResponse: true}})
 
 	var body map[string]any
 	f.eventually("the webhook gets VerificationFailed", func() error {
