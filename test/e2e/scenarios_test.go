@@ -273,7 +273,7 @@ func canaryRollsBack(t *testing.T) {
 
 // smokeGateHolds rolls a release out in two waves, edge-1 first, with an HTTP smoke check of
 // the canary: the release runs healthily on edge-1, as Argo CD reports, but the smoke endpoint
-// answers 500, so the roll-out halts and edge-2 and edge-3 keep the release that ran. Then the
+// answers 500 (the admin shows its answer to the tenant: http.showResponse), so the roll-out halts and edge-2 and edge-3 keep the release that ran. Then the
 // policy is removed and the release reaches every member.
 func smokeGateHolds(t *testing.T) {
 	smoke := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -283,7 +283,7 @@ func smokeGateHolds(t *testing.T) {
 	defer smoke.Close()
 	kubectl(t, "label", "cluster", "edge-1", "ring=canary", "--overwrite")
 	policy := fmt.Sprintf(`{"spec":{"rollout":{"waves":[{"name":"canary","clusterSelector":{"matchLabels":{"ring":"canary"}},`+
-		`"verify":[{"name":"smoke","http":{"url":%q,"successCondition":"response.status == 200 && response.body.status == 'ok'"}}]},{"name":"rest"}]}}}`, smoke.URL+"/smoke")
+		`"verify":[{"name":"smoke","http":{"url":%q,"showResponse":true,"successCondition":"response.status == 200 && response.body.status == 'ok'"}}]},{"name":"rest"}]}}}`, smoke.URL+"/smoke")
 	kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=merge", "-p", policy)
 	cleaned := false
 	cleanup := func() {
