@@ -160,29 +160,12 @@ func (r *run) rollout(row *RolloutRow, opts RolloutOptions) error {
 		}
 		waves[fleet.ApplicationName(tenantNamespace, orderName, ClusterName(i))] = wave
 	}
-	if _, err := waitCount(r.ctx, start, r.opts.Timeout, "every Cluster Ready", n, func() (int, error) {
-		return r.obs.readyClusters(r.ctx)
-	}, alive); err != nil {
-		return err
-	}
-	r.logf("%d Clusters Ready in %s (%d in the canary wave)", n, time.Since(start).Round(time.Millisecond), row.Canary)
-
-	argo, err := startArgoCD(r.ctx, r, opts.HealthDelay, waves)
+	// The first Preparation, until Deployed: the starting point of both promotions.
+	argo, err := r.deployFirst(start, n, fmt.Sprintf(" (%d in the canary wave)", row.Canary), opts.HealthDelay, waves, preps[0], alive)
 	if err != nil {
 		return err
 	}
 	defer argo.stop()
-
-	// The first Preparation, until Deployed: the starting point of both promotions.
-	start = time.Now()
-	if err := r.createOrder(preps[0].name); err != nil {
-		return err
-	}
-	d, err := r.waitDeployed(start, preps[0], alive)
-	if err != nil {
-		return err
-	}
-	r.logf("Serving → %d clusters Deployed at %s in %s", n, preps[0].name, d.Round(time.Millisecond))
 
 	// (a) All at once.
 	if row.AllAtOnce, err = r.promote(preps[1], alive); err != nil {
@@ -244,6 +227,34 @@ func (r *run) promote(p prep, alive func() error) (time.Duration, error) {
 }
 
 // waitDeployed waits until the Serving is Deployed at p's digest, of its generation.
+// deployFirst waits until want Clusters are Ready (note adds to the line it logs), starts the
+// player of Argo CD (healthDelay, waves: startArgoCD), and deploys first, the Preparation the
+// promotions measured start from, until Deployed. The caller stops the player.
+func (r *run) deployFirst(start time.Time, want int, note string, healthDelay time.Duration, waves map[string]string, first prep, alive func() error) (*argoCD, error) {
+	if _, err := waitCount(r.ctx, start, r.opts.Timeout, "every Cluster Ready", want, func() (int, error) {
+		return r.obs.readyClusters(r.ctx)
+	}, alive); err != nil {
+		return nil, err
+	}
+	r.logf("%d Clusters Ready in %s%s", want, time.Since(start).Round(time.Millisecond), note)
+	argo, err := startArgoCD(r.ctx, r, healthDelay, waves)
+	if err != nil {
+		return nil, err
+	}
+	start = time.Now()
+	if err := r.createOrder(first.name); err != nil {
+		argo.stop()
+		return nil, err
+	}
+	d, err := r.waitDeployed(start, first, alive)
+	if err != nil {
+		argo.stop()
+		return nil, err
+	}
+	r.logf("Serving → %d clusters Deployed at %s in %s", r.opts.N, first.name, d.Round(time.Millisecond))
+	return argo, nil
+}
+
 func (r *run) waitDeployed(start time.Time, p prep, alive func() error) (time.Duration, error) {
 	return waitCount(r.ctx, start, r.opts.Timeout, "the Serving Deployed at "+p.name, 1, func() (int, error) {
 		reason, err := r.obs.servingReady(r.ctx, tenantNamespace, orderName)

@@ -130,27 +130,11 @@ func (r *run) stall(row *StallRow, opts StallOptions, hang *hanging) error {
 	if err := r.createLabeledCluster(gatedCluster, map[string]string{"tier": gatedTier}); err != nil {
 		return err
 	}
-	if _, err := waitCount(r.ctx, start, r.opts.Timeout, "every Cluster Ready", n+1, func() (int, error) {
-		return r.obs.readyClusters(r.ctx)
-	}, alive); err != nil {
-		return err
-	}
-	r.logf("%d Clusters Ready in %s", n+1, time.Since(start).Round(time.Millisecond))
-	argo, err := startArgoCD(r.ctx, r, opts.HealthDelay, map[string]string{})
+	argo, err := r.deployFirst(start, n+1, "", opts.HealthDelay, map[string]string{}, preps[0], alive)
 	if err != nil {
 		return err
 	}
 	defer argo.stop()
-
-	start = time.Now()
-	if err := r.createOrder(preps[0].name); err != nil {
-		return err
-	}
-	d, err := r.waitDeployed(start, preps[0], alive)
-	if err != nil {
-		return err
-	}
-	r.logf("Serving → %d clusters Deployed at %s in %s", n, preps[0].name, d.Round(time.Millisecond))
 
 	// (a) No gated Serving.
 	if row.Ungated, err = r.promote(preps[1], alive); err != nil {
