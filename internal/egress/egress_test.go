@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync/atomic"
@@ -13,24 +12,12 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/kokumi-dev/kokumi/internal/egress/egresstest"
 )
 
-// server serves on addr (such as 127.0.0.2:0) with h, and counts the requests.
-func server(t *testing.T, addr string, h http.HandlerFunc) (*httptest.Server, *atomic.Int32) {
-	t.Helper()
-	var hits atomic.Int32
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		h(w, r)
-	})}}
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return srv, &hits
-}
+// server serves h on addr, counting the requests (egresstest.Serve).
+var server = egresstest.Serve
 
 func ok(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }
 

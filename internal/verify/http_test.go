@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,24 +16,11 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/egress"
+	"github.com/kokumi-dev/kokumi/internal/egress/egresstest"
 )
 
-// listen serves h on addr (such as 127.0.0.2:0), counting the requests.
-func listen(t *testing.T, addr string, h http.HandlerFunc) (*httptest.Server, *atomic.Int32) {
-	t.Helper()
-	var hits atomic.Int32
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		h(w, r)
-	})}}
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return srv, &hits
-}
+// listen serves h on addr, counting the requests (egresstest.Serve).
+var listen = egresstest.Serve
 
 // logged returns a context whose logger writes into the returned buffer.
 func logged() (context.Context, func() string) {
