@@ -1,7 +1,6 @@
 package serving
 
 import (
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"testing"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/egress/egresstest"
 )
 
 // An admin points a gate at the canary's health endpoint, which the tenant serves; it answers
@@ -34,16 +34,7 @@ func TestAGateEndpointRedirectingToWhatOnlyTheControllerReachesFailsTheRun(t *te
 				http.Redirect(w, r, tc.to, http.StatusFound)
 			}))
 			defer canary.Close()
-			p := canaryThenRest(0, v1.RolloutHalt)
-			p.Waves[0].Verify = []v1.Verification{{Name: "health", HTTP: &v1.HTTPVerification{URL: canary.URL + "/healthz", SuccessCondition: "true"}}}
-			f.setRollout(p)
-			c, rest := "eg-canary-"+f.ns, "eg-a-"+f.ns
-			f.ringCluster(c, "canary", true)
-			f.ringCluster(rest, "", true)
-			one := f.preparation("podinfo-edge-1", "podinfo", false)
-			f.order("edge", one.Name)
-			f.targets(one.Spec.Artifact.Digest, c)
-			f.healthy(one.Spec.Artifact.Digest, c)
+			_, rest, _ := f.gatedCanary("eg", v1.Verification{Name: "health", HTTP: &v1.HTTPVerification{URL: canary.URL + "/healthz", SuccessCondition: "true"}})
 			s := f.ready(v1.ReasonRolloutHalted, "it failed on verification health of wave canary")
 			v := s.Status.Rollout.Verifications
 			if len(v) != 1 || v[0].Phase != v1.VerificationFailed || !strings.Contains(v[0].Message, "answered 302 Found, a redirect, which Kokumi does not follow") ||
@@ -61,26 +52,9 @@ func TestAGateEndpointRedirectingToWhatOnlyTheControllerReachesFailsTheRun(t *te
 // The hub's policy here allows 127.0.0.1 alone: a gate at another loopback address (the
 // controller's metrics, a node agent) is refused before anything is sent.
 func TestAGateAtALoopbackAddressTheAdminDidNotAllowIsRefused(t *testing.T) {
-	var hits atomic.Int32
-	ln, err := net.Listen("tcp", "127.0.0.2:0")
-	must(t, err)
-	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		hits.Add(1)
-		_, _ = w.Write([]byte("ok"))
-	})}}
-	srv.Start()
-	defer srv.Close()
+	srv, hits := egresstest.Serve(t, "127.0.0.2:0", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	f := newFixture(t)
-	p := canaryThenRest(0, v1.RolloutHalt)
-	p.Waves[0].Verify = []v1.Verification{{Name: "metrics", HTTP: &v1.HTTPVerification{URL: srv.URL + "/metrics", SuccessCondition: "true"}}}
-	f.setRollout(p)
-	c, rest := "el-canary-"+f.ns, "el-a-"+f.ns
-	f.ringCluster(c, "canary", true)
-	f.ringCluster(rest, "", true)
-	one := f.preparation("podinfo-edge-1", "podinfo", false)
-	f.order("edge", one.Name)
-	f.targets(one.Spec.Artifact.Digest, c)
-	f.healthy(one.Spec.Artifact.Digest, c)
+	f.gatedCanary("el", v1.Verification{Name: "metrics", HTTP: &v1.HTTPVerification{URL: srv.URL + "/metrics", SuccessCondition: "true"}})
 	s := f.ready(v1.ReasonRolloutHalted, "it failed on verification metrics of wave canary")
 	v := s.Status.Rollout.Verifications
 	if len(v) != 1 || !strings.Contains(v[0].Message, "refused: 127.0.0.2 is a loopback address") || !strings.Contains(v[0].Message, "--verify-allowed-cidrs") {
