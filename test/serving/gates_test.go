@@ -127,7 +127,8 @@ func TestRolloutAnHTTPGateJudgesAPrometheusAnswer(t *testing.T) {
 func TestRolloutAJobGateThatFailsHaltsTheRollout(t *testing.T) {
 	f := newFixture(t)
 	canary, rest, one := f.gatedCanary("jg", v1.Verification{Name: "smoke", Job: &v1.JobVerification{Image: "registry.example/smoke:1",
-		Args: []string{"--url", "http://podinfo.podinfo"}, ServiceAccountName: "smoke", Env: []v1.NameValue{{Name: "MODE", Value: "quick"}}}})
+		Args: []string{"--url", "http://podinfo.podinfo"}, ServiceAccountName: "smoke", Env: []v1.NameValue{{Name: "MODE", Value: "quick"},
+			{Name: "PROMETHEUS_TOKEN", SecretKeyRef: &v1.SecretKeyRef{Name: "prometheus", Key: "token"}}}}})
 
 	// The Job runs in Kokumi's namespace, as the ServiceAccount the admin named there, told the facts.
 	job := f.gateJob("smoke")
@@ -142,6 +143,11 @@ func TestRolloutAJobGateThatFailsHaltsTheRollout(t *testing.T) {
 		facts["KOKUMI_CLUSTERS"] != canary || facts["KOKUMI_DIGEST"] != one.Spec.Artifact.Digest || facts["KOKUMI_ENVIRONMENT"] != "edge" ||
 		facts["KOKUMI_ORDER"] != "podinfo-edge" || facts["MODE"] != "quick" || *job.Spec.BackoffLimit != 0 {
 		t.Fatalf("Job %+v, env %v", pod, facts)
+	}
+	// A value the tenant must not read comes from a Secret of Kokumi's namespace, not the Environment.
+	if e := c.Env[len(c.Env)-1]; e.Name != "PROMETHEUS_TOKEN" || e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
+		e.ValueFrom.SecretKeyRef.Name != "prometheus" || e.ValueFrom.SecretKeyRef.Key != "token" {
+		t.Errorf("the token's variable %+v", e)
 	}
 	if job.Namespace != cfg.Namespace || job.Labels[verify.LabelServing] != "podinfo-edge" || job.Labels[verify.LabelServingUID] != string(f.serving().UID) {
 		t.Errorf("Job %s/%s, labels %v", job.Namespace, job.Name, job.Labels)
