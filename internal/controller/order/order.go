@@ -4,12 +4,8 @@ package order
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 
@@ -41,8 +37,8 @@ import (
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
+	"github.com/kokumi-dev/kokumi/internal/preparation/recipe"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
-	"github.com/kokumi-dev/kokumi/internal/render"
 	"github.com/kokumi-dev/kokumi/internal/shard"
 	"github.com/kokumi-dev/kokumi/internal/stages"
 	"github.com/kokumi-dev/kokumi/internal/text"
@@ -52,10 +48,6 @@ import (
 const (
 	// productRefIndex indexes Orders by spec.productRef.name.
 	productRefIndex = "spec.productRef.name"
-	// retryAfter is when a failed render is first tried again without any change.
-	retryAfter = 5 * time.Second
-	// maxRetryAfter is the longest wait between two failed renders of the same input.
-	maxRetryAfter = 10 * time.Minute
 	// resync is how often a rendered Order looks whether a tag moved.
 	resync = 10 * time.Minute
 	// renderTimeout bounds one render: pull, images and push.
@@ -100,10 +92,10 @@ type Reconciler struct {
 	// images.DefaultTagTTL); keep it under Resync, or a resync may not ask the registry.
 	TagTTL time.Duration
 
-	retries retries
+	retries preparation.Retries
 	// renders remembers each Order's last render, for a reconcile that reads the Order before
-	// the cache shows the status that render wrote (see unchanged).
-	renders lastRenders
+	// the cache shows the status that render wrote (see recipe.Skip).
+	renders preparation.Renders
 	// slots bound the renders running at once (renderSlots).
 	slots     *slots
 	slotsOnce sync.Once
@@ -180,19 +172,18 @@ func (r *Reconciler) ordersOfProduct(ctx context.Context, o client.Object) []rec
 // Reconcile renders the Order's Product; a new result becomes a new Preparation, and the
 // Serving follows the promotion mode.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
-	log := ctrl.LoggerFrom(ctx)
 	var order deliveryv1alpha1.Order
 	if err := r.Get(ctx, req.NamespacedName, &order); err != nil {
-		r.retries.forget(req.NamespacedName)
-		r.renders.forget(req.NamespacedName)
+		r.retries.Forget(req.NamespacedName)
+		r.renders.Forget(req.NamespacedName)
 		if apierrors.IsNotFound(err) {
 			kmetrics.ForgetOrder(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !order.DeletionTimestamp.IsZero() {
-		r.retries.forget(req.NamespacedName)
-		r.renders.forget(req.NamespacedName)
+		r.retries.Forget(req.NamespacedName)
+		r.renders.Forget(req.NamespacedName)
 		kmetrics.ForgetOrder(order.Namespace, order.Name)
 		return ctrl.Result{}, nil
 	}
@@ -217,19 +208,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	product, failure := r.product(ctx, &order)
 	if failure != nil {
 		// The Product's creation brings the Order back.
-		r.retries.forget(req.NamespacedName)
+		r.retries.Forget(req.NamespacedName)
 		order.Status.RenderRetry = nil
 		r.setFailed(&order, before, failure, "")
 		return ctrl.Result{}, nil
 	}
 	// A failed input is tried again once its wait is over, or at once when the Order or its
 	// Product changes; whatever else brings the Order back meanwhile renders nothing.
-	input := fmt.Sprintf("%d/%s/%d", order.Generation, product.UID, product.Generation)
+	input := preparation.RetryInput(&order, product)
 	if rr := order.Status.RenderRetry; rr != nil && rr.Input == input {
 		// After a restart only the Order says when its failed input is due.
-		r.retries.restore(req.NamespacedName, input, int(rr.Failures), rr.NotBefore.Time)
+		r.retries.Restore(req.NamespacedName, input, int(rr.Failures), rr.NotBefore.Time)
 	}
-	if wait := r.retries.wait(req.NamespacedName, input, time.Now()); wait > 0 {
+	if wait := r.retries.Wait(req.NamespacedName, input, time.Now()); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	prep, failure := r.prepare(ctx, &order, product)
@@ -237,43 +228,58 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{RequeueAfter: busyRetry}, nil
 	}
 	if failure != nil {
-		now := time.Now()
-		attempts, wait := r.retries.failed(req.NamespacedName, input, now, r.firstRetry(), r.maxRetry())
-		order.Status.RenderRetry = &deliveryv1alpha1.RenderRetry{Input: input, Failures: int32(min(attempts, math.MaxInt32)),
-			NotBefore: metav1.NewTime(now.Add(wait).Truncate(time.Second).Add(time.Second))}
-		times := "once"
-		if attempts > 1 {
-			times = fmt.Sprintf("%d times in a row", attempts)
-		}
-		r.setFailed(&order, before, failure, fmt.Sprintf("Failed %s: Kokumi tries again in %s, at %s, or at once when the Order or its Product changes.",
-			times, wait, now.Add(wait).UTC().Format(time.RFC3339)))
-		log.Info("render failed", "reason", failure.Reason, "message", failure.Message, "attempts", attempts, "retryAfter", wait)
-		return ctrl.Result{RequeueAfter: wait}, nil
+		return r.renderFailed(ctx, &order, before, input, failure), nil
 	}
-	r.retries.forget(req.NamespacedName)
+	r.retries.Forget(req.NamespacedName)
 	order.Status.RenderRetry = nil
 	verdict, err := r.promote(ctx, &order, prep)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if !verdict.Allowed {
-		c := meta.FindStatusCondition(order.Status.Conditions, deliveryv1alpha1.ConditionReady)
-		// The render message ends with the Preparation's unpinned images, if any: the verdict
-		// says them already.
-		rendered := c.Message
-		if problem := stages.ReleaseOf(prep).PinProblem(); problem != "" {
-			rendered = strings.TrimSuffix(rendered, "; "+problem)
-		}
-		meta.SetStatusCondition(&order.Status.Conditions, metav1.Condition{
-			Type: deliveryv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: deliveryv1alpha1.ReasonAwaitingStage,
-			Message:            shorten(verdict.Message + "; the Serving keeps running what it runs. " + rendered),
-			ObservedGeneration: order.Generation,
-		})
-		if old := meta.FindStatusCondition(before.Conditions, deliveryv1alpha1.ConditionReady); old != nil && old.Reason == deliveryv1alpha1.ReasonAwaitingStage {
-			meta.FindStatusCondition(order.Status.Conditions, deliveryv1alpha1.ConditionReady).LastTransitionTime = old.LastTransitionTime
-		}
+		awaitStage(&order, before, prep, verdict)
 	}
 	order.Status.ObservedGeneration = order.Generation
+	return ctrl.Result{RequeueAfter: r.resyncAfter(verdict)}, nil
+}
+
+// renderFailed records a failed render of input: the Order waits before it renders input again
+// (preparation.Retries), its Ready condition and status.renderRetry say why and until when.
+func (r *Reconciler) renderFailed(ctx context.Context, order *deliveryv1alpha1.Order, before *deliveryv1alpha1.OrderStatus,
+	input string, failure *failure) ctrl.Result {
+	now := time.Now()
+	first, most := preparation.RetryWaits(r.RetryAfter, r.MaxRetryAfter)
+	attempts, wait := r.retries.Failed(types.NamespacedName{Namespace: order.Namespace, Name: order.Name}, input, now, first, most)
+	var retry string
+	order.Status.RenderRetry, retry = preparation.RetryNote(input, attempts, wait, now)
+	r.setFailed(order, before, failure, retry)
+	ctrl.LoggerFrom(ctx).Info("render failed", "reason", failure.Reason, "message", failure.Message, "attempts", attempts, "retryAfter", wait)
+	return ctrl.Result{RequeueAfter: wait}
+}
+
+// awaitStage turns the Order's Ready condition into AwaitingStage: the gate holds the promotion
+// of prep back, and verdict says why.
+func awaitStage(order *deliveryv1alpha1.Order, before *deliveryv1alpha1.OrderStatus, prep *deliveryv1alpha1.Preparation, verdict promotion.Verdict) {
+	c := meta.FindStatusCondition(order.Status.Conditions, deliveryv1alpha1.ConditionReady)
+	// The render message ends with the Preparation's unpinned images, if any: the verdict
+	// says them already.
+	rendered := c.Message
+	if problem := stages.ReleaseOf(prep).PinProblem(); problem != "" {
+		rendered = strings.TrimSuffix(rendered, "; "+problem)
+	}
+	meta.SetStatusCondition(&order.Status.Conditions, metav1.Condition{
+		Type: deliveryv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: deliveryv1alpha1.ReasonAwaitingStage,
+		Message:            shorten(verdict.Message + "; the Serving keeps running what it runs. " + rendered),
+		ObservedGeneration: order.Generation,
+	})
+	if old := meta.FindStatusCondition(before.Conditions, deliveryv1alpha1.ConditionReady); old != nil && old.Reason == deliveryv1alpha1.ReasonAwaitingStage {
+		meta.FindStatusCondition(order.Status.Conditions, deliveryv1alpha1.ConditionReady).LastTransitionTime = old.LastTransitionTime
+	}
+}
+
+// resyncAfter is when a rendered Order looks again: after Resync, or when the gate's soak ends
+// if that is sooner.
+func (r *Reconciler) resyncAfter(verdict promotion.Verdict) time.Duration {
 	after := resync
 	if r.Resync > 0 {
 		after = r.Resync
@@ -282,7 +288,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		// The soak ends by itself: look again then, not before.
 		after = verdict.RecheckAfter + time.Second
 	}
-	return ctrl.Result{RequeueAfter: after}, nil
+	return after
 }
 
 // busy is the failure of a render that found no slot: its namespace runs its share of the
@@ -300,7 +306,7 @@ func (r *Reconciler) renderSlots() *slots {
 
 // tagCache is the image tags' cache all Orders share: when a chart version changes under a
 // thousand Orders, each tag is resolved about once in the pass, not once per Order, and the
-// skip rule's checks of the images (stillCurrent) that run together share it too. An answer
+// skip rule's checks of the images (recipe.Skip) that run together share it too. An answer
 // serves only Orders whose Product signs in to that registry with the same credential
 // (images.TagCache), and a moved tag is seen at most TagTTL late.
 func (r *Reconciler) tagCache() *images.TagCache {
@@ -309,20 +315,17 @@ func (r *Reconciler) tagCache() *images.TagCache {
 }
 
 // failure is a failed render: the Order's Ready reason and message.
-type failure struct {
-	Reason  string
-	Message string
-}
+type failure = preparation.Failure
 
 // product reads the Order's Product, or says why it cannot.
 func (r *Reconciler) product(ctx context.Context, order *deliveryv1alpha1.Order) (*deliveryv1alpha1.Product, *failure) {
 	var product deliveryv1alpha1.Product
 	if err := r.Get(ctx, client.ObjectKey{Namespace: order.Namespace, Name: order.Spec.ProductRef.Name}, &product); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &failure{deliveryv1alpha1.ReasonProductNotFound, fmt.Sprintf(
+			return nil, &failure{Reason: deliveryv1alpha1.ReasonProductNotFound, Message: fmt.Sprintf(
 				"Product %q does not exist in namespace %s: create it or fix spec.productRef.name", order.Spec.ProductRef.Name, order.Namespace)}
 		}
-		return nil, &failure{deliveryv1alpha1.ReasonProductNotFound, fmt.Sprintf("get product %q: %v", order.Spec.ProductRef.Name, err)}
+		return nil, &failure{Reason: deliveryv1alpha1.ReasonProductNotFound, Message: fmt.Sprintf("get product %q: %v", order.Spec.ProductRef.Name, err)}
 	}
 	return &product, nil
 }
@@ -349,7 +352,7 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 	if f != nil {
 		return nil, f
 	}
-	in, f := r.input(order, product)
+	in, f := recipe.Input(order, product, r.Config.BundledRegistry)
 	if f != nil {
 		return nil, f
 	}
@@ -359,7 +362,9 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 	}
 	ctx, cancel := context.WithTimeout(ctx, renderTimeout)
 	defer cancel()
-	current, currentInputs, f := r.unchanged(ctx, b, order, product, in)
+	last, remembered := r.renders.Get(types.NamespacedName{Namespace: order.Namespace, Name: order.Name}, order.UID)
+	skip := recipe.Skip{Builder: b, BundledRegistry: r.Config.BundledRegistry, Preparations: preparationReader{r.Client}}
+	current, currentInputs, f := skip.Unchanged(ctx, order, product, in, preparation.Candidates(order, last, remembered))
 	if f != nil {
 		return nil, f
 	}
@@ -367,7 +372,7 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 		// A crash between creating a Preparation and marking it Ready leaves it not Ready, and
 		// Automatic promotion would wait for it forever: mark it now.
 		if err := r.markReady(ctx, current); err != nil {
-			return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
+			return nil, &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: err.Error()}
 		}
 		order.Status.TargetNamespace = in.Render.TargetNamespace
 		r.setRendered(order, current, false, currentInputs)
@@ -387,21 +392,21 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 	// next render need not wait for them.
 	release()
 	if err != nil {
-		return nil, buildFailure(err)
+		return nil, recipe.BuildFailure(err)
 	}
 	order.Status.TargetNamespace = in.Render.TargetNamespace
-	inputs := inputsHash(in, built.SourceDigest, product)
+	inputs := recipe.InputsHash(in, built.SourceDigest, product)
 
 	existing, latest, err := r.preparations(ctx, order, built.ConfigHash)
 	if err != nil {
-		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
+		return nil, &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: err.Error()}
 	}
 	if existing != nil {
 		if f := r.keepArtifact(ctx, b, order, existing, in, built); f != nil {
 			return nil, f
 		}
 		if err := r.markReady(ctx, existing); err != nil {
-			return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
+			return nil, &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: err.Error()}
 		}
 		r.setRendered(order, existing, false, inputs)
 		return existing, nil
@@ -413,17 +418,17 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 	repository := r.artifactRepository(order)
 	artifactDigest, err := b.Push(ctx, repository, in, built, parent)
 	if err != nil {
-		return nil, buildFailure(err)
+		return nil, recipe.BuildFailure(err)
 	}
-	prep := newPreparation(order, product, in, built, repository, artifactDigest, parent, r.bundled(in.VendorRegistry))
+	prep := recipe.New(order, product, in, built, recipe.Pushed{Repository: repository, Digest: artifactDigest, Parent: parent}, r.Config.BundledRegistry)
 	if err := controllerutil.SetControllerReference(order, prep, r.Scheme()); err != nil {
-		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, fmt.Sprintf("own preparation: %v", err)}
+		return nil, &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: fmt.Sprintf("own preparation: %v", err)}
 	}
 	if err := r.Create(ctx, prep); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, fmt.Sprintf("create Preparation %s: %v", prep.Name, err)}
+		return nil, &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: fmt.Sprintf("create Preparation %s: %v", prep.Name, err)}
 	}
 	if err := r.markReady(ctx, prep); err != nil {
-		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
+		return nil, &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: err.Error()}
 	}
 	r.setRendered(order, prep, true, inputs)
 	r.Recorder.Eventf(order, prep, corev1.EventTypeNormal, deliveryv1alpha1.ReasonRendered, "Render",
@@ -431,148 +436,14 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 	return prep, nil
 }
 
-// unchanged returns the Order's latest Preparation when a render would make it again, found
-// without rendering: what the render reads hashes to the inputs hash of a render that made it
-// (the source version resolving to the same digest: one HEAD request), every image tag of the
-// Preparation still points to the digest it pinned (one HEAD request each), and the bundled
-// registry holds its artifact. The claims "inputs H rendered into Preparation P" it checks are
-// the Order's status and this reconciler's memory of the Order's last render (a cache may not
-// show that render's status yet); each is only a candidate, verified against the inputs now, so
-// neither can skip a render that is needed. It returns nil when nothing holds or a registry does
-// not answer: the render that follows makes what is needed, or says what failed. It fails only
-// when the bundled registry cannot tell whether it holds the artifact, which no render would
-// change. The second result is the inputs hash that matched.
-func (r *Reconciler) unchanged(ctx context.Context, b *build.Builder, order *deliveryv1alpha1.Order,
-	product *deliveryv1alpha1.Product, in build.Input) (*deliveryv1alpha1.Preparation, string, *failure) {
-	candidates := make([]lastRender, 0, 2)
-	if order.Status.InputsHash != "" && order.Status.LatestPreparation != "" {
-		candidates = append(candidates, lastRender{inputs: order.Status.InputsHash, preparation: order.Status.LatestPreparation})
-	}
-	if last, ok := r.renders.get(types.NamespacedName{Namespace: order.Namespace, Name: order.Name}, order.UID); ok && (len(candidates) == 0 || last != candidates[0]) {
-		candidates = append(candidates, last)
-	}
-	if len(candidates) == 0 {
-		return nil, "", nil
-	}
-	sourceDigest, err := resolveSource(ctx, b.Sources, in)
-	if err != nil {
-		return nil, "", nil
-	}
-	inputs := inputsHash(in, sourceDigest, product)
-	for _, c := range candidates {
-		if c.inputs != inputs {
-			continue
-		}
-		latest, f := r.stillCurrent(ctx, b, order, c.preparation)
-		if f != nil || latest != nil {
-			return latest, inputs, f
-		}
-	}
-	return nil, "", nil
-}
-
-// stillCurrent returns the Order's Preparation of that name when its images' tags still point to the
-// digests it pinned and the bundled registry holds its artifact; nil when not (see unchanged).
-func (r *Reconciler) stillCurrent(ctx context.Context, b *build.Builder, order *deliveryv1alpha1.Order, name string) (*deliveryv1alpha1.Preparation, *failure) {
-	var latest deliveryv1alpha1.Preparation
-	if err := r.Get(ctx, client.ObjectKey{Namespace: order.Namespace, Name: name}, &latest); err != nil || !metav1.IsControlledBy(&latest, order) {
-		return nil, nil
-	}
-	originals := make([]string, len(latest.Spec.Images))
-	for i, img := range latest.Spec.Images {
-		originals[i] = img.Original
-	}
-	pins, err := b.Images.Resolve(ctx, originals, "")
-	if err != nil {
-		return nil, nil
-	}
-	for i, p := range pins {
-		if refDigest(p.Pinned) != refDigest(latest.Spec.Images[i].Pinned) {
-			return nil, nil
-		}
-	}
-	present, err := r.artifactPresent(ctx, b.Sources, &latest)
-	if err != nil {
-		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
-	}
-	if !present {
-		return nil, nil
-	}
-	return &latest, nil
-}
-
-// resolveSource resolves the input's source version (a tag or a digest; empty is latest) to
-// the digest a pull would get, with one HEAD request.
-func resolveSource(ctx context.Context, sources *oci.Client, in build.Input) (string, error) {
-	repo, err := sources.Repository(oci.TrimScheme(in.SourceURL))
-	if err != nil {
-		return "", err
-	}
-	version := in.Version
-	if version == "" {
-		version = "latest"
-	}
-	desc, err := repo.Resolve(ctx, version)
-	if err != nil {
-		return "", fmt.Errorf("resolve version %s of %s: %w", version, in.SourceURL, err)
-	}
-	return desc.Digest.String(), nil
-}
-
-// inputsHash identifies what a render reads besides the images' tags: the input (source url
-// and version, release name, target namespace, values, CRDs, vendor registry), the digest the
-// source resolved to, and the Product's credentials Secret. Values hash as JSON, keys sorted.
-// An input that does not hash gives "", which never matches.
-func inputsHash(in build.Input, sourceDigest string, product *deliveryv1alpha1.Product) string {
-	credentials := ""
-	if ref := product.Spec.Source.CredentialsRef; ref != nil {
-		credentials = ref.Name
-	}
-	b, err := json.Marshal(struct {
-		Input        build.Input
-		SourceDigest string
-		Credentials  string
-	}{in, sourceDigest, credentials})
-	if err != nil {
-		return ""
-	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// refDigest is the digest of an image reference by digest (after its @).
-func refDigest(ref string) string {
-	if i := strings.LastIndex(ref, "@"); i >= 0 {
-		return ref[i+1:]
-	}
-	return ""
-}
-
-// artifactPresent says whether the current bundled registry holds prep's artifact, at the
-// address ArtifactLocation gives.
-func (r *Reconciler) artifactPresent(ctx context.Context, sources *oci.Client, prep *deliveryv1alpha1.Preparation) (bool, error) {
-	repository, digest := preparation.ArtifactLocation(r.Config.BundledRegistry, prep)
-	repo, err := sources.Repository(repository)
-	if err != nil {
-		return false, fmt.Errorf("the artifact of Preparation %s: %w", prep.Name, err)
-	}
-	if _, err := repo.Resolve(ctx, digest); err != nil {
-		if oci.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("cannot tell whether the bundled registry holds the artifact %s@%s of Preparation %s (%w): check that the registry is running", repository, digest, prep.Name, err)
-	}
-	return true, nil
-}
-
 // keepArtifact pushes the artifact of existing again when the bundled registry does not hold it
 // (a restore that lost its data). built has existing's config hash, and a push is
 // reproducible: with existing's source version and parent it gives existing's digest.
 func (r *Reconciler) keepArtifact(ctx context.Context, b *build.Builder, order *deliveryv1alpha1.Order,
 	existing *deliveryv1alpha1.Preparation, in build.Input, built *build.Built) *failure {
-	present, err := r.artifactPresent(ctx, b.Sources, existing)
+	present, err := recipe.ArtifactPresent(ctx, b.Sources, r.Config.BundledRegistry, existing)
 	if err != nil {
-		return &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
+		return &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: err.Error()}
 	}
 	if present {
 		return nil
@@ -582,163 +453,16 @@ func (r *Reconciler) keepArtifact(ctx context.Context, b *build.Builder, order *
 	again.SourceURL, again.Version = existing.Spec.Source.URL, existing.Spec.Source.Version
 	pushed, err := b.Push(ctx, repository, again, built, existing.Spec.ParentDigest)
 	if err != nil {
-		return buildFailure(err)
+		return recipe.BuildFailure(err)
 	}
 	if pushed != digest {
-		return &failure{deliveryv1alpha1.ReasonPushFailed, fmt.Sprintf(
+		return &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: fmt.Sprintf(
 			"the bundled registry lost the artifact of Preparation %s, and its render pushed again is %s, not %s (another version of Kokumi wrote it): change the Order or its Product to make a new Preparation, and promote it",
 			existing.Name, pushed, digest)}
 	}
 	r.Recorder.Eventf(order, existing, corev1.EventTypeNormal, "Repushed", "Render",
 		"The bundled registry did not hold the artifact of Preparation %s: pushed its render again to %s@%s", existing.Name, repository, digest)
 	return nil
-}
-
-// retries holds, per Order, the failures in a row of one input (the Order's and its Product's
-// generations): a failed render waits before it is tried again, twice as long after each
-// failure. The Order's status.renderRetry keeps it too, which a controller that starts again
-// reads back (restore).
-type retries struct {
-	mu     sync.Mutex
-	orders map[types.NamespacedName]retry
-}
-
-// retry is an Order's failures in a row of input, and when it may be tried again.
-type retry struct {
-	input    string
-	failures int
-	next     time.Time
-}
-
-// wait is how long an Order's failed input still waits at now; 0 when it may render.
-func (t *retries) wait(order types.NamespacedName, input string, now time.Time) time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	last, ok := t.orders[order]
-	if !ok || last.input != input || !now.Before(last.next) {
-		return 0
-	}
-	return last.next.Sub(now)
-}
-
-// failed records a failure of the Order's input at now and returns how many in a row, and
-// how long the next try waits: first after one failure, doubling with each, at most most.
-func (t *retries) failed(order types.NamespacedName, input string, now time.Time, first, most time.Duration) (int, time.Duration) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.orders == nil {
-		t.orders = map[types.NamespacedName]retry{}
-	}
-	last := t.orders[order]
-	if last.input != input {
-		last = retry{input: input}
-	}
-	last.failures++
-	wait := backoff(last.failures, first, most)
-	last.next = now.Add(wait)
-	t.orders[order] = last
-	return last.failures, wait
-}
-
-// restore takes an Order's failures of input from its status, when none of this input are
-// known here (the controller started again since).
-func (t *retries) restore(order types.NamespacedName, input string, failures int, next time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.orders == nil {
-		t.orders = map[types.NamespacedName]retry{}
-	}
-	if last, ok := t.orders[order]; !ok || last.input != input {
-		t.orders[order] = retry{input: input, failures: failures, next: next}
-	}
-}
-
-// forget drops an Order's failures: it rendered, or is gone.
-func (t *retries) forget(order types.NamespacedName) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.orders, order)
-}
-
-// lastRenders remembers, per Order, the inputs hash and the Preparation of its last render.
-type lastRenders struct {
-	mu     sync.Mutex
-	orders map[types.NamespacedName]rememberedRender
-}
-
-// lastRender is a claim that a render of inputs made preparation.
-type lastRender struct {
-	inputs, preparation string
-}
-
-// rememberedRender is an Order's last render, with the Order's UID: an Order deleted and made
-// again under its name starts with nothing remembered.
-type rememberedRender struct {
-	uid  types.UID
-	last lastRender
-}
-
-// get returns the last render of the Order with uid.
-func (t *lastRenders) get(order types.NamespacedName, uid types.UID) (lastRender, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r, ok := t.orders[order]
-	if !ok || r.uid != uid {
-		return lastRender{}, false
-	}
-	return r.last, true
-}
-
-// set records the Order's last render.
-func (t *lastRenders) set(order types.NamespacedName, uid types.UID, last lastRender) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.orders == nil {
-		t.orders = map[types.NamespacedName]rememberedRender{}
-	}
-	t.orders[order] = rememberedRender{uid: uid, last: last}
-}
-
-// forget drops an Order's last render: it is gone.
-func (t *lastRenders) forget(order types.NamespacedName) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.orders, order)
-}
-
-// backoff is the wait after failures in a row: first, doubled for each failure after the
-// first, at most most.
-func backoff(failures int, first, most time.Duration) time.Duration {
-	wait := first
-	for i := 1; i < failures && wait < most; i++ {
-		wait *= 2
-	}
-	return min(wait, most)
-}
-
-// firstRetry is the wait after one failure.
-func (r *Reconciler) firstRetry() time.Duration {
-	if r.RetryAfter > 0 {
-		return r.RetryAfter
-	}
-	return retryAfter
-}
-
-// maxRetry is the longest wait between two failures.
-func (r *Reconciler) maxRetry() time.Duration {
-	most := maxRetryAfter
-	if r.MaxRetryAfter > 0 {
-		most = r.MaxRetryAfter
-	}
-	return max(most, r.firstRetry())
-}
-
-func buildFailure(err error) *failure {
-	var be *build.Error
-	if errors.As(err, &be) {
-		return &failure{string(be.Reason), be.Error()}
-	}
-	return &failure{deliveryv1alpha1.ReasonRenderFailed, err.Error()}
 }
 
 // credentials reads the Product's registry credentials Secret, if it names one.
@@ -753,52 +477,21 @@ func (r *Reconciler) credentials(ctx context.Context, product *deliveryv1alpha1.
 	}
 	var secret corev1.Secret
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: product.Namespace, Name: ref.Name}, &secret); err != nil {
-		return nil, &failure{deliveryv1alpha1.ReasonSourceNotFound, fmt.Sprintf(
+		return nil, &failure{Reason: deliveryv1alpha1.ReasonSourceNotFound, Message: fmt.Sprintf(
 			"credentials Secret %q of Product %s: %v: create it or fix spec.source.credentialsRef", ref.Name, product.Name, err)}
 	}
 	data, ok := secret.Data[corev1.DockerConfigJsonKey]
 	if !ok {
-		return nil, &failure{deliveryv1alpha1.ReasonSourceNotFound, fmt.Sprintf(
+		return nil, &failure{Reason: deliveryv1alpha1.ReasonSourceNotFound, Message: fmt.Sprintf(
 			"credentials Secret %q has no %s: make it a kubernetes.io/dockerconfigjson Secret", ref.Name, corev1.DockerConfigJsonKey)}
 	}
 	creds, err := oci.ParseDockerConfig(data)
 	if err != nil {
-		return nil, &failure{deliveryv1alpha1.ReasonSourceNotFound, fmt.Sprintf(
+		return nil, &failure{Reason: deliveryv1alpha1.ReasonSourceNotFound, Message: fmt.Sprintf(
 			"credentials Secret %q: %v: fix its %s (`kubectl create secret docker-registry` writes a valid one), or spec.source.credentialsRef of Product %s",
 			ref.Name, err, corev1.DockerConfigJsonKey, product.Name)}
 	}
 	return creds, nil
-}
-
-// input gathers what is rendered. The Environment is not part of it.
-func (r *Reconciler) input(order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Product) (build.Input, *failure) {
-	in := build.Input{
-		SourceURL: product.Spec.Source.URL,
-		Version:   product.Spec.Source.Version,
-		Render: render.Options{
-			ReleaseName:     order.Name,
-			TargetNamespace: render.TargetNamespace(order.Spec.TargetNamespace, product.Spec.TargetNamespace, order.Namespace),
-		},
-	}
-	if product.Spec.Render != nil && product.Spec.Render.Helm != nil {
-		h := product.Spec.Render.Helm
-		in.Render.RequireChart = true
-		in.Render.ReleaseName = render.ReleaseName(h.ReleaseName, order.Name)
-		in.Render.IncludeCRDs = h.IncludeCRDs
-		if h.Values != nil && len(h.Values.Raw) > 0 {
-			if err := json.Unmarshal(h.Values.Raw, &in.Render.Values); err != nil {
-				return in, &failure{deliveryv1alpha1.ReasonRenderFailed, fmt.Sprintf(
-					"spec.render.helm.values of Product %s is not an object: %v", product.Name, err)}
-			}
-		}
-	}
-	if product.Spec.Images.Policy == deliveryv1alpha1.ImagePolicyVendor {
-		in.VendorRegistry = product.Spec.Images.Registry
-		if in.VendorRegistry == "" {
-			in.VendorRegistry = r.Config.BundledRegistry
-		}
-	}
-	return in, nil
 }
 
 // builder pulls and pushes for an Order of namespace: with the Product's credentials, and as
@@ -807,7 +500,7 @@ func (r *Reconciler) input(order *deliveryv1alpha1.Order, product *deliveryv1alp
 func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespace string) (*build.Builder, *failure) {
 	creds, err := r.withPusher(ctx, creds, namespace)
 	if err != nil {
-		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, err.Error()}
+		return nil, &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: err.Error()}
 	}
 	plain := []string{r.Config.BundledRegistry}
 	own := r.ownRepositories(namespace)
@@ -825,15 +518,8 @@ func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespa
 func (r *Reconciler) renderer() isolate.Process {
 	b := r.Config.RenderBudgets.WithDefaults()
 	workers := r.Config.RenderWorkers
-	if workers <= 0 {
-		workers = config.DefaultRenderWorkers
-	}
+	config.OrDefault(&workers, config.DefaultRenderWorkers)
 	return isolate.Process{Memory: b.Memory, Timeout: b.Timeout, Warm: workers}
-}
-
-// bundled says whether images vendored into registry live in the bundled registry.
-func (r *Reconciler) bundled(registry string) bool {
-	return registry != "" && registry == r.Config.BundledRegistry
 }
 
 // artifactRepository is where an Order's Preparations are pushed: the bundled registry,
@@ -848,74 +534,8 @@ func (r *Reconciler) preparations(ctx context.Context, order *deliveryv1alpha1.O
 	if err := r.List(ctx, &list, client.InNamespace(order.Namespace), client.MatchingLabels{preparation.LabelOrder: order.Name}); err != nil {
 		return nil, nil, fmt.Errorf("list preparations of order %s: %w", order.Name, err)
 	}
-	for i := range list.Items {
-		p := &list.Items[i]
-		if !metav1.IsControlledBy(p, order) {
-			continue
-		}
-		if p.Spec.ConfigHash == configHash {
-			existing = p
-		}
-		if p.Name == order.Status.LatestPreparation {
-			latest = p
-		}
-	}
-	if latest == nil {
-		for i := range list.Items {
-			p := &list.Items[i]
-			if metav1.IsControlledBy(p, order) && (latest == nil || latest.CreationTimestamp.Before(&p.CreationTimestamp)) {
-				latest = p
-			}
-		}
-	}
+	existing, latest = preparation.Find(list.Items, order, configHash)
 	return existing, latest, nil
-}
-
-func newPreparation(order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Product, in build.Input,
-	built *build.Built, repository, artifactDigest, parent string, bundled bool) *deliveryv1alpha1.Preparation {
-	pins := make([]deliveryv1alpha1.ImagePin, 0, len(built.Images))
-	for _, p := range built.Images {
-		pins = append(pins, deliveryv1alpha1.ImagePin{Original: p.Original, Pinned: p.Pinned})
-	}
-	releaseName := ""
-	if in.Render.RequireChart || strings.Contains(string(built.Manifests), "helm.sh/chart") {
-		releaseName = in.Render.ReleaseName
-	}
-	var annotations map[string]string
-	if authors := preparation.AuthorsAnnotation(order, product); authors != "" {
-		// Who wrote what it is made of: a gate that asks separation refuses their approvals.
-		annotations = map[string]string{preparation.AnnotationAuthors: authors}
-	}
-	return &deliveryv1alpha1.Preparation{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        preparation.Name(order.Name, artifactDigest),
-			Namespace:   order.Namespace,
-			Labels:      shard.Inherit(order, map[string]string{preparation.LabelOrder: order.Name, preparation.LabelProduct: product.Name}),
-			Annotations: annotations,
-		},
-		Spec: deliveryv1alpha1.PreparationSpec{
-			OrderRef:                deliveryv1alpha1.LocalObjectReference{Name: order.Name},
-			ProductRef:              deliveryv1alpha1.LocalObjectReference{Name: product.Name},
-			Source:                  deliveryv1alpha1.PreparationSource{URL: in.SourceURL, Version: in.Version, Digest: built.SourceDigest},
-			ReleaseName:             releaseName,
-			TargetNamespace:         in.Render.TargetNamespace,
-			Images:                  pins,
-			ImagesInBundledRegistry: bundled && len(pins) > 0,
-			Artifact:                deliveryv1alpha1.Artifact{Ref: "oci://" + repository + "@" + artifactDigest, Digest: artifactDigest},
-			ConfigHash:              built.ConfigHash,
-			ConfigurationDigest:     built.ConfigurationDigest,
-			HiddenImages:            hiddenImages(built.Hidden),
-			ParentDigest:            parent,
-		},
-	}
-}
-
-// hiddenImages records the images found outside the pod specs Kokumi pins, if any.
-func hiddenImages(h images.Hidden) *deliveryv1alpha1.HiddenImages {
-	if len(h.Digests) == 0 && h.Pinned() {
-		return nil
-	}
-	return &deliveryv1alpha1.HiddenImages{Digests: h.Digests, Unpinned: h.Unpinned, Omitted: int32(min(h.Omitted, math.MaxInt32))}
 }
 
 // markReady sets the new Preparation's Ready condition.
@@ -944,9 +564,9 @@ func (r *Reconciler) markReady(ctx context.Context, prep *deliveryv1alpha1.Prepa
 	return nil
 }
 
-// setRendered records prep, rendered from inputs (see inputsHash), as the Order's latest.
+// setRendered records prep, rendered from inputs (see recipe.InputsHash), as the Order's latest.
 func (r *Reconciler) setRendered(order *deliveryv1alpha1.Order, prep *deliveryv1alpha1.Preparation, created bool, inputs string) {
-	r.renders.set(types.NamespacedName{Namespace: order.Namespace, Name: order.Name}, order.UID, lastRender{inputs: inputs, preparation: prep.Name})
+	r.renders.Set(types.NamespacedName{Namespace: order.Namespace, Name: order.Name}, order.UID, preparation.Render{Inputs: inputs, Preparation: prep.Name})
 	order.Status.LatestPreparation = prep.Name
 	order.Status.InputsHash = inputs
 	msg := fmt.Sprintf("Preparation %s: %s@%s, %d images, artifact %s", prep.Name, prep.Spec.Source.URL,
@@ -1035,4 +655,16 @@ func (r *Reconciler) promote(ctx context.Context, order *deliveryv1alpha1.Order,
 		return verdict, fmt.Errorf("promote %s to serving %s: %w", want, order.Name, err)
 	}
 	return verdict, nil
+}
+
+// preparationReader reads Preparations for the skip rule (recipe.Preparations).
+type preparationReader struct{ client.Reader }
+
+// Preparation reads the Preparation namespace/name.
+func (p preparationReader) Preparation(ctx context.Context, namespace, name string) (*deliveryv1alpha1.Preparation, error) {
+	var prep deliveryv1alpha1.Preparation
+	if err := p.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &prep); err != nil {
+		return nil, fmt.Errorf("get preparation %s/%s: %w", namespace, name, err)
+	}
+	return &prep, nil
 }
