@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -63,14 +62,7 @@ func bindConfigFlags(fs *flag.FlagSet, c *config.Config) {
 	fs.IntVar(&c.ProbeWorkers, "probe-workers", d.ProbeWorkers, "how many Cluster probes run at a time, apart from the reconcile workers")
 	fs.BoolVar(&c.ProbeKeepAlive, "probe-keep-alive", d.ProbeKeepAlive, "keep each Cluster's probe connection open from probe to probe (false: close it after each probe, holding about 60 KB less memory per Cluster for a TLS handshake each probe)")
 	bindConcurrencyFlags(fs, c)
-	fs.Func("allowed-registries", "comma-separated registries (host[:port], or *.domain for its subdomains) Orders may pull sources and images from and vendor into, besides the bundled registry; default: any, so a tenant's Product can make the controller fetch from any address it reaches", func(v string) error {
-		for _, r := range strings.Split(v, ",") {
-			if r = strings.TrimSpace(r); r != "" {
-				c.AllowedRegistries = append(c.AllowedRegistries, r)
-			}
-		}
-		return nil
-	})
+	listFlag(fs, "allowed-registries", "comma-separated registries (host[:port], or *.domain for its subdomains) Orders may pull sources and images from and vendor into, besides the bundled registry; default: any, so a tenant's Product can make the controller fetch from any address it reaches", &c.AllowedRegistries, nil)
 	fs.Func(egress.FlagAllowedCIDRs, "comma-separated CIDR prefixes or addresses the controller reaches for the Environments' HTTP gates and webhooks although the egress policy refuses their range (loopback, link-local such as 169.254.169.254, multicast, unspecified, cloud metadata); default: none", func(v string) error {
 		p, err := egress.ParseCIDRs(egress.FlagAllowedCIDRs, v)
 		c.VerifyAllowedCIDRs = append(c.VerifyAllowedCIDRs, p...)

@@ -51,7 +51,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return sandbox.RunDev(ctx, sandbox.DevOptions{
 		Assets:           assets,
 		StateDir:         state,
-		Members:          strings.Split(*members, ","),
+		Members:          commaList(*members),
 		ExampleDir:       *example,
 		ExampleNamespace: *exampleNS,
 		Out:              stdout,

@@ -80,14 +80,7 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&o.ArgoCDURL, "argocd-url", "", "base address of Argo CD's UI, such as https://argocd.example.com; Application rows link there")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serve HTTPS with this certificate (with --tls-key-file)")
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "key of --tls-cert-file")
-	fs.Func("allowed-hosts", "comma-separated names the server answers in a request's Host header besides localhost, IP addresses, the --bind-address host and the Service kokumi-server's in-cluster names, such as an ingress's kokumi.example.com; *.example.com allows its subdomains, * any name", func(v string) error {
-		for _, h := range strings.Split(v, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				o.AllowedHosts = append(o.AllowedHosts, h)
-			}
-		}
-		return nil
-	})
+	listFlag(fs, "allowed-hosts", "comma-separated names the server answers in a request's Host header besides localhost, IP addresses, the --bind-address host and the Service kokumi-server's in-cluster names, such as an ingress's kokumi.example.com; *.example.com allows its subdomains, * any name", &o.AllowedHosts, nil)
 	fs.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout, "how long a client may take to send a request's headers (negative: no limit)")
 	fs.DurationVar(&o.ReadTimeout, "read-timeout", server.DefaultReadTimeout, "how long a client may take to send a whole request (negative: no limit)")
 	fs.DurationVar(&o.WriteTimeout, "write-timeout", server.DefaultWriteTimeout, "how long the server may take to answer a request; an event stream gets it again for each event (negative: no limit)")
@@ -100,9 +93,8 @@ func runServer(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.DurationVar(&o.Revalidate, "session-revalidate", server.DefaultRevalidate, "how often a session's token is checked again with a TokenReview: a revoked or deleted identity is signed out within this time")
 	fs.IntVar(&o.FailedLoginBurst, "failed-login-burst", server.DefaultFailedLoginBurst, "failed sign-ins with one token from a client address at once before it is answered 429 (an address gets 10 times as many across tokens); a token the cluster accepted is never throttled")
 	fs.DurationVar(&o.FailedLoginInterval, "failed-login-interval", server.DefaultFailedLoginInterval, "how often a throttled client address gets one more sign-in")
-	fs.Func("trusted-proxies", "comma-separated addresses and CIDR prefixes of the proxies in front of the server, such as the ingress controller's Pods (10.0.0.0/8): for their requests the client is the last X-Forwarded-For address that is not a trusted proxy; default: none, the client is the connection's peer", func(v string) error {
-		o.TrustedProxies = append(o.TrustedProxies, strings.Split(v, ",")...)
-		_, err := server.ParseTrustedProxies(o.TrustedProxies)
+	listFlag(fs, "trusted-proxies", "comma-separated addresses and CIDR prefixes of the proxies in front of the server, such as the ingress controller's Pods (10.0.0.0/8): for their requests the client is the last X-Forwarded-For address that is not a trusted proxy; default: none, the client is the connection's peer", &o.TrustedProxies, func(list []string) error {
+		_, err := server.ParseTrustedProxies(list)
 		return err
 	})
 	fs.StringVar(&mgrOpts.MetricsAddr, "metrics-bind-address", "0", `address of the metrics endpoint ("0" turns it off)`)
