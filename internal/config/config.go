@@ -225,27 +225,13 @@ func DefaultRenderBudgets() RenderBudgets {
 // WithDefaults returns the budgets with every field of zero or less set to its default.
 func (b RenderBudgets) WithDefaults() RenderBudgets {
 	d := DefaultRenderBudgets()
-	if b.PulledBytes <= 0 {
-		b.PulledBytes = d.PulledBytes
-	}
-	if b.Layers <= 0 {
-		b.Layers = d.Layers
-	}
-	if b.UncompressedBytes <= 0 {
-		b.UncompressedBytes = d.UncompressedBytes
-	}
-	if b.Objects <= 0 {
-		b.Objects = d.Objects
-	}
-	if b.OutputBytes <= 0 {
-		b.OutputBytes = d.OutputBytes
-	}
-	if b.Memory <= 0 {
-		b.Memory = d.Memory
-	}
-	if b.Timeout <= 0 {
-		b.Timeout = d.Timeout
-	}
+	OrDefault(&b.PulledBytes, d.PulledBytes)
+	OrDefault(&b.Layers, d.Layers)
+	OrDefault(&b.UncompressedBytes, d.UncompressedBytes)
+	OrDefault(&b.Objects, d.Objects)
+	OrDefault(&b.OutputBytes, d.OutputBytes)
+	OrDefault(&b.Memory, d.Memory)
+	OrDefault(&b.Timeout, d.Timeout)
 	return b
 }
 
@@ -296,7 +282,7 @@ func (c Config) RegistryAllowed(host string) bool {
 }
 
 // OrDefault sets *v to def unless it is positive: an option left at zero takes its default.
-func OrDefault[T int | time.Duration](v *T, def T) {
+func OrDefault[T int | int64 | time.Duration](v *T, def T) {
 	if *v <= 0 {
 		*v = def
 	}
