@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kokumi-dev/kokumi/internal/oci"
 )
@@ -74,14 +74,12 @@ func (r *Resolver) Resolve(ctx context.Context, refs []string, vendorRegistry st
 	if parallel <= 0 {
 		parallel = 4
 	}
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
+	// Each result goes to its place: the first failure in refs' order is returned, not the first
+	// in time, and one failure does not stop the others.
+	var g errgroup.Group
+	g.SetLimit(parallel)
 	for i, ref := range refs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		g.Go(func() error {
 			var pinned string
 			var err error
 			if vendorRegistry == "" {
@@ -91,12 +89,13 @@ func (r *Resolver) Resolve(ctx context.Context, refs []string, vendorRegistry st
 			}
 			if err != nil {
 				errs[i] = &Error{Image: ref, Err: err}
-				return
+				return nil
 			}
 			pins[i] = Pin{Original: ref, Pinned: pinned}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every Go returns nil: the failures are in errs
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
