@@ -109,12 +109,8 @@ func kubectlKokumi(t *testing.T, args ...string) result {
 	return result{stdout: out.String(), stderr: errOut.String(), code: code}
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// must is harness.Must: the test stops at an error.
+var must = harness.Must
 
 // namespace creates a namespace for one test.
 func namespace(t *testing.T, name string) string {

@@ -253,10 +253,5 @@ func eventually(t *testing.T, what string, cond func() (ok bool, why string)) {
 	}
 }
 
-// must fails the test on an error.
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// must is harness.Must: the test stops at an error.
+var must = harness.Must

@@ -684,12 +684,8 @@ func spread(ds []time.Duration) string {
 	return fmt.Sprintf("min %s, median %s, max %s", s[0].Round(time.Millisecond), s[len(s)/2].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond))
 }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// must is harness.Must: the test stops at an error.
+var must = harness.Must
 
 // asKokumiReads is the Application as Kokumi reads it.
 func asKokumiReads(t *testing.T, app *unstructured.Unstructured) *argocd.Application {

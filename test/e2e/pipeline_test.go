@@ -28,6 +28,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/internal/record/recordtest"
+	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
 // A release flows through a two-stage pipeline on the real fleet: staging (edge-1) runs it first,
@@ -187,12 +188,8 @@ func payloads(out string) string {
 	return b.String()
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// must is harness.Must: the test stops at an error.
+var must = harness.Must
 
 // asPusher serves, on loopback, a proxy of the bundled registry that signs every request in as
 // the pusher, for clients that take no credentials (recordtest); it returns its host:port.

@@ -21,3 +21,11 @@ func Eventually(t testing.TB, what string, within time.Duration, check func() er
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Must fails the test at once on an error: for the steps a test cannot go on without.
+func Must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

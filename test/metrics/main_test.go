@@ -345,9 +345,5 @@ func eventually(t *testing.T, what string, check func() error) {
 	}
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// must is harness.Must: the test stops at an error.
+var must = harness.Must

@@ -207,12 +207,8 @@ func newFixture(t *testing.T, soak time.Duration) *fixture {
 	return f
 }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// must is harness.Must: the test stops at an error.
+var must = harness.Must
 
 func (f *fixture) clusterName(name string) string { return f.ns + "-" + name }
 

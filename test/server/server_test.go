@@ -20,12 +20,8 @@ import (
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// must is harness.Must: the test stops at an error.
+var must = harness.Must
 
 type list[T any] struct {
 	Items   []T `json:"items"`

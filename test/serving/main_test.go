@@ -143,12 +143,8 @@ func newFixture(t testing.TB) *fixture {
 	return f
 }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// must is harness.Must: the test stops at an error.
+var must = harness.Must
 
 func (f *fixture) createProject(name string, sourceNamespaces, destinations []any) {
 	p := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{

@@ -37,12 +37,8 @@ func TestMain(m *testing.M) {
 	harness.Main(m, &env)
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// must is harness.Must: the test stops at an error.
+var must = harness.Must
 
 // eventually is harness.Eventually.
 var eventually = harness.Eventually
