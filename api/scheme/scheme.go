@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
-	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 )
 
@@ -22,7 +22,7 @@ func New() (*runtime.Scheme, error) {
 	if err := argocd.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("add Argo CD's Application to scheme: %w", err)
 	}
-	if err := deliveryv1alpha1.AddToScheme(s); err != nil {
+	if err := v1.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("register Kokumi kinds: %w", err)
 	}
 	return s, nil

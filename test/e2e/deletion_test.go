@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 )
 
@@ -37,37 +37,37 @@ func TestDeletingAnOrderAndItsNamespaceOnTheHub(t *testing.T) {
 		Selector: map[string]string{sandbox.StagingLabel: sandbox.DemoStagingEnvironment},
 	}))
 	t.Cleanup(func() { _ = hub.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
-	must(t, hub.Create(ctx, &deliveryv1alpha1.Product{ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns}, Spec: deliveryv1alpha1.ProductSpec{
-		Source: deliveryv1alpha1.ProductSource{URL: demo.ChartURL, Version: demo.ChartVersion}, TargetNamespace: target,
-		Render: &deliveryv1alpha1.RenderSpec{Helm: &deliveryv1alpha1.HelmRender{Values: &apiextensionsv1.JSON{Raw: []byte(`{"replicaCount":1}`)}}},
+	must(t, hub.Create(ctx, &v1.Product{ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns}, Spec: v1.ProductSpec{
+		Source: v1.ProductSource{URL: demo.ChartURL, Version: demo.ChartVersion}, TargetNamespace: target,
+		Render: &v1.RenderSpec{Helm: &v1.HelmRender{Values: &apiextensionsv1.JSON{Raw: []byte(`{"replicaCount":1}`)}}},
 	}}))
 	for _, name := range []string{gone, stays} {
-		must(t, hub.Create(ctx, &deliveryv1alpha1.Order{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: deliveryv1alpha1.OrderSpec{
-			ProductRef: deliveryv1alpha1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: deliveryv1alpha1.LocalObjectReference{Name: sandbox.DemoStagingEnvironment},
-			Promotion: deliveryv1alpha1.Promotion{Mode: deliveryv1alpha1.PromotionAutomatic},
+		must(t, hub.Create(ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1.OrderSpec{
+			ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: sandbox.DemoStagingEnvironment},
+			Promotion: v1.Promotion{Mode: v1.PromotionAutomatic},
 		}}))
 	}
 	for _, name := range []string{gone, stays} {
 		eventually(t, settle, "Serving "+name+" Deployed", func(ctx context.Context) error {
-			var s deliveryv1alpha1.Serving
+			var s v1.Serving
 			if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
 				return err
 			}
-			if c := readyCondition(&s); c == nil || c.Reason != deliveryv1alpha1.ReasonDeployed {
+			if c := readyCondition(&s); c == nil || c.Reason != v1.ReasonDeployed {
 				return fmt.Errorf("Serving %s is %v", name, c)
 			}
 			return nil
 		})
 	}
 	owned := func(ctx context.Context, order string) (serving bool, preparations, apps int, err error) {
-		var s deliveryv1alpha1.Serving
+		var s v1.Serving
 		switch err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: order}, &s); {
 		case err == nil:
 			serving = true
 		case !apierrors.IsNotFound(err):
 			return false, 0, 0, err
 		}
-		var preps deliveryv1alpha1.PreparationList
+		var preps v1.PreparationList
 		if err := hub.List(ctx, &preps, client.InNamespace(ns)); err != nil {
 			return false, 0, 0, err
 		}
@@ -88,7 +88,7 @@ func TestDeletingAnOrderAndItsNamespaceOnTheHub(t *testing.T) {
 	}
 
 	start := time.Now()
-	must(t, hub.Delete(ctx, &deliveryv1alpha1.Order{ObjectMeta: metav1.ObjectMeta{Name: gone, Namespace: ns}}))
+	must(t, hub.Delete(ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: gone, Namespace: ns}}))
 	eventually(t, settle, "the deleted Order's Serving, Preparations and Application gone", func(ctx context.Context) error {
 		serving, preps, apps, err := owned(ctx, gone)
 		if err != nil {

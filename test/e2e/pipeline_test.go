@@ -23,7 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/record"
@@ -47,27 +47,27 @@ func TestAReleaseFlowsFromStagingToEdgeWithASignedRecord(t *testing.T) {
 	must(t, fleet.RegisterDemoClusters(ctx))
 	for _, e := range []sandbox.EnvironmentSetup{
 		{Name: "staging", Selector: map[string]string{sandbox.StagingLabel: sandbox.DemoStagingEnvironment}},
-		{Name: "edge", Requires: []deliveryv1alpha1.StageRequirement{{Environment: "staging", Soak: &metav1.Duration{Duration: soak}}}},
+		{Name: "edge", Requires: []v1.StageRequirement{{Environment: "staging", Soak: &metav1.Duration{Duration: soak}}}},
 	} {
 		e.Namespace, e.Project, e.TargetNamespaces = ns, "pipeline", []string{target}
 		if err := fleet.SetUpEnvironment(ctx, e); err != nil {
 			t.Fatal(err)
 		}
 	}
-	product := &deliveryv1alpha1.Product{ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns}, Spec: deliveryv1alpha1.ProductSpec{
-		Source: deliveryv1alpha1.ProductSource{URL: demo.ChartURL, Version: demo.ChartVersion}, TargetNamespace: target,
-		Render: &deliveryv1alpha1.RenderSpec{Helm: &deliveryv1alpha1.HelmRender{Values: &apiextensionsv1.JSON{Raw: []byte(`{"replicaCount":1}`)}}},
+	product := &v1.Product{ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: ns}, Spec: v1.ProductSpec{
+		Source: v1.ProductSource{URL: demo.ChartURL, Version: demo.ChartVersion}, TargetNamespace: target,
+		Render: &v1.RenderSpec{Helm: &v1.HelmRender{Values: &apiextensionsv1.JSON{Raw: []byte(`{"replicaCount":1}`)}}},
 	}}
 	must(t, hub.Create(ctx, product))
 	for name, environment := range map[string]string{stagingOr: "staging", edgeOr: "edge"} {
-		must(t, hub.Create(ctx, &deliveryv1alpha1.Order{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: deliveryv1alpha1.OrderSpec{
-			ProductRef: deliveryv1alpha1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: deliveryv1alpha1.LocalObjectReference{Name: environment},
-			Promotion: deliveryv1alpha1.Promotion{Mode: deliveryv1alpha1.PromotionAutomatic},
+		must(t, hub.Create(ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1.OrderSpec{
+			ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: environment},
+			Promotion: v1.Promotion{Mode: v1.PromotionAutomatic},
 		}}))
 	}
 	t.Cleanup(func() {
 		for _, name := range []string{stagingOr, edgeOr} {
-			_ = hub.Delete(ctx, &deliveryv1alpha1.Order{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}})
+			_ = hub.Delete(ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}})
 		}
 	})
 
@@ -75,18 +75,18 @@ func TestAReleaseFlowsFromStagingToEdgeWithASignedRecord(t *testing.T) {
 	var sawWaiting string
 	var stagingSince, promotedAt time.Time
 	eventually(t, settle, "edge promoted after staging's soak", func(ctx context.Context) error {
-		var o deliveryv1alpha1.Order
+		var o v1.Order
 		if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: edgeOr}, &o); err != nil {
 			return err
 		}
-		if c := apimeta.FindStatusCondition(o.Status.Conditions, deliveryv1alpha1.ConditionReady); c != nil && c.Reason == deliveryv1alpha1.ReasonAwaitingStage {
+		if c := apimeta.FindStatusCondition(o.Status.Conditions, v1.ConditionReady); c != nil && c.Reason == v1.ReasonAwaitingStage {
 			sawWaiting = c.Message
 		}
-		var staging, edge deliveryv1alpha1.Serving
+		var staging, edge v1.Serving
 		if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: stagingOr}, &staging); err != nil {
 			return err
 		}
-		if c := readyCondition(&staging); c != nil && c.Reason == deliveryv1alpha1.ReasonDeployed {
+		if c := readyCondition(&staging); c != nil && c.Reason == v1.ReasonDeployed {
 			stagingSince = c.LastTransitionTime.Time
 		}
 		if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: edgeOr}, &edge); err != nil {
@@ -106,17 +106,17 @@ func TestAReleaseFlowsFromStagingToEdgeWithASignedRecord(t *testing.T) {
 	}
 	t.Logf("staging Deployed at %s; edge promoted %s later; the Order said %q while it waited", stagingSince.Format(time.RFC3339), promotedAt.Sub(stagingSince).Round(100*time.Millisecond), sawWaiting)
 	eventually(t, settle, "edge Deployed on every Ready member", func(ctx context.Context) error {
-		var s deliveryv1alpha1.Serving
+		var s v1.Serving
 		if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: edgeOr}, &s); err != nil {
 			return err
 		}
-		return expectReady(&s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, int32(len(fleet.Members())), s.Status.Clusters.Selected-s.Status.Clusters.Held)
+		return expectReady(&s, metav1.ConditionTrue, v1.ReasonDeployed, int32(len(fleet.Members())), s.Status.Clusters.Selected-s.Status.Clusters.Held)
 	})
 
 	// The record of staging's run verifies with stock cosign, as the docs tell a user to run it.
-	var staging deliveryv1alpha1.Serving
+	var staging v1.Serving
 	must(t, hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: stagingOr}, &staging))
-	var prep deliveryv1alpha1.Preparation
+	var prep v1.Preparation
 	must(t, hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: staging.Spec.PreparationName}, &prep))
 	if len(prep.Status.DeploymentRecords) == 0 || prep.Status.DeploymentRecords[0].Environment != "staging" {
 		t.Fatalf("staging's Preparation lists records %+v", prep.Status.DeploymentRecords)

@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
@@ -68,9 +68,9 @@ func TestQuickstartClusterAddOnTheFleet(t *testing.T) {
 	name := sandbox.DemoPluginMember
 	key := client.ObjectKey{Name: name}
 	// An earlier test of the package may have registered the member as the demo does the others.
-	if err := hub.Delete(ctx, &deliveryv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}); err == nil {
+	if err := hub.Delete(ctx, &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}); err == nil {
 		eventually(t, 3*time.Minute, "the Cluster "+name+" registered earlier is gone", func(ctx context.Context) error {
-			err := hub.Get(ctx, key, &deliveryv1alpha1.Cluster{})
+			err := hub.Get(ctx, key, &v1.Cluster{})
 			switch {
 			case apierrors.IsNotFound(err):
 				return nil
@@ -91,14 +91,14 @@ func TestQuickstartClusterAddOnTheFleet(t *testing.T) {
 		t.Fatalf("ran %d steps of %q, want 2 (the exports, then cluster add): the doc changed shape", ran, harness.QuickstartClusterAdd.Heading)
 	}
 	// cluster add waited for Ready (it fails otherwise); the Cluster is the plugin's.
-	var c deliveryv1alpha1.Cluster
+	var c v1.Cluster
 	if err := hub.Get(ctx, key, &c); err != nil {
 		t.Fatal(err)
 	}
 	if c.Labels[sandbox.EnvironmentLabel] != sandbox.DemoEnvironment {
 		t.Errorf("labels %v, want %s=%s as the doc writes", c.Labels, sandbox.EnvironmentLabel, sandbox.DemoEnvironment)
 	}
-	if ready := apimeta.FindStatusCondition(c.Status.Conditions, deliveryv1alpha1.ConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
+	if ready := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
 		t.Errorf("Ready %+v, want True", ready)
 	}
 	var creds corev1.Secret

@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/dev/sandbox"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
@@ -86,8 +86,8 @@ func deployToThree(t *testing.T) {
 	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
 		"-p", fmt.Sprintf(`{"spec":{"source":{"url":%q,"version":%q}}}`, demo.ChartURL, demo.ChartVersion))
 
-	s := waitServing(t, serving, "every member runs podinfo synced and healthy", func(s *deliveryv1alpha1.Serving) error {
-		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3)
+	s := waitServing(t, serving, "every member runs podinfo synced and healthy", func(s *v1.Serving) error {
+		return expectReady(s, metav1.ConditionTrue, v1.ReasonDeployed, 3, 3)
 	})
 	t.Logf("Deployed %s %s after %s", s.Spec.PreparationName, s.Status.Revision, time.Since(start).Round(100*time.Millisecond))
 	out := kubectl(t, "get", "serving", serving, "-n", tenant, "-o", "wide")
@@ -146,11 +146,11 @@ func memberStopped(t *testing.T) {
 	if err := fleet.StopMember("edge-3"); err != nil {
 		t.Fatal(err)
 	}
-	waitServing(t, serving, "edge-3 is held, the Serving stays Deployed and names it", func(s *deliveryv1alpha1.Serving) error {
-		if err := expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 2); err != nil {
+	waitServing(t, serving, "edge-3 is held, the Serving stays Deployed and names it", func(s *v1.Serving) error {
+		if err := expectReady(s, metav1.ConditionTrue, v1.ReasonDeployed, 3, 2); err != nil {
 			return err
 		}
-		if err := expectTarget(s, "edge-3", deliveryv1alpha1.ReasonClusterNotReady); err != nil {
+		if err := expectTarget(s, "edge-3", v1.ReasonClusterNotReady); err != nil {
 			return err
 		}
 		if msg := readyMessage(s); !strings.Contains(msg, "edge-3") {
@@ -163,7 +163,7 @@ func memberStopped(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if rows := page.Rows; len(rows) != 3 || rows[0].Cluster != "edge-3" || rows[0].Reason != deliveryv1alpha1.ReasonClusterNotReady {
+		if rows := page.Rows; len(rows) != 3 || rows[0].Cluster != "edge-3" || rows[0].Reason != v1.ReasonClusterNotReady {
 			return fmt.Errorf("rows %+v", rows)
 		}
 		return nil
@@ -171,8 +171,8 @@ func memberStopped(t *testing.T) {
 	if _, err := fleet.AddMember(context.Background(), "edge-3"); err != nil {
 		t.Fatal(err)
 	}
-	waitServing(t, serving, "edge-3 is back and healthy", func(s *deliveryv1alpha1.Serving) error {
-		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3)
+	waitServing(t, serving, "edge-3 is back and healthy", func(s *v1.Serving) error {
+		return expectReady(s, metav1.ConditionTrue, v1.ReasonDeployed, 3, 3)
 	})
 }
 
@@ -181,15 +181,15 @@ func memberDegraded(t *testing.T) {
 	setUnschedulable(t, "edge-2", true)
 	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
 		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"Hello again from the edge"},"progressDeadlineSeconds":5}}}}}`)
-	waitServing(t, serving, "edge-2 is degraded and the deployment failed", func(s *deliveryv1alpha1.Serving) error {
-		if err := expectReady(s, metav1.ConditionFalse, deliveryv1alpha1.ReasonDeploymentFailed, 3, 2); err != nil {
+	waitServing(t, serving, "edge-2 is degraded and the deployment failed", func(s *v1.Serving) error {
+		if err := expectReady(s, metav1.ConditionFalse, v1.ReasonDeploymentFailed, 3, 2); err != nil {
 			return err
 		}
-		return expectTarget(s, "edge-2", deliveryv1alpha1.ReasonDegraded)
+		return expectTarget(s, "edge-2", v1.ReasonDegraded)
 	})
 	setUnschedulable(t, "edge-2", false)
-	waitServing(t, serving, "edge-2 rolls out once Pods can run again", func(s *deliveryv1alpha1.Serving) error {
-		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3)
+	waitServing(t, serving, "edge-2 rolls out once Pods can run again", func(s *v1.Serving) error {
+		return expectReady(s, metav1.ConditionTrue, v1.ReasonDeployed, 3, 3)
 	})
 }
 
@@ -206,12 +206,12 @@ func canaryRollsBack(t *testing.T) {
 		kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=json", "-p", `[{"op":"remove","path":"/spec/rollout"}]`)
 		kubectl(t, "label", "cluster", "edge-1", "ring-")
 	})
-	var before deliveryv1alpha1.Serving
+	var before v1.Serving
 	must(t, hub.Get(context.Background(), client.ObjectKey{Namespace: tenant, Name: serving}, &before))
 	good := before.Status.Revision
 	// The release that ran has its signed record in the Environment: that is where a rollback goes.
 	eventually(t, time.Minute, "the running release's deployment record", func(ctx context.Context) error {
-		var prep deliveryv1alpha1.Preparation
+		var prep v1.Preparation
 		if err := hub.Get(ctx, client.ObjectKey{Namespace: tenant, Name: before.Spec.PreparationName}, &prep); err != nil {
 			return err
 		}
@@ -229,9 +229,9 @@ func canaryRollsBack(t *testing.T) {
 		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary that fails"},"progressDeadlineSeconds":5}}}}}`)
 	reached := map[string]string{}
 	watchRest := func() { secondWaveReached(t, good, reached) }
-	s := waitServing(t, serving, "the canary failed and the roll-out went back", func(s *deliveryv1alpha1.Serving) error {
+	s := waitServing(t, serving, "the canary failed and the roll-out went back", func(s *v1.Serving) error {
 		watchRest()
-		if c := readyCondition(s); c == nil || c.Reason != deliveryv1alpha1.ReasonRolledBack {
+		if c := readyCondition(s); c == nil || c.Reason != v1.ReasonRolledBack {
 			return fmt.Errorf("Ready %s", readyMessage(s))
 		}
 		return nil
@@ -260,8 +260,8 @@ func canaryRollsBack(t *testing.T) {
 	setUnschedulable(t, "edge-1", false)
 	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
 		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary that passes"}}}}}}`)
-	waitServing(t, serving, "the next release Deployed through both waves", func(s *deliveryv1alpha1.Serving) error {
-		if err := expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3); err != nil {
+	waitServing(t, serving, "the next release Deployed through both waves", func(s *v1.Serving) error {
+		if err := expectReady(s, metav1.ConditionTrue, v1.ReasonDeployed, 3, 3); err != nil {
 			return err
 		}
 		if s.Status.Revision == good {
@@ -295,7 +295,7 @@ func smokeGateHolds(t *testing.T) {
 		kubectl(t, "label", "cluster", "edge-1", "ring-")
 	}
 	t.Cleanup(cleanup)
-	var before deliveryv1alpha1.Serving
+	var before v1.Serving
 	must(t, hub.Get(context.Background(), client.ObjectKey{Namespace: tenant, Name: serving}, &before))
 	good := before.Status.Revision
 
@@ -303,9 +303,9 @@ func smokeGateHolds(t *testing.T) {
 		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary whose smoke test fails"}}}}}}`)
 	reached := map[string]string{}
 	watchRest := func() { secondWaveReached(t, good, reached) }
-	s := waitServing(t, serving, "the smoke gate failed and the roll-out halted", func(s *deliveryv1alpha1.Serving) error {
+	s := waitServing(t, serving, "the smoke gate failed and the roll-out halted", func(s *v1.Serving) error {
 		watchRest()
-		if c := readyCondition(s); c == nil || c.Reason != deliveryv1alpha1.ReasonRolloutHalted {
+		if c := readyCondition(s); c == nil || c.Reason != v1.ReasonRolloutHalted {
 			return fmt.Errorf("Ready %s", readyMessage(s))
 		}
 		return nil
@@ -315,7 +315,7 @@ func smokeGateHolds(t *testing.T) {
 		t.Errorf("the release whose smoke gate failed reached the second wave: %v", reached)
 	}
 	r := s.Status.Rollout
-	if r == nil || len(r.Verifications) != 1 || r.Verifications[0].Phase != deliveryv1alpha1.VerificationFailed ||
+	if r == nil || len(r.Verifications) != 1 || r.Verifications[0].Phase != v1.VerificationFailed ||
 		!strings.Contains(r.Verifications[0].Message, "500 from /api/cart") || r.Waves[0].Healthy != 1 {
 		t.Errorf("status.rollout %+v", r)
 	}
@@ -328,8 +328,8 @@ func smokeGateHolds(t *testing.T) {
 	}
 
 	cleanup()
-	waitServing(t, serving, "without the policy the release reaches every member", func(s *deliveryv1alpha1.Serving) error {
-		if err := expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3); err != nil {
+	waitServing(t, serving, "without the policy the release reaches every member", func(s *v1.Serving) error {
+		if err := expectReady(s, metav1.ConditionTrue, v1.ReasonDeployed, 3, 3); err != nil {
 			return err
 		}
 		if s.Status.Revision == good {
@@ -353,11 +353,11 @@ func secondWaveReached(t *testing.T, good string, reached map[string]string) {
 
 func forbiddenDestination(t *testing.T) {
 	ctx := context.Background()
-	order := &deliveryv1alpha1.Order{}
+	order := &v1.Order{}
 	if err := hub.Get(ctx, client.ObjectKey{Namespace: tenant, Name: serving}, order); err != nil {
 		t.Fatal(err)
 	}
-	forbidden := &deliveryv1alpha1.Order{
+	forbidden := &v1.Order{
 		ObjectMeta: metav1.ObjectMeta{Name: "podinfo-forbidden", Namespace: tenant},
 		Spec:       *order.Spec.DeepCopy(),
 	}
@@ -370,12 +370,12 @@ func forbiddenDestination(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	waitServing(t, forbidden.Name, "every cluster is Rejected with Argo CD's message", func(s *deliveryv1alpha1.Serving) error {
-		if err := expectReady(s, metav1.ConditionFalse, deliveryv1alpha1.ReasonDeploymentFailed, 3, 0); err != nil {
+	waitServing(t, forbidden.Name, "every cluster is Rejected with Argo CD's message", func(s *v1.Serving) error {
+		if err := expectReady(s, metav1.ConditionFalse, v1.ReasonDeploymentFailed, 3, 0); err != nil {
 			return err
 		}
 		for _, m := range fleet.Members() {
-			if err := expectTarget(s, m.Name, deliveryv1alpha1.ReasonRejected); err != nil {
+			if err := expectTarget(s, m.Name, v1.ReasonRejected); err != nil {
 				return err
 			}
 		}
@@ -404,15 +404,15 @@ func joinAndLeave(t *testing.T) {
 	if err := fleet.RegisterCluster(ctx, edge4, map[string]string{sandbox.EnvironmentLabel: sandbox.DemoEnvironment}); err != nil {
 		t.Fatal(err)
 	}
-	waitServing(t, serving, "edge-4 joins and runs podinfo healthily", func(s *deliveryv1alpha1.Serving) error {
-		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 4, 4)
+	waitServing(t, serving, "edge-4 joins and runs podinfo healthily", func(s *v1.Serving) error {
+		return expectReady(s, metav1.ConditionTrue, v1.ReasonDeployed, 4, 4)
 	})
 	if apps := applications(t); len(apps) != 4 {
 		t.Errorf("%d Applications after edge-4 joined, want 4: %v", len(apps), apps)
 	}
 	expectWorkload(t, "edge-4", sandbox.DemoTargetNamespace)
-	waitServing(t, hooksOrder, "the hooks chart runs on the four clusters", func(s *deliveryv1alpha1.Serving) error {
-		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 4, 4)
+	waitServing(t, hooksOrder, "the hooks chart runs on the four clusters", func(s *v1.Serving) error {
+		return expectReady(s, metav1.ConditionTrue, v1.ReasonDeployed, 4, 4)
 	})
 	expectConfigMap(t, "edge-4", hooksApp, true)
 	// Argo CD marks an Application whose manifests hold a post-delete hook with its finalizer,
@@ -429,8 +429,8 @@ func joinAndLeave(t *testing.T) {
 	if err := fleet.RegisterCluster(ctx, edge4, map[string]string{sandbox.EnvironmentLabel: "elsewhere"}); err != nil {
 		t.Fatal(err)
 	}
-	waitServing(t, serving, "edge-4 leaves", func(s *deliveryv1alpha1.Serving) error {
-		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3)
+	waitServing(t, serving, "edge-4 leaves", func(s *v1.Serving) error {
+		return expectReady(s, metav1.ConditionTrue, v1.ReasonDeployed, 3, 3)
 	})
 	eventually(t, settle, "edge-4's Application is deleted", func(ctx context.Context) error {
 		for _, app := range applications(t) {
@@ -490,15 +490,15 @@ func orderHooks(t *testing.T) {
 			"data:\n  farewell: the tenant's cleanup ran\n",
 	})
 	ocitest.PushChart(t, fleet.Registry+"/charts/hooks", "1.0.0", "hooks", "1.0.0", chart)
-	must(t, hub.Create(ctx, &deliveryv1alpha1.Product{ObjectMeta: metav1.ObjectMeta{Name: "hooks", Namespace: tenant}, Spec: deliveryv1alpha1.ProductSpec{
-		Source:          deliveryv1alpha1.ProductSource{URL: "oci://" + fleet.Registry + "/charts/hooks", Version: "1.0.0"},
+	must(t, hub.Create(ctx, &v1.Product{ObjectMeta: metav1.ObjectMeta{Name: "hooks", Namespace: tenant}, Spec: v1.ProductSpec{
+		Source:          v1.ProductSource{URL: "oci://" + fleet.Registry + "/charts/hooks", Version: "1.0.0"},
 		TargetNamespace: sandbox.DemoTargetNamespace,
-		Render:          &deliveryv1alpha1.RenderSpec{Helm: &deliveryv1alpha1.HelmRender{}},
+		Render:          &v1.RenderSpec{Helm: &v1.HelmRender{}},
 	}}))
-	must(t, hub.Create(ctx, &deliveryv1alpha1.Order{ObjectMeta: metav1.ObjectMeta{Name: hooksOrder, Namespace: tenant}, Spec: deliveryv1alpha1.OrderSpec{
-		ProductRef:     deliveryv1alpha1.LocalObjectReference{Name: "hooks"},
-		EnvironmentRef: deliveryv1alpha1.LocalObjectReference{Name: sandbox.DemoEnvironment},
-		Promotion:      deliveryv1alpha1.Promotion{Mode: deliveryv1alpha1.PromotionAutomatic},
+	must(t, hub.Create(ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: hooksOrder, Namespace: tenant}, Spec: v1.OrderSpec{
+		ProductRef:     v1.LocalObjectReference{Name: "hooks"},
+		EnvironmentRef: v1.LocalObjectReference{Name: sandbox.DemoEnvironment},
+		Promotion:      v1.Promotion{Mode: v1.PromotionAutomatic},
 	}}))
 }
 
@@ -532,8 +532,8 @@ func clusterApplications(t *testing.T, name, cluster string) []unstructured.Unst
 
 func targetNamespaceChange(t *testing.T) {
 	kubectl(t, "patch", "-n", tenant, "order", serving, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"targetNamespace":%q}}`, movedNamespace))
-	waitServing(t, serving, "the workload is deployed in the new namespace", func(s *deliveryv1alpha1.Serving) error {
-		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3)
+	waitServing(t, serving, "the workload is deployed in the new namespace", func(s *v1.Serving) error {
+		return expectReady(s, metav1.ConditionTrue, v1.ReasonDeployed, 3, 3)
 	})
 	for _, m := range fleet.Members() {
 		if m.Name == "edge-4" {
@@ -564,9 +564,9 @@ func projectDeleted(t *testing.T) {
 	if err := hub.Delete(ctx, project); err != nil {
 		t.Fatal(err)
 	}
-	waitServing(t, serving, "the Serving reports ProjectNotFound", func(s *deliveryv1alpha1.Serving) error {
+	waitServing(t, serving, "the Serving reports ProjectNotFound", func(s *v1.Serving) error {
 		c := readyCondition(s)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != deliveryv1alpha1.ReasonProjectNotFound {
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1.ReasonProjectNotFound {
 			return fmt.Errorf("Ready is %+v, want False ProjectNotFound", c)
 		}
 		return nil
@@ -586,9 +586,9 @@ func projectDeleted(t *testing.T) {
 }
 
 // waitServing polls the Serving until check passes and returns it.
-func waitServing(t *testing.T, name, what string, check func(*deliveryv1alpha1.Serving) error) *deliveryv1alpha1.Serving {
+func waitServing(t *testing.T, name, what string, check func(*v1.Serving) error) *v1.Serving {
 	t.Helper()
-	s := &deliveryv1alpha1.Serving{}
+	s := &v1.Serving{}
 	eventually(t, settle, what, func(ctx context.Context) error {
 		if err := hub.Get(ctx, client.ObjectKey{Namespace: tenant, Name: name}, s); err != nil {
 			return err
@@ -601,23 +601,23 @@ func waitServing(t *testing.T, name, what string, check func(*deliveryv1alpha1.S
 	return s
 }
 
-func readyCondition(s *deliveryv1alpha1.Serving) *metav1.Condition {
+func readyCondition(s *v1.Serving) *metav1.Condition {
 	for i := range s.Status.Conditions {
-		if s.Status.Conditions[i].Type == deliveryv1alpha1.ConditionReady {
+		if s.Status.Conditions[i].Type == v1.ConditionReady {
 			return &s.Status.Conditions[i]
 		}
 	}
 	return nil
 }
 
-func readyMessage(s *deliveryv1alpha1.Serving) string {
+func readyMessage(s *v1.Serving) string {
 	if c := readyCondition(s); c != nil {
 		return c.Message
 	}
 	return ""
 }
 
-func expectReady(s *deliveryv1alpha1.Serving, status metav1.ConditionStatus, reason string, selected, healthy int32) error {
+func expectReady(s *v1.Serving, status metav1.ConditionStatus, reason string, selected, healthy int32) error {
 	c := readyCondition(s)
 	if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != s.Generation {
 		return fmt.Errorf("Ready is %+v, want %s %s", c, status, reason)
@@ -628,7 +628,7 @@ func expectReady(s *deliveryv1alpha1.Serving, status metav1.ConditionStatus, rea
 	return nil
 }
 
-func expectTarget(s *deliveryv1alpha1.Serving, cluster, reason string) error {
+func expectTarget(s *v1.Serving, cluster, reason string) error {
 	for _, target := range s.Status.Targets {
 		if target.Cluster == cluster {
 			if len(target.Conditions) == 0 || target.Conditions[0].Reason != reason {
@@ -764,11 +764,11 @@ func jobGateHolds(t *testing.T) {
 		kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=json", "-p", `[{"op":"remove","path":"/spec/rollout"}]`)
 		kubectl(t, "label", "cluster", "edge-1", "ring-")
 	})
-	var before deliveryv1alpha1.Serving
+	var before v1.Serving
 	must(t, hub.Get(ctx, client.ObjectKey{Namespace: tenant, Name: serving}, &before))
 	good, goodPrep := before.Status.Revision, before.Spec.PreparationName
 	// The release that runs is Deployed with a signed record of the Environment.
-	var goodRecord deliveryv1alpha1.DeploymentRecord
+	var goodRecord v1.DeploymentRecord
 	eventually(t, time.Minute, "the running release's signed deployment record", func(ctx context.Context) error {
 		r, err := deploymentRecord(ctx, goodPrep, "")
 		if err != nil {
@@ -786,12 +786,12 @@ func jobGateHolds(t *testing.T) {
 		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary whose Job fails"}}}}}}`)
 	reached := map[string]string{}
 	watchRest := func() { secondWaveReached(t, good, reached) }
-	s := waitServing(t, serving, "the Job gate failed and the roll-out halted", func(s *deliveryv1alpha1.Serving) error {
+	s := waitServing(t, serving, "the Job gate failed and the roll-out halted", func(s *v1.Serving) error {
 		watchRest()
 		if s.Spec.PreparationName == goodPrep {
 			return fmt.Errorf("the new release is not promoted yet")
 		}
-		if c := readyCondition(s); c == nil || c.Reason != deliveryv1alpha1.ReasonRolloutHalted {
+		if c := readyCondition(s); c == nil || c.Reason != v1.ReasonRolloutHalted {
 			return fmt.Errorf("Ready %s", readyMessage(s))
 		}
 		return nil
@@ -799,7 +799,7 @@ func jobGateHolds(t *testing.T) {
 	failedPrep := s.Spec.PreparationName
 	t.Logf("halted: %s", readyMessage(s))
 	r := s.Status.Rollout
-	if r == nil || len(r.Verifications) != 1 || r.Verifications[0].Kind != "job" || r.Verifications[0].Phase != deliveryv1alpha1.VerificationFailed ||
+	if r == nil || len(r.Verifications) != 1 || r.Verifications[0].Kind != "job" || r.Verifications[0].Phase != v1.VerificationFailed ||
 		!strings.Contains(r.Verifications[0].Message, said) || len(r.Waves) == 0 || r.Waves[0].Healthy != 1 {
 		t.Errorf("status.rollout %+v", r)
 	}
@@ -816,7 +816,7 @@ func jobGateHolds(t *testing.T) {
 		t.Errorf("the release whose Job gate failed reached the second wave: %v", reached)
 	}
 	must(t, hub.Get(ctx, client.ObjectKey{Namespace: tenant, Name: serving}, s))
-	if c := readyCondition(s); s.Spec.PreparationName != failedPrep || c == nil || c.Reason != deliveryv1alpha1.ReasonRolloutHalted {
+	if c := readyCondition(s); s.Spec.PreparationName != failedPrep || c == nil || c.Reason != v1.ReasonRolloutHalted {
 		t.Errorf("the roll-out of %s did not stay halted: %s at %s", failedPrep, readyMessage(s), s.Spec.PreparationName)
 	}
 	// The record of the release that ran is intact; the failed release has none, of no wave.
@@ -825,7 +825,7 @@ func jobGateHolds(t *testing.T) {
 	} else if r.Digest != goodRecord.Digest || !r.Time.Equal(&goodRecord.Time) || r.Clusters != goodRecord.Clusters {
 		t.Errorf("the record of %s changed: %+v, was %+v", goodPrep, r, goodRecord)
 	}
-	var prep deliveryv1alpha1.Preparation
+	var prep v1.Preparation
 	must(t, hub.Get(ctx, client.ObjectKey{Namespace: tenant, Name: failedPrep}, &prep))
 	for _, rec := range prep.Status.DeploymentRecords {
 		if rec.Environment == sandbox.DemoEnvironment {
@@ -837,14 +837,14 @@ func jobGateHolds(t *testing.T) {
 	kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=merge", "-p", policy("registry.example/smoke:1.4"))
 	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
 		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary whose Job passes"}}}}}}`)
-	s = waitServing(t, serving, "the next release passed the Job gate and Deployed through both waves", func(s *deliveryv1alpha1.Serving) error {
+	s = waitServing(t, serving, "the next release passed the Job gate and Deployed through both waves", func(s *v1.Serving) error {
 		if s.Spec.PreparationName == goodPrep || s.Spec.PreparationName == failedPrep {
 			return fmt.Errorf("the next release is not promoted yet")
 		}
-		return expectReady(s, metav1.ConditionTrue, deliveryv1alpha1.ReasonDeployed, 3, 3)
+		return expectReady(s, metav1.ConditionTrue, v1.ReasonDeployed, 3, 3)
 	})
 	passedPrep := s.Spec.PreparationName
-	if r := s.Status.Rollout; r == nil || len(r.Verifications) != 1 || r.Verifications[0].Phase != deliveryv1alpha1.VerificationPassed {
+	if r := s.Status.Rollout; r == nil || len(r.Verifications) != 1 || r.Verifications[0].Phase != v1.VerificationPassed {
 		t.Errorf("status.rollout %+v", r)
 	}
 	expectJobRun(t, passedPrep, gate, true, "")
@@ -862,8 +862,8 @@ func jobGateHolds(t *testing.T) {
 
 // deploymentRecord returns the record of the Environment (wave empty) or of a wave of it that a
 // Preparation of the tenant lists.
-func deploymentRecord(ctx context.Context, prep, wave string) (*deliveryv1alpha1.DeploymentRecord, error) {
-	var p deliveryv1alpha1.Preparation
+func deploymentRecord(ctx context.Context, prep, wave string) (*v1.DeploymentRecord, error) {
+	var p v1.Preparation
 	if err := hub.Get(ctx, client.ObjectKey{Namespace: tenant, Name: prep}, &p); err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/images"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
@@ -57,7 +57,7 @@ const (
 // PromotionGate decides whether an Order in Automatic mode may promote a Preparation to its
 // Serving now; when it may not yet, the verdict says why and when to look again. The
 // promotion pipeline of the Order's Environment (Pipeline.Gate) plugs in here.
-type PromotionGate func(ctx context.Context, order *deliveryv1alpha1.Order, prep *deliveryv1alpha1.Preparation) (promotion.Verdict, error)
+type PromotionGate func(ctx context.Context, order *v1.Order, prep *v1.Preparation) (promotion.Verdict, error)
 
 // Reconciler renders an Order's Product into Preparations and keeps its Serving.
 type Reconciler struct {
@@ -126,19 +126,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		r.Name = name
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &deliveryv1alpha1.Order{}, productRefIndex,
-		func(o client.Object) []string { return []string{o.(*deliveryv1alpha1.Order).Spec.ProductRef.Name} }); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1.Order{}, productRefIndex,
+		func(o client.Object) []string { return []string{o.(*v1.Order).Spec.ProductRef.Name} }); err != nil {
 		return fmt.Errorf("index orders by product: %w", err)
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("order").
-		For(&deliveryv1alpha1.Order{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&deliveryv1alpha1.Serving{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&deliveryv1alpha1.Product{}, handler.EnqueueRequestsFromMapFunc(r.ordersOfProduct),
+		For(&v1.Order{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&v1.Serving{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1.Product{}, handler.EnqueueRequestsFromMapFunc(r.ordersOfProduct),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// What runs in a required Environment decides whether the Orders after it may promote.
-		Watches(&deliveryv1alpha1.Serving{}, stages.DownstreamOf(mgr.GetClient()), builder.WithPredicates(stages.EvidenceChanged)).
-		Watches(&deliveryv1alpha1.Preparation{}, stages.DownstreamOf(mgr.GetClient()), builder.WithPredicates(stages.EvidenceChanged)).
+		Watches(&v1.Serving{}, stages.DownstreamOf(mgr.GetClient()), builder.WithPredicates(stages.EvidenceChanged)).
+		Watches(&v1.Preparation{}, stages.DownstreamOf(mgr.GetClient()), builder.WithPredicates(stages.EvidenceChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Config.Workers(config.OrderConcurrency)}).
 		Complete(r)
 	if err != nil {
@@ -148,7 +148,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 func (r *Reconciler) ordersOfProduct(ctx context.Context, o client.Object) []reconcile.Request {
-	var orders deliveryv1alpha1.OrderList
+	var orders v1.OrderList
 	if err := r.List(ctx, &orders, client.InNamespace(o.GetNamespace()), client.MatchingFields{productRefIndex: o.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list orders of product", "product", o.GetName())
 		return nil
@@ -172,7 +172,7 @@ func (r *Reconciler) ordersOfProduct(ctx context.Context, o client.Object) []rec
 // Reconcile renders the Order's Product; a new result becomes a new Preparation, and the
 // Serving follows the promotion mode.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
-	var order deliveryv1alpha1.Order
+	var order v1.Order
 	if err := r.Get(ctx, req.NamespacedName, &order); err != nil {
 		r.retries.Forget(req.NamespacedName)
 		r.renders.Forget(req.NamespacedName)
@@ -190,8 +190,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	base := order.DeepCopy()
 	before := &base.Status
 	defer func() {
-		ready := meta.FindStatusCondition(order.Status.Conditions, deliveryv1alpha1.ConditionReady)
-		kmetrics.SetOrderWaiting(order.Namespace, order.Name, ready != nil && ready.Reason == deliveryv1alpha1.ReasonAwaitingStage)
+		ready := meta.FindStatusCondition(order.Status.Conditions, v1.ConditionReady)
+		kmetrics.SetOrderWaiting(order.Namespace, order.Name, ready != nil && ready.Reason == v1.ReasonAwaitingStage)
 		// A merge patch of what this reconcile changed, under the optimistic lock: after a read
 		// the cache had not caught up with, it conflicts and the reconcile runs again on what is
 		// there (renders remembers the last render, so nothing renders twice). An Order deleted
@@ -245,7 +245,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 
 // renderFailed records a failed render of input: the Order waits before it renders input again
 // (preparation.Retries), its Ready condition and status.renderRetry say why and until when.
-func (r *Reconciler) renderFailed(ctx context.Context, order *deliveryv1alpha1.Order, before *deliveryv1alpha1.OrderStatus,
+func (r *Reconciler) renderFailed(ctx context.Context, order *v1.Order, before *v1.OrderStatus,
 	input string, failure *failure) ctrl.Result {
 	now := time.Now()
 	first, most := preparation.RetryWaits(r.RetryAfter, r.MaxRetryAfter)
@@ -259,8 +259,8 @@ func (r *Reconciler) renderFailed(ctx context.Context, order *deliveryv1alpha1.O
 
 // awaitStage turns the Order's Ready condition into AwaitingStage: the gate holds the promotion
 // of prep back, and verdict says why.
-func awaitStage(order *deliveryv1alpha1.Order, before *deliveryv1alpha1.OrderStatus, prep *deliveryv1alpha1.Preparation, verdict promotion.Verdict) {
-	c := meta.FindStatusCondition(order.Status.Conditions, deliveryv1alpha1.ConditionReady)
+func awaitStage(order *v1.Order, before *v1.OrderStatus, prep *v1.Preparation, verdict promotion.Verdict) {
+	c := meta.FindStatusCondition(order.Status.Conditions, v1.ConditionReady)
 	// The render message ends with the Preparation's unpinned images, if any: the verdict
 	// says them already.
 	rendered := c.Message
@@ -268,12 +268,12 @@ func awaitStage(order *deliveryv1alpha1.Order, before *deliveryv1alpha1.OrderSta
 		rendered = strings.TrimSuffix(rendered, "; "+problem)
 	}
 	meta.SetStatusCondition(&order.Status.Conditions, metav1.Condition{
-		Type: deliveryv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: deliveryv1alpha1.ReasonAwaitingStage,
+		Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonAwaitingStage,
 		Message:            shorten(verdict.Message + "; the Serving keeps running what it runs. " + rendered),
 		ObservedGeneration: order.Generation,
 	})
-	if old := meta.FindStatusCondition(before.Conditions, deliveryv1alpha1.ConditionReady); old != nil && old.Reason == deliveryv1alpha1.ReasonAwaitingStage {
-		meta.FindStatusCondition(order.Status.Conditions, deliveryv1alpha1.ConditionReady).LastTransitionTime = old.LastTransitionTime
+	if old := meta.FindStatusCondition(before.Conditions, v1.ConditionReady); old != nil && old.Reason == v1.ReasonAwaitingStage {
+		meta.FindStatusCondition(order.Status.Conditions, v1.ConditionReady).LastTransitionTime = old.LastTransitionTime
 	}
 }
 
@@ -318,14 +318,14 @@ func (r *Reconciler) tagCache() *images.TagCache {
 type failure = preparation.Failure
 
 // product reads the Order's Product, or says why it cannot.
-func (r *Reconciler) product(ctx context.Context, order *deliveryv1alpha1.Order) (*deliveryv1alpha1.Product, *failure) {
-	var product deliveryv1alpha1.Product
+func (r *Reconciler) product(ctx context.Context, order *v1.Order) (*v1.Product, *failure) {
+	var product v1.Product
 	if err := r.Get(ctx, client.ObjectKey{Namespace: order.Namespace, Name: order.Spec.ProductRef.Name}, &product); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &failure{Reason: deliveryv1alpha1.ReasonProductNotFound, Message: fmt.Sprintf(
+			return nil, &failure{Reason: v1.ReasonProductNotFound, Message: fmt.Sprintf(
 				"Product %q does not exist in namespace %s: create it or fix spec.productRef.name", order.Spec.ProductRef.Name, order.Namespace)}
 		}
-		return nil, &failure{Reason: deliveryv1alpha1.ReasonProductNotFound, Message: fmt.Sprintf("get product %q: %v", order.Spec.ProductRef.Name, err)}
+		return nil, &failure{Reason: v1.ReasonProductNotFound, Message: fmt.Sprintf("get product %q: %v", order.Spec.ProductRef.Name, err)}
 	}
 	return &product, nil
 }
@@ -333,7 +333,7 @@ func (r *Reconciler) product(ctx context.Context, order *deliveryv1alpha1.Order)
 // prepare renders the Order and returns its Preparation, new or existing, and records it in
 // the status; or returns why it failed. When nothing the render reads changed since the latest
 // Preparation, it renders nothing and returns that one.
-func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Product) (_ *deliveryv1alpha1.Preparation, failed *failure) {
+func (r *Reconciler) prepare(ctx context.Context, order *v1.Order, product *v1.Product) (_ *v1.Preparation, failed *failure) {
 	// Skipped until a render runs (nothing the render reads changed); Failure whatever failed.
 	start, result := time.Now(), kmetrics.Skipped
 	defer func() {
@@ -372,7 +372,7 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 		// A crash between creating a Preparation and marking it Ready leaves it not Ready, and
 		// Automatic promotion would wait for it forever: mark it now.
 		if err := r.markReady(ctx, current); err != nil {
-			return nil, &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: err.Error()}
+			return nil, &failure{Reason: v1.ReasonPushFailed, Message: err.Error()}
 		}
 		order.Status.TargetNamespace = in.Render.TargetNamespace
 		r.setRendered(order, current, false, currentInputs)
@@ -399,14 +399,14 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 
 	existing, latest, err := r.preparations(ctx, order, built.ConfigHash)
 	if err != nil {
-		return nil, &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: err.Error()}
+		return nil, &failure{Reason: v1.ReasonPushFailed, Message: err.Error()}
 	}
 	if existing != nil {
 		if f := r.keepArtifact(ctx, b, order, existing, in, built); f != nil {
 			return nil, f
 		}
 		if err := r.markReady(ctx, existing); err != nil {
-			return nil, &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: err.Error()}
+			return nil, &failure{Reason: v1.ReasonPushFailed, Message: err.Error()}
 		}
 		r.setRendered(order, existing, false, inputs)
 		return existing, nil
@@ -422,16 +422,16 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 	}
 	prep := recipe.New(order, product, in, built, recipe.Pushed{Repository: repository, Digest: artifactDigest, Parent: parent}, r.Config.BundledRegistry)
 	if err := controllerutil.SetControllerReference(order, prep, r.Scheme()); err != nil {
-		return nil, &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: fmt.Sprintf("own preparation: %v", err)}
+		return nil, &failure{Reason: v1.ReasonPushFailed, Message: fmt.Sprintf("own preparation: %v", err)}
 	}
 	if err := r.Create(ctx, prep); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: fmt.Sprintf("create Preparation %s: %v", prep.Name, err)}
+		return nil, &failure{Reason: v1.ReasonPushFailed, Message: fmt.Sprintf("create Preparation %s: %v", prep.Name, err)}
 	}
 	if err := r.markReady(ctx, prep); err != nil {
-		return nil, &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: err.Error()}
+		return nil, &failure{Reason: v1.ReasonPushFailed, Message: err.Error()}
 	}
 	r.setRendered(order, prep, true, inputs)
-	r.Recorder.Eventf(order, prep, corev1.EventTypeNormal, deliveryv1alpha1.ReasonRendered, "Render",
+	r.Recorder.Eventf(order, prep, corev1.EventTypeNormal, v1.ReasonRendered, "Render",
 		"Rendered Preparation %s (%s@%s, %d images) into %s", prep.Name, in.SourceURL, built.SourceDigest, len(built.Images), prep.Spec.Artifact.Ref)
 	return prep, nil
 }
@@ -439,11 +439,11 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 // keepArtifact pushes the artifact of existing again when the bundled registry does not hold it
 // (a restore that lost its data). built has existing's config hash, and a push is
 // reproducible: with existing's source version and parent it gives existing's digest.
-func (r *Reconciler) keepArtifact(ctx context.Context, b *build.Builder, order *deliveryv1alpha1.Order,
-	existing *deliveryv1alpha1.Preparation, in build.Input, built *build.Built) *failure {
+func (r *Reconciler) keepArtifact(ctx context.Context, b *build.Builder, order *v1.Order,
+	existing *v1.Preparation, in build.Input, built *build.Built) *failure {
 	present, err := recipe.ArtifactPresent(ctx, b.Sources, r.Config.BundledRegistry, existing)
 	if err != nil {
-		return &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: err.Error()}
+		return &failure{Reason: v1.ReasonPushFailed, Message: err.Error()}
 	}
 	if present {
 		return nil
@@ -456,7 +456,7 @@ func (r *Reconciler) keepArtifact(ctx context.Context, b *build.Builder, order *
 		return recipe.BuildFailure(err)
 	}
 	if pushed != digest {
-		return &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: fmt.Sprintf(
+		return &failure{Reason: v1.ReasonPushFailed, Message: fmt.Sprintf(
 			"the bundled registry lost the artifact of Preparation %s, and its render pushed again is %s, not %s (another version of Kokumi wrote it): change the Order or its Product to make a new Preparation, and promote it",
 			existing.Name, pushed, digest)}
 	}
@@ -466,7 +466,7 @@ func (r *Reconciler) keepArtifact(ctx context.Context, b *build.Builder, order *
 }
 
 // credentials reads the Product's registry credentials Secret, if it names one.
-func (r *Reconciler) credentials(ctx context.Context, product *deliveryv1alpha1.Product) (oci.Credentials, *failure) {
+func (r *Reconciler) credentials(ctx context.Context, product *v1.Product) (oci.Credentials, *failure) {
 	ref := product.Spec.Source.CredentialsRef
 	if ref == nil {
 		return nil, nil
@@ -477,17 +477,17 @@ func (r *Reconciler) credentials(ctx context.Context, product *deliveryv1alpha1.
 	}
 	var secret corev1.Secret
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: product.Namespace, Name: ref.Name}, &secret); err != nil {
-		return nil, &failure{Reason: deliveryv1alpha1.ReasonSourceNotFound, Message: fmt.Sprintf(
+		return nil, &failure{Reason: v1.ReasonSourceNotFound, Message: fmt.Sprintf(
 			"credentials Secret %q of Product %s: %v: create it or fix spec.source.credentialsRef", ref.Name, product.Name, err)}
 	}
 	data, ok := secret.Data[corev1.DockerConfigJsonKey]
 	if !ok {
-		return nil, &failure{Reason: deliveryv1alpha1.ReasonSourceNotFound, Message: fmt.Sprintf(
+		return nil, &failure{Reason: v1.ReasonSourceNotFound, Message: fmt.Sprintf(
 			"credentials Secret %q has no %s: make it a kubernetes.io/dockerconfigjson Secret", ref.Name, corev1.DockerConfigJsonKey)}
 	}
 	creds, err := oci.ParseDockerConfig(data)
 	if err != nil {
-		return nil, &failure{Reason: deliveryv1alpha1.ReasonSourceNotFound, Message: fmt.Sprintf(
+		return nil, &failure{Reason: v1.ReasonSourceNotFound, Message: fmt.Sprintf(
 			"credentials Secret %q: %v: fix its %s (`kubectl create secret docker-registry` writes a valid one), or spec.source.credentialsRef of Product %s",
 			ref.Name, err, corev1.DockerConfigJsonKey, product.Name)}
 	}
@@ -500,7 +500,7 @@ func (r *Reconciler) credentials(ctx context.Context, product *deliveryv1alpha1.
 func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespace string) (*build.Builder, *failure) {
 	creds, err := r.withPusher(ctx, creds, namespace)
 	if err != nil {
-		return nil, &failure{Reason: deliveryv1alpha1.ReasonPushFailed, Message: err.Error()}
+		return nil, &failure{Reason: v1.ReasonPushFailed, Message: err.Error()}
 	}
 	plain := []string{r.Config.BundledRegistry}
 	own := r.ownRepositories(namespace)
@@ -524,13 +524,13 @@ func (r *Reconciler) renderer() isolate.Process {
 
 // artifactRepository is where an Order's Preparations are pushed: the bundled registry,
 // repository kokumi/<namespace>/<order>.
-func (r *Reconciler) artifactRepository(order *deliveryv1alpha1.Order) string {
+func (r *Reconciler) artifactRepository(order *v1.Order) string {
 	return r.Config.BundledRegistry + "/" + preparation.OwnArtifactPath(order.Namespace, order.Name)
 }
 
 // preparations finds the Order's Preparation with configHash, if any, and its newest one.
-func (r *Reconciler) preparations(ctx context.Context, order *deliveryv1alpha1.Order, configHash string) (existing, latest *deliveryv1alpha1.Preparation, err error) {
-	var list deliveryv1alpha1.PreparationList
+func (r *Reconciler) preparations(ctx context.Context, order *v1.Order, configHash string) (existing, latest *v1.Preparation, err error) {
+	var list v1.PreparationList
 	if err := r.List(ctx, &list, client.InNamespace(order.Namespace), client.MatchingLabels{preparation.LabelOrder: order.Name}); err != nil {
 		return nil, nil, fmt.Errorf("list preparations of order %s: %w", order.Name, err)
 	}
@@ -539,8 +539,8 @@ func (r *Reconciler) preparations(ctx context.Context, order *deliveryv1alpha1.O
 }
 
 // markReady sets the new Preparation's Ready condition.
-func (r *Reconciler) markReady(ctx context.Context, prep *deliveryv1alpha1.Preparation) error {
-	if meta.IsStatusConditionTrue(prep.Status.Conditions, deliveryv1alpha1.ConditionReady) {
+func (r *Reconciler) markReady(ctx context.Context, prep *v1.Preparation) error {
+	if meta.IsStatusConditionTrue(prep.Status.Conditions, v1.ConditionReady) {
 		return nil
 	}
 	if prep.ResourceVersion == "" {
@@ -550,7 +550,7 @@ func (r *Reconciler) markReady(ctx context.Context, prep *deliveryv1alpha1.Prepa
 	}
 	base := prep.DeepCopy()
 	meta.SetStatusCondition(&prep.Status.Conditions, metav1.Condition{
-		Type: deliveryv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: deliveryv1alpha1.ReasonRendered,
+		Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonRendered,
 		Message: "Rendered and pushed to " + prep.Spec.Artifact.Ref, ObservedGeneration: prep.Generation,
 	})
 	// Its Ready condition only: the deployment records in the same status are the Serving's.
@@ -565,7 +565,7 @@ func (r *Reconciler) markReady(ctx context.Context, prep *deliveryv1alpha1.Prepa
 }
 
 // setRendered records prep, rendered from inputs (see recipe.InputsHash), as the Order's latest.
-func (r *Reconciler) setRendered(order *deliveryv1alpha1.Order, prep *deliveryv1alpha1.Preparation, created bool, inputs string) {
+func (r *Reconciler) setRendered(order *v1.Order, prep *v1.Preparation, created bool, inputs string) {
 	r.renders.Set(types.NamespacedName{Namespace: order.Namespace, Name: order.Name}, order.UID, preparation.Render{Inputs: inputs, Preparation: prep.Name})
 	order.Status.LatestPreparation = prep.Name
 	order.Status.InputsHash = inputs
@@ -578,14 +578,14 @@ func (r *Reconciler) setRendered(order *deliveryv1alpha1.Order, prep *deliveryv1
 		msg += "; " + problem
 	}
 	meta.SetStatusCondition(&order.Status.Conditions, metav1.Condition{
-		Type: deliveryv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: deliveryv1alpha1.ReasonRendered,
+		Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonRendered,
 		Message: shorten(msg), ObservedGeneration: order.Generation,
 	})
 }
 
 // setFailed sets Ready=False, its message f's followed by retry (when it is tried again), and
 // records a Warning event when the reason or f's message changed.
-func (r *Reconciler) setFailed(order *deliveryv1alpha1.Order, before *deliveryv1alpha1.OrderStatus, f *failure, retry string) {
+func (r *Reconciler) setFailed(order *v1.Order, before *v1.OrderStatus, f *failure, retry string) {
 	what := shorten(f.Message)
 	msg := what
 	if retry != "" {
@@ -593,10 +593,10 @@ func (r *Reconciler) setFailed(order *deliveryv1alpha1.Order, before *deliveryv1
 		msg = what + retrySeparator + retry
 	}
 	meta.SetStatusCondition(&order.Status.Conditions, metav1.Condition{
-		Type: deliveryv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: f.Reason,
+		Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: f.Reason,
 		Message: msg, ObservedGeneration: order.Generation,
 	})
-	old := meta.FindStatusCondition(before.Conditions, deliveryv1alpha1.ConditionReady)
+	old := meta.FindStatusCondition(before.Conditions, v1.ConditionReady)
 	if old == nil || old.Reason != f.Reason || (old.Message != what && !strings.HasPrefix(old.Message, what+retrySeparator)) {
 		r.Recorder.Eventf(order, nil, corev1.EventTypeWarning, f.Reason, "Render", "%s", what)
 	}
@@ -611,16 +611,16 @@ func shorten(s string) string { return text.ShortenMiddle(s, text.MaxMessage) }
 // newest Ready Preparation once the gate allows, naming Kokumi in spec.promotedBy, and
 // otherwise returns why it waits; Manual mode creates it empty and leaves
 // spec.preparationName to a person.
-func (r *Reconciler) promote(ctx context.Context, order *deliveryv1alpha1.Order, prep *deliveryv1alpha1.Preparation) (verdict promotion.Verdict, err error) {
+func (r *Reconciler) promote(ctx context.Context, order *v1.Order, prep *v1.Preparation) (verdict promotion.Verdict, err error) {
 	verdict.Allowed = true
-	var serving deliveryv1alpha1.Serving
+	var serving v1.Serving
 	err = r.Get(ctx, client.ObjectKeyFromObject(order), &serving)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return verdict, fmt.Errorf("get serving %s: %w", order.Name, err)
 	}
 	exists := err == nil
 	want := ""
-	if order.Spec.Promotion.Mode == deliveryv1alpha1.PromotionAutomatic && meta.IsStatusConditionTrue(prep.Status.Conditions, deliveryv1alpha1.ConditionReady) &&
+	if order.Spec.Promotion.Mode == v1.PromotionAutomatic && meta.IsStatusConditionTrue(prep.Status.Conditions, v1.ConditionReady) &&
 		(!exists || serving.Spec.PreparationName != prep.Name) {
 		if r.Gate != nil {
 			if verdict, err = r.Gate(ctx, order, prep); err != nil {
@@ -632,9 +632,9 @@ func (r *Reconciler) promote(ctx context.Context, order *deliveryv1alpha1.Order,
 		}
 	}
 	if !exists {
-		serving = deliveryv1alpha1.Serving{
+		serving = v1.Serving{
 			ObjectMeta: metav1.ObjectMeta{Name: order.Name, Namespace: order.Namespace, Labels: shard.Inherit(order, nil)},
-			Spec:       deliveryv1alpha1.ServingSpec{OrderRef: deliveryv1alpha1.LocalObjectReference{Name: order.Name}, PreparationName: want},
+			Spec:       v1.ServingSpec{OrderRef: v1.LocalObjectReference{Name: order.Name}, PreparationName: want},
 		}
 		if want != "" {
 			serving.Spec.PromotedBy = r.Name
@@ -661,8 +661,8 @@ func (r *Reconciler) promote(ctx context.Context, order *deliveryv1alpha1.Order,
 type preparationReader struct{ client.Reader }
 
 // Preparation reads the Preparation namespace/name.
-func (p preparationReader) Preparation(ctx context.Context, namespace, name string) (*deliveryv1alpha1.Preparation, error) {
-	var prep deliveryv1alpha1.Preparation
+func (p preparationReader) Preparation(ctx context.Context, namespace, name string) (*v1.Preparation, error) {
+	var prep v1.Preparation
 	if err := p.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &prep); err != nil {
 		return nil, fmt.Errorf("get preparation %s/%s: %w", namespace, name, err)
 	}

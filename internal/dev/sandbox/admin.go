@@ -11,7 +11,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 )
 
 // What an admin sets up on the hub before tenants deploy: the demo's and the end-to-end tests'
@@ -32,7 +32,7 @@ func (f *Fleet) AdminClient() (client.Client, error) {
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("register built-in kinds: %w", err)
 	}
-	if err := deliveryv1alpha1.AddToScheme(s); err != nil {
+	if err := v1.AddToScheme(s); err != nil {
 		return nil, fmt.Errorf("register Kokumi's kinds: %w", err)
 	}
 	c, err := client.New(f.Hub.Config, client.Options{Scheme: s})
@@ -63,14 +63,14 @@ func (f *Fleet) RegisterCluster(ctx context.Context, c *Cluster, labels map[stri
 	if err := apply(ctx, hub, secret); err != nil {
 		return err
 	}
-	cluster := &deliveryv1alpha1.Cluster{
+	cluster := &v1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Labels: labels},
-		Spec: deliveryv1alpha1.ClusterSpec{
+		Spec: v1.ClusterSpec{
 			Server:         c.Server,
-			CredentialsRef: deliveryv1alpha1.LocalObjectReference{Name: secret.Name},
+			CredentialsRef: v1.LocalObjectReference{Name: secret.Name},
 		},
 	}
-	existing := &deliveryv1alpha1.Cluster{}
+	existing := &v1.Cluster{}
 	if err := hub.Get(ctx, client.ObjectKeyFromObject(cluster), existing); err == nil {
 		existing.Labels, existing.Spec = labels, cluster.Spec
 		if err := hub.Update(ctx, existing); err != nil {
@@ -115,7 +115,7 @@ type EnvironmentSetup struct {
 	// Selector picks the Environment's Clusters; empty means EnvironmentLabel=Name.
 	Selector map[string]string
 	// Requires are the stages the Environment requires first.
-	Requires []deliveryv1alpha1.StageRequirement
+	Requires []v1.StageRequirement
 }
 
 // SetUpEnvironment creates the tenant namespace, the AppProject (admitting the namespace, and
@@ -145,9 +145,9 @@ func (f *Fleet) SetUpEnvironment(ctx context.Context, e EnvironmentSetup) error 
 	if len(selector) == 0 {
 		selector = map[string]string{EnvironmentLabel: e.Name}
 	}
-	env := &deliveryv1alpha1.Environment{
+	env := &v1.Environment{
 		ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace},
-		Spec: deliveryv1alpha1.EnvironmentSpec{
+		Spec: v1.EnvironmentSpec{
 			ClusterSelector: metav1.LabelSelector{MatchLabels: selector},
 			Project:         e.Project,
 			Requires:        e.Requires,
@@ -163,12 +163,12 @@ func (f *Fleet) StagingOrder(ctx context.Context, namespace string) error {
 	if err != nil {
 		return err
 	}
-	return createIfMissing(ctx, hub, &deliveryv1alpha1.Order{
+	return createIfMissing(ctx, hub, &v1.Order{
 		ObjectMeta: metav1.ObjectMeta{Name: DemoStagingOrder, Namespace: namespace},
-		Spec: deliveryv1alpha1.OrderSpec{
-			ProductRef:     deliveryv1alpha1.LocalObjectReference{Name: DemoProduct},
-			EnvironmentRef: deliveryv1alpha1.LocalObjectReference{Name: DemoStagingEnvironment},
-			Promotion:      deliveryv1alpha1.Promotion{Mode: deliveryv1alpha1.PromotionAutomatic},
+		Spec: v1.OrderSpec{
+			ProductRef:     v1.LocalObjectReference{Name: DemoProduct},
+			EnvironmentRef: v1.LocalObjectReference{Name: DemoStagingEnvironment},
+			Promotion:      v1.Promotion{Mode: v1.PromotionAutomatic},
 		},
 	})
 }

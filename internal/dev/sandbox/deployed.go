@@ -9,7 +9,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 )
 
 // deployedEvery is how often `kokumi dev` looks whether the example's Servings are Deployed.
@@ -21,7 +21,7 @@ const deployedEvery = 2 * time.Second
 func reportDeployed(ctx context.Context, c client.Reader, namespace string, out io.Writer, started time.Time) {
 	seen := map[string]string{}
 	for {
-		var list deliveryv1alpha1.ServingList
+		var list v1.ServingList
 		if err := c.List(ctx, &list, client.InNamespace(namespace)); err == nil {
 			for _, line := range newlyDeployed(list.Items, seen, time.Since(started)) {
 				fmt.Fprintln(out, line)
@@ -37,11 +37,11 @@ func reportDeployed(ctx context.Context, c client.Reader, namespace string, out 
 
 // newlyDeployed returns a line for each Serving Deployed at a revision seen does not hold for
 // it yet, and records it there.
-func newlyDeployed(servings []deliveryv1alpha1.Serving, seen map[string]string, since time.Duration) []string {
+func newlyDeployed(servings []v1.Serving, seen map[string]string, since time.Duration) []string {
 	var lines []string
 	for _, s := range servings {
-		ready := apimeta.FindStatusCondition(s.Status.Conditions, deliveryv1alpha1.ConditionReady)
-		if ready == nil || ready.Reason != deliveryv1alpha1.ReasonDeployed || seen[s.Name] == s.Status.Revision {
+		ready := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
+		if ready == nil || ready.Reason != v1.ReasonDeployed || seen[s.Name] == s.Status.Revision {
 			continue
 		}
 		seen[s.Name] = s.Status.Revision

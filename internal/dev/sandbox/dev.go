@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 )
 
@@ -116,7 +116,7 @@ func RunDev(ctx context.Context, o DevOptions) (err error) {
 	// it ran there healthily for DemoSoak.
 	for _, e := range []EnvironmentSetup{
 		{Name: DemoStagingEnvironment, Selector: map[string]string{StagingLabel: DemoStagingEnvironment}},
-		{Name: DemoEnvironment, Requires: []deliveryv1alpha1.StageRequirement{{Environment: DemoStagingEnvironment, Soak: &metav1.Duration{Duration: DemoSoak}}}},
+		{Name: DemoEnvironment, Requires: []v1.StageRequirement{{Environment: DemoStagingEnvironment, Soak: &metav1.Duration{Duration: DemoSoak}}}},
 	} {
 		e.Namespace, e.Project, e.TargetNamespaces = o.ExampleNamespace, DemoEnvironment, []string{DemoTargetNamespace}
 		if err := fleet.SetUpEnvironment(ctx, e); err != nil {

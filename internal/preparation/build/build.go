@@ -17,7 +17,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/images"
 	"github.com/kokumi-dev/kokumi/internal/oci"
@@ -41,20 +41,20 @@ type Reason string
 // Reasons a build fails for: the Order's Ready reasons.
 const (
 	// ReasonSourceNotFound: the source or its version cannot be pulled.
-	ReasonSourceNotFound Reason = deliveryv1alpha1.ReasonSourceNotFound
+	ReasonSourceNotFound Reason = v1.ReasonSourceNotFound
 	// ReasonRenderFailed: the chart or bundle did not render.
-	ReasonRenderFailed Reason = deliveryv1alpha1.ReasonRenderFailed
+	ReasonRenderFailed Reason = v1.ReasonRenderFailed
 	// ReasonImageResolutionFailed: an image could not be pinned or vendored.
-	ReasonImageResolutionFailed Reason = deliveryv1alpha1.ReasonImageResolutionFailed
+	ReasonImageResolutionFailed Reason = v1.ReasonImageResolutionFailed
 	// ReasonPushFailed: the artifact could not be pushed.
-	ReasonPushFailed Reason = deliveryv1alpha1.ReasonPushFailed
+	ReasonPushFailed Reason = v1.ReasonPushFailed
 	// ReasonBudgetExceeded: the source went over one of the Builder's Budgets.
-	ReasonBudgetExceeded Reason = deliveryv1alpha1.ReasonBudgetExceeded
+	ReasonBudgetExceeded Reason = v1.ReasonBudgetExceeded
 	// ReasonRegistryNotAllowed: the source, an image or the vendor registry is on a registry
 	// the Builder's Allowed refuses.
-	ReasonRegistryNotAllowed Reason = deliveryv1alpha1.ReasonRegistryNotAllowed
+	ReasonRegistryNotAllowed Reason = v1.ReasonRegistryNotAllowed
 	// ReasonRenderTimeout: the render did not end within the Builder's Budgets.Timeout.
-	ReasonRenderTimeout Reason = deliveryv1alpha1.ReasonRenderTimeout
+	ReasonRenderTimeout Reason = v1.ReasonRenderTimeout
 )
 
 // Error is a failed build: the step, and a message that names what failed and how to fix it.
