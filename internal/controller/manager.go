@@ -22,7 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kscheme "github.com/kokumi-dev/kokumi/api/scheme"
-	"github.com/kokumi-dev/kokumi/internal/argocd/argocache"
+	"github.com/kokumi-dev/kokumi/internal/argocache"
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller/clusters"
 	"github.com/kokumi-dev/kokumi/internal/controller/environment"

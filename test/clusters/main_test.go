@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kokumi-dev/kokumi/internal/argocd/argocache"
+	"github.com/kokumi-dev/kokumi/internal/argocache"
 	"github.com/kokumi-dev/kokumi/internal/controller/environment"
 
 	kconfig "github.com/kokumi-dev/kokumi/internal/config"

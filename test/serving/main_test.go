@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kokumi-dev/kokumi/internal/argocd/argocache"
+	"github.com/kokumi-dev/kokumi/internal/argocache"
 	ociregistry "github.com/kokumi-dev/kokumi/internal/oci/registry"
 
 	corev1 "k8s.io/api/core/v1"
