@@ -1,4 +1,7 @@
-// Package oci pulls and pushes OCI artifacts (oras-go v2) and serves Kokumi's bundled registry.
+// Package oci pulls and pushes OCI artifacts (oras-go v2), and holds what the bundled registry's
+// clients and server share: its credentials (a pusher and a puller per namespace), the
+// repository layout of Kokumi's artifacts, the sign-in, and the limits of what is pulled. The
+// registry server itself is oci/registry, apart so that what only pulls or pushes links none.
 package oci
 
 import (

@@ -1,6 +1,10 @@
 // Package preparation says who a Preparation is and where its artifact lives: its name, its
-// labels, its repository in the bundled registry now; and which old Preparations an Order may
-// let go. It builds nothing (internal/preparation/build does) and links no renderer.
+// labels, its repository in the bundled registry now; which old Preparations an Order may let
+// go; and the plain rules of an Order's renders: when a failed render is tried again (the
+// render backoff), which claims the skip rule checks, and which existing Preparation a render
+// found again. It takes plain values (no Kubernetes client), builds nothing
+// (internal/preparation/build does), and links no renderer; the rules that read the render's
+// own types are internal/preparation/recipe's.
 package preparation
 
 import (
