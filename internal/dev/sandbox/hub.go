@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kokumi-dev/kokumi/internal/dev/chart"
 )
 
 // What makes the hub behave as a real cluster for the people who use Kokumi there: the
@@ -69,19 +67,8 @@ func InstallPeopleRBAC(ctx context.Context, c client.Client, root string) error 
 		return err
 	}
 	for _, name := range PeopleRBAC {
-		path := filepath.Join(root, "config", "rbac", name)
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("read the roles people are given: %w", err)
-		}
-		objs, err := chart.Decode(data)
-		if err != nil {
-			return fmt.Errorf("decode %s: %w", path, err)
-		}
-		for _, o := range objs {
-			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.ForceOwnership, client.FieldOwner("kokumi-dev")); err != nil {
-				return fmt.Errorf("apply %s %s of %s: %w", o.GetKind(), o.GetName(), path, err)
-			}
+		if err := applyFile(ctx, c, filepath.Join(root, "config", "rbac", name)); err != nil {
+			return fmt.Errorf("apply the roles people are given: %w", err)
 		}
 	}
 	return nil
