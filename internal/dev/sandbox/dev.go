@@ -132,7 +132,7 @@ func RunDev(ctx context.Context, o DevOptions) (err error) {
 	// it ran there healthily for DemoSoak.
 	for _, e := range []EnvironmentSetup{
 		{Name: DemoStagingEnvironment, Selector: map[string]string{StagingLabel: DemoStagingEnvironment}},
-		{Name: DemoEnvironment, Requires: []deliveryv1alpha1.StageRequirement{{Environment: DemoStagingEnvironment, Soak: &metav1.Duration{Duration: DemoSoak}}}},
+		{Name: DemoEnvironment, Requires: []deliveryv1alpha1.StageRequirement{{Environment: DemoStagingEnvironment, Soak: &metav1.Duration{Duration: DemoSoak}, Match: deliveryv1alpha1.MatchRelease}}},
 	} {
 		e.Namespace, e.Project, e.TargetNamespaces = o.ExampleNamespace, DemoEnvironment, []string{DemoTargetNamespace}
 		if err := fleet.SetUpEnvironment(ctx, e); err != nil {
