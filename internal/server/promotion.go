@@ -67,6 +67,8 @@ func promotionOf(sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *view.
 			p.Mode = string(v1.PromotionManual) // the Order's default
 		}
 	}
+	runs := view.RunsOf(sv, preps)
+	p.Current = runs.Current
 	for _, prep := range preps {
 		if len(p.Preparations) == MaxPreparations {
 			p.PreparationsOmitted++
@@ -75,7 +77,8 @@ func promotionOf(sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *view.
 		p.Preparations = append(p.Preparations, view.PreparationSummary{
 			Name: prep.Name, Created: prep.CreationTimestamp.Time, Digest: prep.Spec.Artifact.Digest,
 			TargetNamespace: prep.Spec.TargetNamespace, Ready: view.ReadyOf(prep.Status.Conditions),
-			Promoted: prep.Name == sv.Spec.PreparationName, Deployments: deploymentsOf(&prep),
+			Promoted: prep.Name == sv.Spec.PreparationName, Running: runs.Clusters[prep.Name], Label: runs.Label(prep.Name),
+			Deployments: deploymentsOf(&prep),
 		})
 	}
 	if order != nil {
