@@ -11,8 +11,8 @@
 /** @typedef {{namespace: string, name: string, order: string, preparation?: string, revision?: string, deployedSince?: string, clusters: Counts, ready: Condition}} ServingSummary */
 /** @typedef {{cluster: string, application?: string, state: string, link?: string, health?: string, sync?: string, revision?: string, since?: string, reason?: string, message?: string}} ClusterRow */
 /** @typedef {{environment: string, clusters: number, time: string}} Deployed */
-/** @typedef {{name: string, created: string, digest: string, targetNamespace: string, ready: Condition, promoted?: boolean, blocked?: string, deployments?: Deployed[]}} PreparationSummary */
-/** @typedef {{mode: string, environment?: string, preparations: PreparationSummary[], preparationsOmitted?: number, rollbackTo?: string}} Promotion */
+/** @typedef {{name: string, created: string, digest: string, targetNamespace: string, ready: Condition, promoted?: boolean, running?: number, label?: string, blocked?: string, deployments?: Deployed[]}} PreparationSummary */
+/** @typedef {{mode: string, environment?: string, preparations: PreparationSummary[], preparationsOmitted?: number, current?: string, rollbackTo?: string}} Promotion */
 /** @typedef {{allowed: boolean, reason?: string}} Can */
 /** @typedef {{namespace: string, name: string, product: string, environment: string, mode: string, latestPreparation?: string, serving?: string, ready: Condition}} OrderSummary */
 /** @typedef {{environment: string, state: string, message?: string, match?: string, soak?: string, left?: string, leftSeconds?: number, order?: string, serving?: string}} Stage */
@@ -732,13 +732,16 @@ function rolloutSection(s, ui) {
     aborted && control.abort === s.preparation && (!r || r.state !== "Aborted") ? "Abort" :
       control.paused && !aborted && (!r || r.state !== "Paused") ? "Pause" :
         !control.paused && r && r.state === "Paused" ? "Resume" : "";
-  const inWaves = !!r && (r.waves || []).some(w => w.name !== "all");
+  // Without a roll-out policy the controller counts the clusters in one implicit wave ("all",
+  // or "unselected" when only a gate asks): that is no wave to show.
+  const oneWave = (/** @type {string} */ name) => name === "all" || name === "unselected";
+  const inWaves = !!r && (r.waves || []).some(w => !oneWave(w.name));
 
   return h("section", { "data-key": "rollout", "aria-label": "Roll-out" },
     tab("Roll-out"),
     r ? h("p", { class: "note", id: "rollout-state" }, `Preparation ${r.preparation} rolls out${inWaves ? " in waves" : ""}: `, badge(r.state),
       who ? h("span", { id: "rollout-by" }, ` (${r.state.toLowerCase()}${who})`) : "",
-      r.wave ? ` — current wave ${r.wave}` : "",
+      r.wave && inWaves ? ` — current wave ${r.wave}` : "",
       r.waveHealthySince ? `, healthy since ${new Date(r.waveHealthySince).toLocaleString()} (${since(r.waveHealthySince)})` : "",
       r.from ? `; the waves not reached yet run ${r.from}` : "",
       r.rollbackTo ? `; the changed clusters went back to ${r.rollbackTo}` : "", ".") :
@@ -763,7 +766,7 @@ function rolloutSection(s, ui) {
         h("button", { type: "button", id: "confirm-abort-yes", disabled: !!state.busy, onclick: () => act("abort") }, state.busy ? "Working…" : "Abort the roll-out"),
         h("button", { type: "button", id: "confirm-abort-cancel", class: "secondary", onclick: cancelAbort }, "Cancel"))) : "",
     state.message ? h("p", { class: state.message.error ? "error" : "note", role: "status", tabindex: "-1", "data-key": "rollout-message", id: "rollout-action-message" }, state.message.text) : "",
-    s.rollout && s.rollout.waves && s.rollout.waves.length ? table([
+    inWaves && s.rollout && s.rollout.waves && s.rollout.waves.length ? table([
       { label: "Wave", cell: w => s.rollout && w.name === s.rollout.wave ? h("b", { "aria-current": "step" }, w.name) : w.name },
       { label: "Clusters", cell: w => String(w.selected) },
       { label: "Healthy", cell: w => String(w.healthy) },
@@ -807,19 +810,19 @@ function verificationsTable(r) {
  */
 function approvalPart(s, ui, serving) {
   const a = s.approval;
-  if (!a || a.preparation !== s.preparation) return "";
+  const state = ui.approve;
+  const message = state.message ? h("p", { class: state.message.error ? "error" : "note", role: "status", tabindex: "-1", "data-key": "message", id: "approve-message" }, state.message.text) : "";
+  // Once the gate passed, the approval is gone from the page, but what happened stays said.
+  if (!a || a.preparation !== s.preparation) return message ? h("div", { "data-key": "approval", id: "approval" }, message) : "";
   const gate = a.wave ? `wave ${a.wave}` : "the Environment's gate";
   const can = (s.can && s.can.approve) || { allowed: false, reason: "You may not approve this roll-out." };
-  const state = ui.approve;
   async function approve() {
     if (state.busy || !a) return;
     state.busy = true;
     paint();
     try {
       const r = await post(`${serving}/approve`, { wave: a.wave || "", preparation: a.preparation });
-      const left = r.required - r.approvers.length;
-      state.message = { text: `Approved ${gate} of ${r.preparation}: ${r.approvers.length} of ${r.required}` +
-        (left > 0 ? `; it waits for ${left} more.` : "; the roll-out goes past it.") };
+      state.message = { text: `Approved ${gate} of ${r.preparation}: ${r.approvers.length} of ${r.required}; ${r.next}.` };
     } catch (e) {
       const fields = e instanceof APIError ? e.fields : [];
       state.message = { text: fields.length ? clip(fields.map(f => f.message).join("; ")) : errorText(e), error: true };
@@ -838,7 +841,7 @@ function approvalPart(s, ui, serving) {
     h("p", { class: "buttons", "data-key": "buttons" }, h("button", {
       type: "button", id: "approve", disabled: !can.allowed || !!state.busy, "aria-describedby": can.allowed ? undefined : "approve-denied", onclick: approve,
     }, state.busy ? "Working…" : `Approve ${gate} (${count})`)),
-    state.message ? h("p", { class: state.message.error ? "error" : "note", role: "status", tabindex: "-1", "data-key": "message", id: "approve-message" }, state.message.text) : "");
+    message);
 }
 
 // pipelineSection shows the stages the Order's Environment requires, for one Preparation:
@@ -895,11 +898,12 @@ function recordsSection(s) {
  */
 function deployedWhere(x) {
   const d = x.deployments || [];
+  // What runs (the server's word, from status.running) and how the promoted one stands.
   return [
-    x.promoted ? h("strong", {}, "deployed now") : "",
+    x.label ? h("strong", { class: "runs" }, x.label) : "",
     d.length ? h("ul", { class: "history" }, d.map(e => h("li", { title: e.time },
       `${e.environment}: ${e.clusters} cluster${e.clusters === 1 ? "" : "s"}, ${since(e.time)}`))) :
-      (x.promoted ? "" : h("span", { class: "note" }, "never deployed")),
+      (x.label ? "" : h("span", { class: "note" }, "never deployed")),
   ];
 }
 
@@ -915,7 +919,8 @@ function promotionSection(s, ui) {
   const p = s.promotion;
   if (!p) return "";
   const manual = p.mode !== "Automatic";
-  const deployed = s.preparation || "";
+  // Diffs compare with what the clusters run, not with a promoted Preparation that none runs yet.
+  const deployed = p.current || "";
   const base = `/namespaces/${enc(s.namespace)}/preparations/`;
 
   /**
@@ -990,11 +995,11 @@ function promotionSection(s, ui) {
     const serving = `/namespaces/${enc(s.namespace)}/servings/${enc(s.name)}`;
     try {
       if (c.kind === "promote") {
-        await post(`${serving}/promotion`, { preparation: c.name });
-        ui.message = { text: `${c.name} promoted: the clusters roll it out.` };
+        const r = await post(`${serving}/promotion`, { preparation: c.name });
+        ui.message = { text: `${c.name} promoted: ${r.next || "the clusters roll it out"}.` };
       } else {
         const r = await post(`${serving}/rollback`, { to: c.name });
-        ui.message = { text: `Rolled back to ${r.preparation || c.name}${r.from ? ` from ${r.from}` : ""}: the clusters roll it out.` };
+        ui.message = { text: `Rolled back to ${r.preparation || c.name}${r.from ? ` from ${r.from}` : ""}: ${r.next || "the clusters roll it out"}.` };
       }
       ui.confirm = null;
     } catch (e) {
@@ -1040,7 +1045,7 @@ function promotionSection(s, ui) {
           // Each button's name says its row: "Preview web-3", "Promote web-3 to edge".
           label: "Actions", class: "actions", cell: x => [
             h("button", { type: "button", class: "secondary", "data-action": "preview", "aria-label": `Preview ${x.name}`, onclick: () => openPanel("preview", x.name) }, "Preview"),
-            deployed && !x.promoted ? h("button", {
+            deployed && x.name !== deployed ? h("button", {
               type: "button", class: "secondary", "data-action": "diff", "aria-label": `Diff ${x.name} with deployed ${deployed}`, onclick: () => openPanel("diff", x.name),
             }, "Diff with deployed") : "",
             !x.promoted && manual && x.ready.status === "True" ? promoteButton(x, env, denied, () => ask("promote", x.name)) : "",
