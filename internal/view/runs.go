@@ -65,12 +65,12 @@ func RunsOf(sv *v1.Serving, preps []v1.Preparation) Runs {
 			most, r.Current = r.Clusters[name], name
 		}
 	}
-	r.PromotedState = promotedState(sv, preps)
+	r.PromotedState = promotedState(sv, preps, r.Clusters)
 	return r
 }
 
-// promotedState says how the promoted Preparation of sv stands.
-func promotedState(sv *v1.Serving, preps []v1.Preparation) string {
+// promotedState says how the promoted Preparation of sv stands; clusters counts what runs.
+func promotedState(sv *v1.Serving, preps []v1.Preparation, clusters map[string]int32) string {
 	promoted := sv.Spec.PreparationName
 	if promoted == "" {
 		return ""
@@ -95,7 +95,9 @@ func promotedState(sv *v1.Serving, preps []v1.Preparation) string {
 			digest = preps[i].Spec.Artifact.Digest
 		}
 	}
-	if digest != "" && sv.Status.DeployedRevision == digest {
+	// Deployed healthily everywhere, or (not healthy everywhere) every cluster runs it: no
+	// cluster waits to take it.
+	if digest != "" && sv.Status.DeployedRevision == digest || clusters[promoted] > 0 && len(clusters) == 1 && sv.Status.RunningOmitted == 0 {
 		return PromotedDeployed
 	}
 	return PromotedRollingOut

@@ -57,3 +57,5 @@ func TestTheServingPageShowsTheWaves(t *testing.T) { scenario(t, "rollout") }
 func TestPauseOnTheRolloutSection(t *testing.T) { scenario(t, "rollout-controls") }
 
 func TestApproveOnTheRolloutSection(t *testing.T) { scenario(t, "approve") }
+
+func TestWhatRunsAndWhatHappensNext(t *testing.T) { scenario(t, "runs") }
