@@ -59,3 +59,5 @@ func TestPauseOnTheRolloutSection(t *testing.T) { scenario(t, "rollout-controls"
 func TestApproveOnTheRolloutSection(t *testing.T) { scenario(t, "approve") }
 
 func TestWhatRunsAndWhatHappensNext(t *testing.T) { scenario(t, "runs") }
+
+func TestANewcomersOrderCardsAndRefusedPages(t *testing.T) { scenario(t, "newcomer") }

@@ -797,6 +797,65 @@ Object.assign(scenarios, {
   },
 });
 
+// A newcomer's and a tenant's second hour, at desktop and at phone width.
+Object.assign(scenarios, {
+  // Create Order links to the new Serving, and the Name's placeholder is no Order's name; the
+  // Environment picker names the approval gate; Preparation cards keep their labels apart and
+  // count tiles break no word; a page the person may not read says so under a heading, with a
+  // way back.
+  async newcomer(page) {
+    for (const [width, height] of [[1280, 900], [390, 844]]) {
+      await page.setViewportSize({ width, height });
+      await login(page);
+      await page.goto(`${base}/#/order?namespace=team-web`);
+      await page.waitForSelector("#f-environment option", { state: "attached" });
+      const placeholder = await page.getAttribute("#f-name", "placeholder");
+      check(placeholder === "new-order-name", `${width}: the Name's placeholder is no Order's name (${placeholder})`);
+      await page.selectOption("#f-environment", "one-gate");
+      await page.dispatchEvent("#f-environment", "change");
+      const gate = await page.textContent("#f-environment-requires");
+      check(gate?.includes("asks 1 approval") && gate.includes("kokumi-approver"), `${width}: the picker names the approval gate (${gate})`);
+      await page.selectOption("#f-environment", "edge");
+      await page.fill("#f-name", `newcomer-${width}`);
+      await page.click("#order-form button[type=submit]");
+      await page.waitForSelector("#order-created", { timeout: 15000 });
+      const href = await page.getAttribute("#order-created", "href");
+      check(href === `#/servings/team-web/newcomer-${width}`, `${width}: the message links to the new Serving (${href})`);
+      await page.click("#order-created");
+      await page.waitForFunction(w => location.hash === `#/servings/team-web/newcomer-${w}`, width);
+
+      await page.goto(servingURL);
+      await page.waitForSelector("#preparations tr[data-key='web-1']");
+      if (width < 640) {
+        const fits = await page.$$eval("#preparations td[data-label='Target namespace']", tds => tds.map(td => {
+          const label = parseFloat(getComputedStyle(td, "::before").height);
+          return td.getBoundingClientRect().height + 0.5 >= label;
+        }));
+        check(fits.length > 0 && fits.every(Boolean), `${width}: each card's Target namespace label stays in its row (${fits})`);
+      }
+      const broken = await page.$$eval(".count", tiles => tiles.filter(t => {
+        const text = t.lastChild;
+        if (!text) return false;
+        const r = document.createRange();
+        r.selectNodeContents(text);
+        return r.getClientRects().length > 1;
+      }).map(t => t.textContent));
+      check(broken.length === 0, `${width}: no count tile breaks its word (${broken})`);
+      check(await noSidewaysScroll(page), `${width}: no sideways scroll`);
+      await shot(page, `newcomer-${width}`);
+
+      await page.context().clearCookies();
+      await login(page, viewerToken);
+      await page.goto(`${base}/#/clusters`);
+      await page.waitForSelector("h1:text('You may not see this page')", { timeout: 15000 });
+      check(await page.isVisible("#back-to-servings"), `${width}: the refused page leads back`);
+      await page.click("#back-to-servings");
+      await page.waitForSelector("h1:text('Servings')");
+      await page.context().clearCookies();
+    }
+  },
+});
+
 // What the clusters run, and what happens next: at desktop and at phone width.
 Object.assign(scenarios, {
   // The Serving runs: both clusters run runs-1; runs-2 is promoted and awaits the Environment's

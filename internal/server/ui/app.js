@@ -31,7 +31,7 @@
 /** @typedef {{name: string, server: string, version?: string, labels?: Record<string, string>, ready: Condition}} ClusterSummary */
 /** @typedef {{namespace: string, serving: string, application?: string, link?: string, state?: string, reason?: string, message?: string, health?: string, sync?: string, revision?: string, since?: string}} Deployment */
 /** @typedef {ClusterSummary & {deployments: Deployment[], deploymentsOmitted?: number}} ClusterDetail */
-/** @typedef {{name: string, clusters: number, readyClusters?: number, ready: Condition, requires?: {environment: string, soak?: string, match: string}[]}} EnvironmentSummary */
+/** @typedef {{name: string, clusters: number, readyClusters?: number, ready: Condition, requires?: {environment: string, soak?: string, match: string}[], approvals?: number}} EnvironmentSummary */
 /** @typedef {{name: string, source: string, targetNamespace?: string}} ProductSummary */
 /** @typedef {{kind: string, namespace?: string, name: string, yaml: string}} ManifestObject */
 /** @typedef {{preparation: string, digest: string, images?: {original: string, pinned: string}[], objects?: ManifestObject[], objectsOmitted?: number, redacted?: string[], redactedNote?: string}} Manifests */
@@ -1359,7 +1359,7 @@ const orderPage = {
     const ns = /** @type {HTMLInputElement} */ (h("input", { id: "f-namespace", name: "namespace", required: true, list: "f-namespaces", autocomplete: "off", value: params.get("namespace") || "" }));
     const namespaces = h("datalist", { id: "f-namespaces" });
     const name = /** @type {HTMLInputElement} */ (h("input", {
-      id: "f-name", name: "name", required: true, placeholder: "podinfo-edge", "aria-describedby": "f-name-hint",
+      id: "f-name", name: "name", required: true, placeholder: "new-order-name", "aria-describedby": "f-name-hint",
       oninput: () => checkName(),
     }));
     const nameHint = h("p", { class: "note", id: "f-name-hint" }, `lowercase letters, digits and '-', at most ${maxOrderName} characters`);
@@ -1373,8 +1373,11 @@ const orderPage = {
     // showRequires names the stages the chosen Environment requires before it deploys a release.
     function showRequires() {
       const e = environments.find(x => x.name === environment.value);
-      requires.textContent = e && e.requires && e.requires.length ?
-        "requires " + e.requires.map(r => r.soak ? `${r.environment} (soak ${r.soak})` : r.environment).join(", ") : "";
+      // What a release waits for before it deploys there: the stages, and the approval gate.
+      const parts = [];
+      if (e && e.requires && e.requires.length) parts.push("requires " + e.requires.map(r => r.soak ? `${r.environment} (soak ${r.soak})` : r.environment).join(", "));
+      if (e && e.approvals) parts.push(`asks ${e.approvals} approval${e.approvals === 1 ? "" : "s"} (by people bound to kokumi-approver) before a release deploys`);
+      requires.textContent = parts.join("; ");
     }
     environment.addEventListener("change", showRequires);
     const target = /** @type {HTMLInputElement} */ (h("input", { id: "f-targetNamespace", name: "targetNamespace", placeholder: "the Product's, or the Order's namespace" }));
@@ -1472,7 +1475,10 @@ const orderPage = {
         try {
           const o = await post(`/namespaces/${enc(ns.value)}/orders`,
             { name: name.value, product: product.value, environment: environment.value, targetNamespace: target.value, promotion: promotion.value });
-          message.textContent = `Order ${o.namespace}/${o.name} created; its Serving appears once it renders.`;
+          // A link to where it goes on: the Serving's page (it shows the Order until it renders).
+          message.replaceChildren(`Order ${o.namespace}/${o.name} created: follow it on `,
+            h("a", { id: "order-created", href: `#/servings/${enc(o.namespace)}/${enc(o.name)}` }, `its Serving ${o.name}`),
+            " (it appears once the Order renders).");
         } catch (e) {
           message.className = "error";
           const fields = e instanceof APIError ? e.fields : [];
@@ -1565,9 +1571,9 @@ const routes = [
 
 /**
  * What the view shows: the page, its arguments, its own state and the data last fetched.
- * @type {{key: string, page: Page | null, args: string[], ui: any, data: any, error: string, seq: number, focusHeading: boolean}}
+ * @type {{key: string, page: Page | null, args: string[], ui: any, data: any, error: string, errorStatus: number, seq: number, focusHeading: boolean}}
  */
-const current = { key: "", page: null, args: [], ui: {}, data: null, error: "", seq: 0, focusHeading: false };
+const current = { key: "", page: null, args: [], ui: {}, data: null, error: "", errorStatus: 0, seq: 0, focusHeading: false };
 
 /**
  * route shows the page the hash names. On a route change (moved, not loaded: moved is true) the
@@ -1624,10 +1630,12 @@ async function refresh() {
     if (seq !== current.seq || page !== current.page) return;
     current.data = data;
     current.error = "";
+    current.errorStatus = 0;
   } catch (e) {
     if (seq !== current.seq || page !== current.page) return;
     if (e instanceof APIError && e.status === 401) return; // signedOut took over
     current.error = errorText(e);
+    current.errorStatus = e instanceof APIError ? e.status : 0;
   }
   paint();
 }
@@ -1641,7 +1649,12 @@ function paint() {
   let nodes = current.data ? page.view(current.data, current.args, current.ui) : "";
   if (current.error) {
     const err = h("p", { class: "error", "data-key": "load-error" }, current.error);
-    nodes = current.data ? [err, nodes] : err;
+    // A page that could not be read at all still says what it is, and leads back.
+    nodes = current.data ? [err, nodes] : [
+      h("h1", { tabindex: "-1", "data-key": "load-error-title" }, current.errorStatus === 403 ? "You may not see this page" : "This page could not be read"),
+      err,
+      h("p", { "data-key": "load-error-back" }, h("a", { href: "#/", id: "back-to-servings" }, "Back to the Servings")),
+    ];
   }
   paintInto(view, nodes);
   if (current.data || current.error) focusHeading();
