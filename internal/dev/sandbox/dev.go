@@ -289,7 +289,7 @@ Try:
   %s get orders,servings -n %s        # staging runs each release first; edge takes it after a %s soak
   %s get serving podinfo-edge -n %s -o wide
   %s get serving podinfo-edge -n %s \
-    -o jsonpath='{range .status.targets[*]}{.cluster}{"\t"}{.conditions[0].reason}{"\t"}{.revision}{"\n"}{end}'
+    -o jsonpath='{range .status.targets[*]}{.cluster}{"\t"}{.conditions[0].reason}{"\t"}{.revision}{"\n"}{end}'   # the clusters not healthy: none prints nothing
   %s -n %s get applications -l delivery.kokumi.dev/serving=podinfo-edge,delivery.kokumi.dev/serving-namespace=%s
   %s --context edge-1 get deployments,pods -n %s
   %s   # a second person, who may approve: sign in to the UI with the token it prints
