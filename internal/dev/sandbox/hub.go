@@ -36,8 +36,8 @@ var HubControllers = []string{"garbage-collector-controller", "namespace-control
 // applies them: kokumi-admin, kokumi-tenant (aggregated into admin and edit), kokumi-view
 // (aggregated into view), kokumi-approver (bound by an admin), the public keys everyone may
 // read, and the admission policies that keep Kokumi's finalizer on Servings and hold the names
-// of who paused, promoted and approved to the writers. The controller's own role is left out: in the fleet
-// it runs as a cluster admin.
+// of who paused, promoted and approved to the writers. The controller's and the server's own roles are
+// InstallIdentities': `kokumi dev` runs each as its ServiceAccount (test/e2e, as a cluster admin).
 var PeopleRBAC = []string{"kokumi_admin_role.yaml", "kokumi_tenant_role.yaml", "kokumi_approver_role.yaml", "public_keys.yaml",
 	"serving_finalizer_policy.yaml", "serving_rollout_policy.yaml", "serving_approval_policy.yaml"}
 
