@@ -34,18 +34,8 @@ import (
 func TestTheDemosPrintedTokenMayNotApproveAndItsApproverMay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	env, err := harness.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	env := demoHub(ctx, t)
 	const ns = "platform" // the demo's tenant namespace, which sandbox.DemoApproverFile names
-	must(t, sandbox.InstallPeopleRBAC(ctx, env.Client, env.Assets.Root))
-	must(t, env.CreateNamespace(ctx, ns))
 	must(t, env.AggregateTenantRoles(ctx))
 	env.ApprovalPolicyEnforced(t, ns)
 	ids, err := sandbox.InstallIdentities(ctx, env.Config, env.Assets.Root)
