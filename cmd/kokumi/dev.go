@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -55,7 +54,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		ExampleDir:       *example,
 		ExampleNamespace: *exampleNS,
 		Out:              stdout,
-		RunController: func(ctx context.Context, hub *rest.Config, s sandbox.ControllerSettings) error {
+		RunController: func(ctx context.Context, ids *sandbox.Identities, s sandbox.ControllerSettings) error {
 			cfg := config.Default()
 			cfg.Namespace = s.Namespace
 			cfg.ArgoCDNamespace = s.ArgoCDNamespace
@@ -65,13 +64,23 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			cfg.ProbePeriod = devProbePeriod
 			// The controller runs on the host, beside what its gates check: loopback is allowed.
 			cfg.VerifyAllowedCIDRs = egress.Loopback
-			// The demo keeps its admin token; people may also sign in with a token of the hub.
-			ui := serverSetup(server.Options{Addr: s.UIAddr, AdminToken: s.UIToken, Namespace: cfg.Namespace, BundledRegistry: cfg.BundledRegistry})
-			mgr, err := controller.NewManager(hub, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg, Also: []controller.Setup{ui}})
+			// As installed: the controller and the server are two managers, each as its own
+			// ServiceAccount. The demo keeps its admin token, which writes as the server and so
+			// may not approve; people may also sign in with a token of the hub.
+			ctrlMgr, err := controller.NewManager(ids.Controller, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg})
 			if err != nil {
 				return err
 			}
-			return mgr.Start(ctx)
+			ui := serverSetup(server.Options{Addr: s.UIAddr, AdminToken: s.UIToken, Namespace: cfg.Namespace, BundledRegistry: cfg.BundledRegistry})
+			serverMgr, err := controller.NewManager(ids.Server, controller.Options{MetricsAddr: "0", ProbeAddr: "0", Config: cfg}, ui)
+			if err != nil {
+				return err
+			}
+			errc := make(chan error, 2)
+			go func() { errc <- ctrlMgr.Start(ctx) }()
+			go func() { errc <- serverMgr.Start(ctx) }()
+			// The first to stop (ctx ended, or a failure) says why; the other stops with ctx.
+			return <-errc
 		},
 	})
 }

@@ -103,10 +103,7 @@ func (o *options) approve(ctx context.Context, name, wave string, waveSet bool, 
 	policy := rollout.ApprovalGate(&env, wave)
 	approvers, _ := rollout.ApproversOf(sv, policy, wave)
 	required := rollout.Required(policy)
-	next := "the roll-out goes past it"
-	if left := required - len(approvers); left > 0 {
-		next = fmt.Sprintf("it waits for %d more", left)
-	}
+	next := rollout.AfterApproval(sv, len(approvers), required)
 	return o.printf("Approved %s of Preparation %s of Serving %s/%s as %s: %d of %d approvals (%s); %s\n",
 		rollout.GateName(wave), sv.Spec.PreparationName, ns, sv.Name, by, len(approvers), required, strings.Join(approvers, ", "), next)
 }

@@ -35,8 +35,14 @@ type HistoryEntry struct {
 	SourceVersion string `json:"sourceVersion,omitempty"`
 	// Images counts its images.
 	Images int `json:"images"`
-	// Running is true for the Preparation the Serving deploys now.
-	Running bool `json:"running"`
+	// Running is true for a Preparation some cluster of the Serving runs (view.Runs), Clusters
+	// counts them.
+	Running  bool  `json:"running"`
+	Clusters int32 `json:"clusters,omitempty"`
+	// Promoted is the state of the Preparation the Serving is pointed at (view.Runs'
+	// PromotedState: deployed, rolling out, awaiting approval, paused, aborted, halted, rolled
+	// back); empty for the others.
+	Promoted string `json:"promoted,omitempty"`
 	// Deployments are its deployment records, newest first.
 	Deployments []v1.DeploymentRecord `json:"deployments,omitempty"`
 }
@@ -69,13 +75,9 @@ deployment records: in which Environment it ran healthily, on how many clusters,
 			if err != nil {
 				return err
 			}
-			running := ""
 			var sv v1.Serving
 			err = c.Get(ctx, client.ObjectKey{Namespace: ns, Name: order.Name}, &sv)
-			switch {
-			case err == nil:
-				running = sv.Spec.PreparationName
-			case !apierrors.IsNotFound(err):
+			if err != nil && !apierrors.IsNotFound(err) {
 				// A missing Serving runs nothing; any other failure is worth knowing.
 				return explain(kindServing, "get", ns, order.Name, err)
 			}
@@ -83,14 +85,18 @@ deployment records: in which Environment it ran healthily, on how many clusters,
 			if err != nil {
 				return err
 			}
+			runs := view.RunsOf(&sv, preps)
 			entries := make([]HistoryEntry, 0, len(preps))
 			for i := range preps {
 				p := &preps[i]
 				entries = append(entries, HistoryEntry{
 					Name: p.Name, Created: p.CreationTimestamp.UTC(), Digest: p.Spec.Artifact.Digest,
 					Ready: readyCondition(p.Status.Conditions), SourceVersion: p.Spec.Source.Version,
-					Images: len(p.Spec.Images), Running: p.Name == running, Deployments: p.Status.DeploymentRecords,
+					Images: len(p.Spec.Images), Running: runs.Clusters[p.Name] > 0, Clusters: runs.Clusters[p.Name], Deployments: p.Status.DeploymentRecords,
 				})
+				if p.Name == runs.Promoted {
+					entries[len(entries)-1].Promoted = runs.PromotedState
+				}
 			}
 			return printHistory(o.streams.Out, ns, order.Name, entries, output)
 		},
@@ -109,14 +115,17 @@ func printHistory(out io.Writer, ns, order string, entries []HistoryEntry, outpu
 	}
 	tw := printers.GetNewTabWriter(out)
 	w := &errWriter{w: tw}
-	w.printf("NAME\tCREATED\tDIGEST\tREADY\tVERSION\tIMAGES\tRUNNING\tDEPLOYED\n")
+	w.printf("NAME\tCREATED\tDIGEST\tREADY\tVERSION\tIMAGES\tRUNNING\tPROMOTED\tDEPLOYED\n")
 	for _, e := range entries {
 		running := "-"
 		if e.Running {
-			running = "yes"
+			running = fmt.Sprintf("%d clusters", e.Clusters)
+			if e.Clusters == 1 {
+				running = "1 cluster"
+			}
 		}
-		w.printf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Name, e.Created.UTC().Format(timeFormat), orDash(shortDigest(e.Digest)),
-			e.Ready.Status, orDash(e.SourceVersion), e.Images, running, deployments(e.Deployments))
+		w.printf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Name, e.Created.UTC().Format(timeFormat), orDash(shortDigest(e.Digest)),
+			e.Ready.Status, orDash(e.SourceVersion), e.Images, running, orDash(e.Promoted), deployments(e.Deployments))
 	}
 	if w.err != nil {
 		return w.err

@@ -30,6 +30,8 @@ type ApproveAnswer struct {
 	Wave        string   `json:"wave,omitempty"`
 	Approvers   []string `json:"approvers"`
 	Required    int      `json:"required"`
+	// Next says what happens next (rollout.AfterApproval).
+	Next string `json:"next"`
 }
 
 // approve adds the person's approval of a gate of the Serving's roll-out to its
@@ -65,7 +67,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 	policy := rollout.ApprovalGate(env, wave)
 	approvers, _ := rollout.ApproversOf(sv, policy, wave)
 	writeJSON(w, http.StatusOK, ApproveAnswer{Serving: sv.Name, Preparation: sv.Spec.PreparationName, Wave: wave,
-		Approvers: approvers, Required: rollout.Required(policy)})
+		Approvers: approvers, Required: rollout.Required(policy), Next: rollout.AfterApproval(sv, len(approvers), rollout.Required(policy))})
 }
 
 // environmentOf gets the Environment the Serving's Order deploys to.

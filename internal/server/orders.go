@@ -130,6 +130,12 @@ func (s *Server) can(ctx context.Context, a access) (view.Can, error) {
 // deniedMessage says that user may not do a, and what to do: the words of a 403 and of a
 // disabled button.
 func deniedMessage(user string, a access) string {
+	switch {
+	case a.verb == "approve" && user == AdminUser:
+		return "the admin token writes as the server's ServiceAccount, which may not approve: approvals come from people; sign in as someone bound to the ClusterRole kokumi-approver in " + a.namespace
+	case a.verb == "approve":
+		return fmt.Sprintf("%s may not approve servings in %s: approvals come from the people bound to the ClusterRole kokumi-approver there, whom an admin of %s names (kubectl create rolebinding approvers --clusterrole=kokumi-approver --user=… -n %s)", user, a.namespace, a.namespace, a.namespace)
+	}
 	return fmt.Sprintf("%s may not %s (see kubectl auth can-i): ask for a RoleBinding", user, a)
 }
 

@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
+	"github.com/kokumi-dev/kokumi/internal/rollout"
 )
 
 // The server promotes a Preparation by patching the Serving's spec.preparationName: as the
@@ -67,6 +68,8 @@ func promotionOf(sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *view.
 			p.Mode = string(v1.PromotionManual) // the Order's default
 		}
 	}
+	runs := view.RunsOf(sv, preps)
+	p.Current = runs.Current
 	for _, prep := range preps {
 		if len(p.Preparations) == MaxPreparations {
 			p.PreparationsOmitted++
@@ -75,7 +78,8 @@ func promotionOf(sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *view.
 		p.Preparations = append(p.Preparations, view.PreparationSummary{
 			Name: prep.Name, Created: prep.CreationTimestamp.Time, Digest: prep.Spec.Artifact.Digest,
 			TargetNamespace: prep.Spec.TargetNamespace, Ready: view.ReadyOf(prep.Status.Conditions),
-			Promoted: prep.Name == sv.Spec.PreparationName, Deployments: deploymentsOf(&prep),
+			Promoted: prep.Name == sv.Spec.PreparationName, Running: runs.Clusters[prep.Name], Label: runs.Label(prep.Name),
+			Deployments: deploymentsOf(&prep),
 		})
 	}
 	if order != nil {
@@ -206,7 +210,36 @@ func (s *Server) promoteTo(w http.ResponseWriter, r *http.Request, field string,
 		writeAPIError(w, "promote "+prep.Name, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"serving": sv.Name, "preparation": prep.Name, "from": from})
+	next := ""
+	var env v1.Environment
+	if err := s.client.Get(ctx, client.ObjectKey{Namespace: sv.Namespace, Name: order.Spec.EnvironmentRef.Name}, &env); err == nil {
+		preps, err := s.preparationsOf(ctx, &sv)
+		if err == nil {
+			next = nextAfterPromotion(&env, view.RunsOf(&sv, preps), prep.Name)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"serving": sv.Name, "preparation": prep.Name, "from": from, "next": next})
+}
+
+// nextAfterPromotion says what happens once the Serving is pointed at target: nothing more
+// when every cluster runs it already; else, before any cluster takes it, the approvals the
+// Environment's gate asks for; then the waves of its roll-out policy, or every cluster at once.
+func nextAfterPromotion(env *v1.Environment, runs view.Runs, target string) string {
+	if runs.Current == target && len(runs.Clusters) == 1 {
+		return "every cluster runs it already: no approval or wave waits"
+	}
+	rollsOut := "the clusters roll it out"
+	if env.Spec.Rollout != nil && len(env.Spec.Rollout.Waves) > 0 {
+		rollsOut = "the clusters take it wave by wave"
+	}
+	if n := rollout.Required(env.Spec.Approval); n > 0 {
+		approvals := "1 approval"
+		if n > 1 {
+			approvals = fmt.Sprintf("%d approvals", n)
+		}
+		return fmt.Sprintf("it waits for %s of Environment %s (from people bound to kokumi-approver) before any cluster takes it; then %s", approvals, env.Name, rollsOut)
+	}
+	return rollsOut
 }
 
 // writePromotionError answers a promotion the rule refused (409 for an Automatic Order, 422

@@ -27,6 +27,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kokumi-dev/kokumi/internal/rollout"
 	"github.com/kokumi-dev/kokumi/internal/view"
 
 	"github.com/go-logr/logr"
@@ -532,7 +533,7 @@ func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) {
 	for _, e := range list.Items {
 		out = append(out, view.EnvironmentSummary{
 			Name: e.Name, Clusters: e.Status.Clusters, ReadyClusters: e.Status.ReadyClusters,
-			Ready: view.ReadyOf(e.Status.Conditions), Requires: view.RequirementsOf(&e),
+			Ready: view.ReadyOf(e.Status.Conditions), Requires: view.RequirementsOf(&e), Approvals: rollout.Required(e.Spec.Approval),
 		})
 	}
 	create, err := s.can(r.Context(), createOrder(r.PathValue("ns")))

@@ -91,6 +91,9 @@ type Promotion struct {
 	PreparationsOmitted int `json:"preparationsOmitted,omitempty"`
 	// Environment is the Order's Environment: where a promotion deploys.
 	Environment string `json:"environment,omitempty"`
+	// Current is the Preparation most of the Serving's clusters run (Runs.Current): what a diff
+	// compares with; empty when none runs one of the Order's Preparations.
+	Current string `json:"current,omitempty"`
 	// RollbackTo is the Preparation a rollback without "to" deploys (promotion.RollbackTarget):
 	// the newest one older than the deployed one with a deployment record; empty when none.
 	RollbackTo string `json:"rollbackTo"`
@@ -111,8 +114,14 @@ type PreparationSummary struct {
 	Digest          string    `json:"digest"`
 	TargetNamespace string    `json:"targetNamespace"`
 	Ready           Condition `json:"ready"`
-	// Promoted is true for the Preparation the Serving deploys.
+	// Promoted is true for the Preparation the Serving is pointed at (spec.preparationName),
+	// whether or not a cluster runs it yet.
 	Promoted bool `json:"promoted,omitempty"`
+	// Running counts the clusters that run it (Runs.Clusters).
+	Running int32 `json:"running,omitempty"`
+	// Label says how it stands in what runs (Runs.Label): "runs on 2 clusters", "promoted,
+	// awaiting approval"; empty when neither.
+	Label string `json:"label,omitempty"`
 	// Blocked says why a promotion of it would be refused, as the server already decided it
 	// (the stages of the Order's Environment, Pipeline); empty when nothing refuses it yet.
 	Blocked string `json:"blocked,omitempty"`

@@ -195,6 +195,9 @@ type EnvironmentSummary struct {
 	Ready         Condition `json:"ready"`
 	// Requires are the stages a release must pass before it deploys here.
 	Requires []Requirement `json:"requires,omitempty"`
+	// Approvals is how many people's approvals its own gate (spec.approval) asks before a
+	// release deploys here; 0 when it asks none.
+	Approvals int `json:"approvals,omitempty"`
 }
 
 // Requirement is one stage an Environment requires: another Environment and its soak.

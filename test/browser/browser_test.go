@@ -57,3 +57,7 @@ func TestTheServingPageShowsTheWaves(t *testing.T) { scenario(t, "rollout") }
 func TestPauseOnTheRolloutSection(t *testing.T) { scenario(t, "rollout-controls") }
 
 func TestApproveOnTheRolloutSection(t *testing.T) { scenario(t, "approve") }
+
+func TestWhatRunsAndWhatHappensNext(t *testing.T) { scenario(t, "runs") }
+
+func TestANewcomersOrderCardsAndRefusedPages(t *testing.T) { scenario(t, "newcomer") }

@@ -78,8 +78,11 @@ var actions = map[string]func(context.Context) error{
 			return env.Client.Update(ctx, &sv)
 		})
 	},
-	"stop-server":  func(context.Context) error { return gate.Stop() },
-	"start-server": func(context.Context) error { return gate.Start() },
+	"stop-server":      func(context.Context) error { return gate.Stop() },
+	"start-server":     func(context.Context) error { return gate.Start() },
+	"runs-reset":       func(ctx context.Context) error { return runsState(ctx, "reset") },
+	"runs-aborted":     func(ctx context.Context) error { return runsState(ctx, "aborted") },
+	"runs-gate-passed": func(ctx context.Context) error { return runsState(ctx, "gate-passed") },
 	// edge-1 degrades: Argo CD reports it, and the Serving counts it.
 	"degrade-edge-1": func(ctx context.Context) error {
 		if err := setAppHealth(ctx, "edge-1", "Degraded", "Synced", "Deployment web: progress deadline exceeded"); err != nil {
@@ -175,6 +178,9 @@ func fixtures(ctx context.Context) error {
 	}
 	if err := rollingOut(ctx); err != nil {
 		return err
+	}
+	if err := promotedNotRunning(ctx); err != nil {
+		return fmt.Errorf("the Serving runs: %w", err)
 	}
 	if err := awaitingApproval(ctx); err != nil {
 		return fmt.Errorf("the Serving gate: %w", err)
@@ -478,6 +484,11 @@ func setServingStatus(ctx context.Context, degraded1 bool) error {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: teamNS, Name: "web"}, &sv); err != nil {
 		return err
 	}
+	var web2 v1.Preparation
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: teamNS, Name: "web-2"}, &web2); err != nil {
+		return err
+	}
+	sv.Status.Running = []v1.RevisionCount{{Revision: web2.Spec.Artifact.Digest, Clusters: 3}}
 	held := metav1.NewTime(time.Now().Add(-5 * time.Minute).Truncate(time.Second))
 	sv.Status.Revision = revision
 	sv.Status.Clusters = v1.ClusterCounts{Selected: 3, Healthy: 1, Degraded: 1, Held: 1}
@@ -611,6 +622,101 @@ func rollingOut(ctx context.Context) error {
 	held.Status = *sv.Status.DeepCopy()
 	held.Status.Rollout.Preparation, held.Status.Rollout.From = "held-2", "held-1"
 	return c.Status().Update(ctx, held)
+}
+
+// promotedNotRunning creates the Serving runs of teamNS, whose Order deploys to the Environment
+// one-gate (one approval, no roll-out policy): both its clusters run runs-1, and runs-2 is
+// promoted and awaits the Environment's approval, as the Serving reconciler writes it. The
+// control action runs-reset puts it back so; runs-aborted aborts the roll-out of runs-2;
+// runs-gate-passed clears the gate, as the controller does once the approval counts.
+func promotedNotRunning(ctx context.Context) error {
+	c := env.Client
+	if err := c.Create(ctx, &v1.Environment{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "one-gate"}, Spec: v1.EnvironmentSpec{
+		ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "one-gate"}}, Project: "one-gate",
+		Approval: &v1.ApprovalPolicy{Required: 1},
+	}}); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "runs"}, Spec: v1.OrderSpec{
+		ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: "one-gate"},
+		Promotion: v1.Promotion{Mode: v1.PromotionManual}}}); err != nil {
+		return err
+	}
+	for i, name := range []string{"runs-1", "runs-2"} {
+		layer, err := oci.TarGz(map[string][]byte{"manifests.yaml": []byte(fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: runs, namespace: web}\ndata: {release: %q}\n", name))})
+		if err != nil {
+			return err
+		}
+		repo := registry.Addr + "/" + teamNS + "/runs"
+		digest, err := (&oci.Client{}).PushArtifact(ctx, repo, layer, nil)
+		if err != nil {
+			return err
+		}
+		p := &v1.Preparation{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: name}, Spec: v1.PreparationSpec{
+			OrderRef: v1.LocalObjectReference{Name: "runs"}, ProductRef: v1.LocalObjectReference{Name: "podinfo"},
+			Source:          v1.PreparationSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: "6.8.0", Digest: "sha256:" + strings.Repeat(fmt.Sprint(i+1), 64)},
+			TargetNamespace: "web", Artifact: v1.Artifact{Ref: "oci://" + repo + "@" + digest, Digest: digest}, ConfigHash: name,
+		}}
+		if err := c.Create(ctx, p); err != nil {
+			return err
+		}
+		if i == 0 {
+			p.Status.DeploymentRecords = []v1.DeploymentRecord{{Environment: "one-gate", Clusters: 2, Time: metav1.NewTime(time.Now().Add(-time.Hour)), Digest: "sha256:" + strings.Repeat("c", 64)}}
+		}
+		apimeta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonRendered, Message: "pushed"})
+		if err := c.Status().Update(ctx, p); err != nil {
+			return err
+		}
+		time.Sleep(1100 * time.Millisecond) // creation times are in seconds: keep them apart
+	}
+	if err := c.Create(ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "runs"}, Spec: v1.ServingSpec{
+		OrderRef: v1.LocalObjectReference{Name: "runs"}, PreparationName: "runs-2", PromotedBy: "erin"}}); err != nil {
+		return err
+	}
+	return runsState(ctx, "reset")
+}
+
+// runsState sets the Serving runs as the controller would: "reset" (runs-2 promoted, awaiting
+// the Environment's approval, both clusters on runs-1), "aborted" (its roll-out aborted by
+// alice) or "gate-passed" (the approval counted; runs-2 rolls out).
+func runsState(ctx context.Context, state string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var sv v1.Serving
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: teamNS, Name: "runs"}, &sv); err != nil {
+			return err
+		}
+		if state == "reset" {
+			sv.Spec.PreparationName, sv.Spec.PromotedBy, sv.Spec.Approvals, sv.Spec.Rollout = "runs-2", "erin", nil, nil
+			if err := env.Client.Update(ctx, &sv); err != nil {
+				return err
+			}
+		}
+		var runs1 v1.Preparation
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: teamNS, Name: "runs-1"}, &runs1); err != nil {
+			return err
+		}
+		digest := runs1.Spec.Artifact.Digest
+		since := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+		sv.Status.Running = []v1.RevisionCount{{Revision: digest, Clusters: 2}}
+		sv.Status.Revision, sv.Status.DeployedRevision, sv.Status.DeployedSince = digest, digest, &since
+		sv.Status.Clusters = v1.ClusterCounts{Selected: 2, Healthy: 2}
+		ro := &v1.RolloutStatus{Preparation: "runs-2", From: "runs-1", Attempt: sv.Generation, State: v1.RolloutProgressing, Awaiting: v1.EnvironmentGate,
+			Waves:   []v1.WaveCount{{Name: "unselected", Selected: 2, Waiting: 2}},
+			Message: "the roll-out of Preparation runs-2 awaits 1 approval of the Environment's gate"}
+		ready := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonProgressing, Message: ro.Message}
+		switch state {
+		case "aborted":
+			ro.State, ro.Awaiting, ro.By = v1.RolloutAborted, "", "alice"
+			ro.Message = "alice aborted the roll-out of Preparation runs-2: the clusters it changed went back to runs-1"
+			ready.Message = ro.Message
+		case "gate-passed":
+			ro.Awaiting, ro.Message = "", ""
+			ready.Message = "rolling out runs-2"
+		}
+		sv.Status.Rollout = ro
+		apimeta.SetStatusCondition(&sv.Status.Conditions, ready)
+		return env.Client.Status().Update(ctx, &sv)
+	})
 }
 
 // awaitingApproval creates the Serving gate of teamNS, whose roll-out of gate-2 waits for

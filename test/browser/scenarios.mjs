@@ -411,8 +411,8 @@ const scenarios = {
     await page.waitForSelector("#promotion-message");
     const message = await page.textContent("#promotion-message");
     check(message?.includes("web-3 promoted"), `the promotion is done (${message})`);
-    await page.waitForFunction(() => document.querySelector("#preparations tr[data-key='web-3'] td[data-label='Deployed']")?.textContent?.includes("deployed now"), null, { timeout: 15000 });
-    check(true, "web-3 is the deployed Preparation");
+    await page.waitForFunction(() => document.querySelector("#preparations tr[data-key='web-3'] td[data-label='Deployed']")?.textContent?.includes("promoted, rolling out"), null, { timeout: 15000 });
+    check(true, "web-3 is promoted, rolling out (no controller runs here: the clusters still run web-2)");
     await page.waitForSelector("#rollback", { timeout: 15000 });
     const label = (await page.textContent("#rollback")) || "";
     const to = label.replace("Roll back to ", "");
@@ -421,7 +421,8 @@ const scenarios = {
     await page.waitForSelector("#confirm .diff, #confirm .error, #confirm .note", { timeout: 15000 });
     await page.waitForFunction(() => !document.querySelector("#confirm")?.textContent?.includes("Comparing"), null, { timeout: 15000 });
     const rollback = await page.textContent("#confirm");
-    check(!(await page.$("#confirm .error")) && rollback?.includes(to) && rollback.includes("web-3"), `the rollback confirmation shows its diff (${rollback?.slice(0, 200)})`);
+    // No controller runs here: the clusters still run web-2, what the rollback goes back to.
+    check(!(await page.$("#confirm .error")) && rollback?.includes(`${to} renders the same as ${to}`), `the rollback confirmation compares with what runs (${rollback?.slice(0, 300)})`);
     await page.waitForSelector("#confirm-plan ul", { timeout: 15000 });
     const rollbackPlan = await page.textContent("#confirm-plan");
     check(rollbackPlan?.includes("every cluster at once"), `the rollback confirmation shows the roll-out plan (${rollbackPlan})`);
@@ -429,8 +430,8 @@ const scenarios = {
     await page.click("#confirm-yes");
     await page.waitForFunction(() => document.getElementById("promotion-message")?.textContent?.includes("Rolled back"), null, { timeout: 15000 });
     check(true, `rolled back (${await page.textContent("#promotion-message")})`);
-    await page.waitForFunction(name => document.querySelector(`#preparations tr[data-key='${name}'] td[data-label='Deployed']`)?.textContent?.includes("deployed now"), to, { timeout: 15000 });
-    check(true, `${to} is deployed again`);
+    await page.waitForFunction(name => { const t = document.querySelector(`#preparations tr[data-key='${name}'] td[data-label='Deployed']`)?.textContent || ""; return t.includes("runs on 3 clusters") && !t.includes("promoted"); }, to, { timeout: 15000 });
+    check((await page.textContent("#promotion-message"))?.includes("every cluster runs it already"), `${to} runs everywhere: the rollback says nothing waits`);
   },
 };
 
@@ -792,6 +793,128 @@ Object.assign(scenarios, {
     check(res.status === 421, `a request for another host is refused with 421 (${res.status})`);
     for (const h of ["content-security-policy", "x-content-type-options", "x-frame-options", "referrer-policy", "cross-origin-opener-policy"]) {
       check(res.headers[h], `the 421 carries ${h}`);
+    }
+  },
+});
+
+// A newcomer's and a tenant's second hour, at desktop and at phone width.
+Object.assign(scenarios, {
+  // Create Order links to the new Serving, and the Name's placeholder is no Order's name; the
+  // Environment picker names the approval gate; Preparation cards keep their labels apart and
+  // count tiles break no word; a page the person may not read says so under a heading, with a
+  // way back.
+  async newcomer(page) {
+    for (const [width, height] of [[1280, 900], [390, 844]]) {
+      await page.setViewportSize({ width, height });
+      await login(page);
+      await page.goto(`${base}/#/order?namespace=team-web`);
+      await page.waitForSelector("#f-environment option", { state: "attached" });
+      const placeholder = await page.getAttribute("#f-name", "placeholder");
+      check(placeholder === "new-order-name", `${width}: the Name's placeholder is no Order's name (${placeholder})`);
+      await page.selectOption("#f-environment", "one-gate");
+      await page.dispatchEvent("#f-environment", "change");
+      const gate = await page.textContent("#f-environment-requires");
+      check(gate?.includes("asks 1 approval") && gate.includes("kokumi-approver"), `${width}: the picker names the approval gate (${gate})`);
+      await page.selectOption("#f-environment", "edge");
+      await page.fill("#f-name", `newcomer-${width}`);
+      await page.click("#order-form button[type=submit]");
+      await page.waitForSelector("#order-created", { timeout: 15000 });
+      const href = await page.getAttribute("#order-created", "href");
+      check(href === `#/servings/team-web/newcomer-${width}`, `${width}: the message links to the new Serving (${href})`);
+      await page.click("#order-created");
+      await page.waitForFunction(w => location.hash === `#/servings/team-web/newcomer-${w}`, width);
+
+      await page.goto(servingURL);
+      await page.waitForSelector("#preparations tr[data-key='web-1']");
+      if (width < 640) {
+        const fits = await page.$$eval("#preparations td[data-label='Target namespace']", tds => tds.map(td => {
+          const label = parseFloat(getComputedStyle(td, "::before").height);
+          return td.getBoundingClientRect().height + 0.5 >= label;
+        }));
+        check(fits.length > 0 && fits.every(Boolean), `${width}: each card's Target namespace label stays in its row (${fits})`);
+      }
+      const broken = await page.$$eval(".count", tiles => tiles.filter(t => {
+        const text = t.lastChild;
+        if (!text) return false;
+        const r = document.createRange();
+        r.selectNodeContents(text);
+        return r.getClientRects().length > 1;
+      }).map(t => t.textContent));
+      check(broken.length === 0, `${width}: no count tile breaks its word (${broken})`);
+      check(await noSidewaysScroll(page), `${width}: no sideways scroll`);
+      await shot(page, `newcomer-${width}`);
+
+      await page.context().clearCookies();
+      await login(page, viewerToken);
+      await page.goto(`${base}/#/clusters`);
+      await page.waitForSelector("h1:text('You may not see this page')", { timeout: 15000 });
+      check(await page.isVisible("#back-to-servings"), `${width}: the refused page leads back`);
+      await page.click("#back-to-servings");
+      await page.waitForSelector("h1:text('Servings')");
+      await page.context().clearCookies();
+    }
+  },
+});
+
+// What the clusters run, and what happens next: at desktop and at phone width.
+Object.assign(scenarios, {
+  // The Serving runs: both clusters run runs-1; runs-2 is promoted and awaits the Environment's
+  // approval (no roll-out policy). The page labels each by what runs and how the promoted one
+  // stands, shows no waves, diffs against what runs; Approve's result stays once the gate
+  // passed; after an abort Roll back compares with what runs and says nothing waits; Promote
+  // into the gate says it waits for an approval.
+  async runs(page) {
+    await login(page);
+    const runsURL = `${base}/#/servings/team-web/runs`;
+    const cell = (/** @type {string} */ name) => `#preparations tr[data-key='${name}'] td[data-label='Deployed']`;
+    for (const [width, height] of [[1280, 900], [390, 844]]) {
+      await act("runs-reset");
+      await page.setViewportSize({ width, height });
+      await page.goto(runsURL);
+      await page.reload();
+      await page.waitForFunction(sel => document.querySelector(sel)?.textContent?.includes("promoted, awaiting approval"), cell("runs-2"), { timeout: 15000 });
+      const running = await page.textContent(cell("runs-1"));
+      check(running?.includes("runs on 2 clusters"), `${width}: runs-1 is marked as what the clusters run (${running})`);
+      const promoted = await page.textContent(cell("runs-2"));
+      check(!promoted?.includes("deployed now") && !promoted?.includes("runs on"), `${width}: runs-2 is promoted, not running (${promoted})`);
+      const state = (await page.textContent("#rollout-state")) || "";
+      check(!state.includes("in waves") && !state.includes("unselected") && !(await page.$("section[data-key=rollout] table")),
+        `${width}: without a roll-out policy no wave is shown (${state})`);
+      const diff = await page.getAttribute("#preparations tr[data-key='runs-2'] button[data-action=diff]", "aria-label");
+      check(diff === "Diff runs-2 with deployed runs-1", `${width}: the diff compares with what runs (${diff})`);
+      check(!(await page.$("#preparations tr[data-key='runs-1'] button[data-action=diff]")), `${width}: what runs has no diff with itself`);
+
+      await page.click("#approve");
+      await page.waitForSelector("#approve-message");
+      const approved = await page.textContent("#approve-message");
+      check(approved?.includes("1 of 1; the roll-out goes past it."), `${width}: Approve says what happens next (${approved})`);
+      await act("runs-gate-passed");
+      await page.waitForSelector("#approve", { state: "detached", timeout: 15000 });
+      const kept = await page.textContent("#approve-message");
+      const f = await focused(page);
+      check(kept === approved && !f.body, `${width}: once the gate passed, the result stays and keeps the focus (${kept}, focus ${f.id || f.tag})`);
+
+      await act("runs-aborted");
+      await page.waitForFunction(sel => document.querySelector(sel)?.textContent?.includes("promoted, aborted"), cell("runs-2"), { timeout: 15000 });
+      await page.click("#rollback");
+      await page.waitForFunction(() => { const t = document.querySelector("#confirm")?.textContent || ""; return t && !t.includes("Comparing"); }, null, { timeout: 15000 });
+      const confirm = await page.textContent("#confirm");
+      check(confirm?.includes("runs-1 renders the same as runs-1"), `${width}: Roll back compares with what runs (${confirm?.slice(0, 200)})`);
+      await page.click("#confirm-yes");
+      await page.waitForFunction(() => document.getElementById("promotion-message")?.textContent?.includes("Rolled back"), null, { timeout: 15000 });
+      const rolled = await page.textContent("#promotion-message");
+      check(rolled?.includes("every cluster runs it already"), `${width}: Roll back says nothing waits (${rolled})`);
+
+      const promote = "#preparations tr[data-key='runs-2'] button[data-action=promote]";
+      await page.waitForSelector(promote, { timeout: 15000 });
+      await page.click(promote);
+      await page.waitForSelector("#confirm-yes");
+      await page.click("#confirm-yes");
+      await page.waitForFunction(() => document.getElementById("promotion-message")?.textContent?.includes("runs-2 promoted"), null, { timeout: 15000 });
+      const next = await page.textContent("#promotion-message");
+      check(next?.includes("it waits for 1 approval of Environment one-gate") && next.includes("before any cluster takes it"), `${width}: Promote into the gate says it waits (${next})`);
+      check(await noSidewaysScroll(page), `${width}: no sideways scroll`);
+      await shot(page, `runs-${width}`);
     }
   },
 });

@@ -11,6 +11,18 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 )
 
+// approvalPolicy applies the shipped admission policy kokumi-serving-approval and the role
+// kokumi-approver, and waits until the policy is enforced in ns.
+func approvalPolicy(t *testing.T, ns string) {
+	t.Helper()
+	for _, f := range []string{"serving_approval_policy.yaml", "kokumi_approver_role.yaml"} {
+		if out, err := env.Kubectl(context.Background(), "apply", "-f", filepath.Join(env.Assets.Root, "config", "rbac", f)); err != nil {
+			t.Fatalf("apply %s: %v: %s", f, err, out)
+		}
+	}
+	env.ApprovalPolicyEnforced(t, ns)
+}
+
 // Alice (edit) promotes with the plugin, which names her in spec.promotedBy; the Environment
 // asks someone else's approval and the wave canary two approvals. Alice is refused, a tenant
 // without approve is told what role they lack, and two approvers approve the gate the
@@ -18,12 +30,7 @@ import (
 func TestApproveWritesTheApproversOwnApproval(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, "approve")
-	for _, f := range []string{"serving_approval_policy.yaml", "kokumi_approver_role.yaml"} {
-		if out, err := env.Kubectl(ctx, "apply", "-f", filepath.Join(env.Assets.Root, "config", "rbac", f)); err != nil {
-			t.Fatalf("apply %s: %v: %s", f, err, out)
-		}
-	}
-	env.ApprovalPolicyEnforced(t, ns)
+	approvalPolicy(t, ns)
 	must(t, env.Client.Create(ctx, &v1.Environment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod"}, Spec: v1.EnvironmentSpec{
 		Project: "prod", Approval: &v1.ApprovalPolicy{Required: 1, SeparateFromPromoter: true},
 		Rollout: &v1.RolloutPolicy{Waves: []v1.RolloutWave{
@@ -108,5 +115,27 @@ func TestTheHelpOfApproveExplainsWhoMayApprove(t *testing.T) {
 		if !strings.Contains(r.stdout, w) {
 			t.Errorf("approve --help lacks %q:\n%s", w, r.stdout)
 		}
+	}
+}
+
+// An approval of a roll-out that was aborted does not move it: approve says that it stays
+// aborted, not that the roll-out goes past the gate.
+func TestApproveOfAnAbortedRolloutSaysItStaysAborted(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "approve-aborted")
+	approvalPolicy(t, ns)
+	must(t, env.Client.Create(ctx, &v1.Environment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod"}, Spec: v1.EnvironmentSpec{
+		Project: "prod", Approval: &v1.ApprovalPolicy{Required: 1},
+	}}))
+	order(t, ns, "web", "prod", v1.PromotionManual)
+	preparation(t, ns, "web-1", prepSpec{order: "web", ready: metav1.ConditionTrue})
+	sv := serving(t, ns, "web", "web-1")
+	sv.Status.Rollout = &v1.RolloutStatus{Preparation: "web-1", State: v1.RolloutAborted, Attempt: sv.Generation, By: "alice"}
+	must(t, env.Client.Status().Update(ctx, sv))
+	bob := personIn(t, ns, "bob-aborted", "kokumi-approver")
+
+	r := kubectlKokumi(t, "approve", "web", "--kubeconfig", bob)
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "1 of 1 approvals (bob-aborted); the roll-out stays aborted: an approval does not resume it (clearing the abort starts another attempt, which asks again)\n") {
+		t.Errorf("approve an aborted roll-out: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
 }

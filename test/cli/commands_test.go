@@ -366,7 +366,21 @@ func lineage(t *testing.T, ns string) {
 		s.digest = digest(string(rune('1' + i)))
 		preparation(t, ns, "web-"+string(rune('1'+i)), s)
 	}
-	serving(t, ns, "web", "web-4")
+	sv := serving(t, ns, "web", "web-4")
+	runs(t, sv, "4", nil)
+}
+
+// runs sets the Serving's status as the controller does: every one of its 3 clusters runs the
+// Preparation of digest(which), and rollout says how its promoted one stands (nil: it is
+// deployed, when which is the promoted one's).
+func runs(t *testing.T, sv *v1.Serving, which string, rollout *v1.RolloutStatus) {
+	t.Helper()
+	sv.Status.Running = []v1.RevisionCount{{Revision: digest(which), Clusters: 3}}
+	if rollout == nil {
+		sv.Status.DeployedRevision = digest(which)
+	}
+	sv.Status.Rollout = rollout
+	must(t, env.Client.Status().Update(context.Background(), sv))
 }
 
 func TestHistoryListsTheOrdersPreparationsNewestFirst(t *testing.T) {
@@ -379,7 +393,7 @@ func TestHistoryListsTheOrdersPreparationsNewestFirst(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	table := rows(r.stdout, "NAME")
-	if len(table) != 6 || strings.Join(table[0], " ") != "NAME CREATED DIGEST READY VERSION IMAGES RUNNING DEPLOYED" {
+	if len(table) != 6 || strings.Join(table[0], " ") != "NAME CREATED DIGEST READY VERSION IMAGES RUNNING PROMOTED DEPLOYED" {
 		t.Fatalf("table %q, want a header and web's five Preparations", table)
 	}
 	var names []string
@@ -392,18 +406,18 @@ func TestHistoryListsTheOrdersPreparationsNewestFirst(t *testing.T) {
 	day := func(d time.Duration) string { return time.Now().Add(-d).UTC().Format("2006-01-02") }
 	checks := map[string]func(row []string) bool{
 		"web-5": func(row []string) bool {
-			return row[2] == strings.Repeat("5", 12) && row[3] == "False" && row[4] == "6.5.0" && row[6] == "-" && row[7] == "-"
+			return row[2] == strings.Repeat("5", 12) && row[3] == "False" && row[4] == "6.5.0" && row[6] == "-" && row[7] == "-" && row[8] == "-"
 		},
 		"web-4": func(row []string) bool {
-			return row[3] == "True" && row[6] == "yes" && strings.HasPrefix(row[7], "prod 3 clusters "+day(time.Hour)) && strings.HasSuffix(row[7], " UTC")
+			return row[3] == "True" && row[6] == "3 clusters" && row[7] == "deployed" && strings.HasPrefix(row[8], "prod 3 clusters "+day(time.Hour)) && strings.HasSuffix(row[8], " UTC")
 		},
 		"web-3": func(row []string) bool {
-			return row[6] == "-" && strings.HasPrefix(row[7], "prod 2 clusters "+day(24*time.Hour)) && strings.Contains(row[7], "; prod 1 cluster "+day(48*time.Hour))
+			return row[6] == "-" && row[7] == "-" && strings.HasPrefix(row[8], "prod 2 clusters "+day(24*time.Hour)) && strings.Contains(row[8], "; prod 1 cluster "+day(48*time.Hour))
 		},
 		"web-1": func(row []string) bool { return row[5] == "1" && row[4] == "6.1.0" },
 	}
 	for _, row := range table[1:] {
-		if check, ok := checks[row[0]]; ok && (len(row) != 8 || !check(row)) {
+		if check, ok := checks[row[0]]; ok && (len(row) != 9 || !check(row)) {
 			t.Errorf("row %q", row)
 		}
 		if _, err := time.Parse("2006-01-02 15:04:05 UTC", row[1]); err != nil {
@@ -416,6 +430,37 @@ func TestHistoryListsTheOrdersPreparationsNewestFirst(t *testing.T) {
 	must(t, json.Unmarshal([]byte(r.stdout), &entries))
 	if len(entries) != 5 || !entries[1].Running || len(entries[2].Deployments) != 2 || entries[2].Deployments[0].Clusters != 2 || entries[4].Images != 1 {
 		t.Errorf("json %+v", entries)
+	}
+}
+
+// RUNNING marks what the clusters run (status.running), not the promoted Preparation: while
+// web-4 awaits approval, and after its roll-out was aborted, the clusters run web-3, and
+// PROMOTED says how web-4 stands.
+func TestHistoryMarksWhatRunsAndHowThePromotedOneStands(t *testing.T) {
+	ns := namespace(t, "history-runs")
+	lineage(t, ns)
+	for _, c := range []struct {
+		rollout v1.RolloutStatus
+		state   string
+	}{
+		{v1.RolloutStatus{Preparation: "web-4", From: "web-3", State: v1.RolloutProgressing, Awaiting: v1.EnvironmentGate}, "awaiting approval"},
+		{v1.RolloutStatus{Preparation: "web-4", From: "web-3", State: v1.RolloutAborted}, "aborted"},
+	} {
+		runs(t, servingOf(t, ns, "web"), "3", &c.rollout)
+		r := kubectlKokumi(t, "history", "web", "-n", ns)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		got := map[string][]string{}
+		for _, row := range rows(r.stdout, "NAME")[1:] {
+			got[row[0]] = row
+		}
+		if row := got["web-3"]; len(row) != 9 || row[6] != "3 clusters" || row[7] != "-" {
+			t.Errorf("%s: web-3's row %q, want RUNNING 3 clusters", c.state, row)
+		}
+		if row := got["web-4"]; len(row) != 9 || row[6] != "-" || row[7] != c.state {
+			t.Errorf("%s: web-4's row %q, want RUNNING - and PROMOTED %s", c.state, row, c.state)
+		}
 	}
 }
 

@@ -12,6 +12,29 @@ import (
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
+// demoHub starts an API server set up as `kokumi dev` sets up its hub before anything else:
+// the roles people are given (config/rbac) and the demo's tenant namespace, platform. It stops
+// when the test ends.
+func demoHub(ctx context.Context, t *testing.T) *harness.Env {
+	t.Helper()
+	env, err := harness.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := sandbox.InstallPeopleRBAC(ctx, env.Client, env.Assets.Root); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.CreateNamespace(ctx, "platform"); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
 // The quickstart's RBAC steps run as written on a hub set up as `kokumi dev` sets it up:
 // kube-controller-manager with the hub's controllers (HubControllers, the ClusterRole
 // aggregation controller among them) and config/rbac's roles for people. A ServiceAccount
@@ -21,21 +44,7 @@ import (
 func TestQuickstartRBACStepsRunAsWritten(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	env, err := harness.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
-	if err := sandbox.InstallPeopleRBAC(ctx, env.Client, env.Assets.Root); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.CreateNamespace(ctx, "platform"); err != nil { // the demo's tenant namespace
-		t.Fatal(err)
-	}
+	env := demoHub(ctx, t)
 	// Nothing but the aggregation controller fills edit: the API server leaves it empty.
 	if ok, err := sandbox.Aggregated(ctx, env.Client, "edit"); err != nil || ok {
 		t.Fatalf("edit holds kokumi-tenant's rules before any controller ran (%v, %v)", ok, err)

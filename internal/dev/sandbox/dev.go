@@ -17,7 +17,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -39,8 +38,9 @@ type DevOptions struct {
 	ExampleNamespace string
 	// Out receives what runs where and what to try.
 	Out io.Writer
-	// RunController runs Kokumi's controller against the hub until ctx ends.
-	RunController func(ctx context.Context, hub *rest.Config, o ControllerSettings) error
+	// RunController runs Kokumi's controller and its server against the hub, each as its own
+	// identity of ids, until ctx ends.
+	RunController func(ctx context.Context, ids *Identities, o ControllerSettings) error
 }
 
 // ControllerSettings is what Kokumi's controller must know of the fleet it runs in.
@@ -53,7 +53,8 @@ type ControllerSettings struct {
 	Registry string
 	// UIAddr is the loopback address the API and UI listen on.
 	UIAddr string
-	// UIToken is the token that logs in to the UI.
+	// UIToken is the server's opt-in admin token: it logs in to the UI and writes as the
+	// server's ServiceAccount, which may not approve.
 	UIToken string
 }
 
@@ -82,6 +83,21 @@ const DemoProduct = "podinfo-fleet"
 
 // DemoTargetNamespace is the namespace the example deploys into on every member.
 const DemoTargetNamespace = "podinfo"
+
+// DemoApproverFile is the file, relative to a checkout, that makes the demo's second person:
+// the ServiceAccount DemoApprover of the namespace platform, who reads it and approves its
+// roll-outs (kokumi-approver), which the demo's admin token may not.
+const DemoApproverFile = "examples/approver.yaml"
+
+// DemoApprover is the ServiceAccount DemoApproverFile makes.
+const DemoApprover = "approver"
+
+// ApproverSteps are the kubectl commands (without kubectl) of the one command the demo prints
+// to make the approver and a token to sign in with: apply DemoApproverFile, then create a token
+// of DemoApprover in namespace.
+func ApproverSteps(namespace string) [][]string {
+	return [][]string{{"apply", "-f", DemoApproverFile}, {"create", "token", DemoApprover, "-n", namespace}}
+}
 
 // RunDev starts the local fleet, registers its members with Kokumi, sets up the Environment
 // edge, applies the example, runs the controller, prints what runs where, and stops everything
@@ -116,7 +132,7 @@ func RunDev(ctx context.Context, o DevOptions) (err error) {
 	// it ran there healthily for DemoSoak.
 	for _, e := range []EnvironmentSetup{
 		{Name: DemoStagingEnvironment, Selector: map[string]string{StagingLabel: DemoStagingEnvironment}},
-		{Name: DemoEnvironment, Requires: []v1.StageRequirement{{Environment: DemoStagingEnvironment, Soak: &metav1.Duration{Duration: DemoSoak}}}},
+		{Name: DemoEnvironment, Requires: []v1.StageRequirement{{Environment: DemoStagingEnvironment, Soak: &metav1.Duration{Duration: DemoSoak}, Match: v1.MatchRelease}}},
 	} {
 		e.Namespace, e.Project, e.TargetNamespaces = o.ExampleNamespace, DemoEnvironment, []string{DemoTargetNamespace}
 		if err := fleet.SetUpEnvironment(ctx, e); err != nil {
@@ -135,6 +151,11 @@ func RunDev(ctx context.Context, o DevOptions) (err error) {
 		return fmt.Errorf("point the example at the demo chart: %w", err)
 	}
 
+	// The controller and the server run as their own ServiceAccounts, with the shipped roles.
+	ids, err := InstallIdentities(ctx, fleet.Hub.Config, o.Assets.Root)
+	if err != nil {
+		return err
+	}
 	ui, err := fleet.ports.addr("ui")
 	if err != nil {
 		return err
@@ -149,7 +170,7 @@ func RunDev(ctx context.Context, o DevOptions) (err error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		errc <- o.RunController(runCtx, fleet.Hub.Config, ControllerSettings{
+		errc <- o.RunController(runCtx, ids, ControllerSettings{
 			ArgoCDNamespace: fleet.ArgoCDNamespace, Namespace: KokumiNamespace, Registry: fleet.Registry,
 			UIAddr: ui, UIToken: token,
 		})
@@ -258,7 +279,7 @@ func printFleet(o DevOptions, f *Fleet, demo *Demo, kubeconfig string, ui uiInfo
 	ns := o.ExampleNamespace
 	fmt.Fprintf(o.Out, `
 Versions: %s
-UI: http://%s (token %s, kept in %s)
+UI: http://%s (token %s, kept in %s: the server's admin token, which may not approve)
 Kubeconfig: %s (contexts: hub, %s)
 
 Try:
@@ -268,13 +289,23 @@ Try:
   %s get orders,servings -n %s        # staging runs each release first; edge takes it after a %s soak
   %s get serving podinfo-edge -n %s -o wide
   %s get serving podinfo-edge -n %s \
-    -o jsonpath='{range .status.targets[*]}{.cluster}{"\t"}{.conditions[0].reason}{"\t"}{.revision}{"\n"}{end}'
+    -o jsonpath='{range .status.targets[*]}{.cluster}{"\t"}{.conditions[0].reason}{"\t"}{.revision}{"\n"}{end}'   # the clusters not healthy: none prints nothing
   %s -n %s get applications -l delivery.kokumi.dev/serving=podinfo-edge,delivery.kokumi.dev/serving-namespace=%s
   %s --context edge-1 get deployments,pods -n %s
+  %s   # a second person, who may approve: sign in to the UI with the token it prints
 
 Press Ctrl-C to stop; everything started here stops with it.
 `, formatVersions(o.Assets.Versions()), ui.addr, ui.token, ui.tokenPath, kubeconfig, strings.Join(memberNames(f), ", "),
-		kubeconfig, filepath.Join(o.Assets.Root, "bin"), k, DemoPluginMember, EnvironmentLabel, DemoEnvironment, DemoPluginMember, k, k, ns, DemoSoak, k, ns, k, ns, k, f.ArgoCDNamespace, ns, k, DemoTargetNamespace)
+		kubeconfig, filepath.Join(o.Assets.Root, "bin"), k, DemoPluginMember, EnvironmentLabel, DemoEnvironment, DemoPluginMember, k, k, ns, DemoSoak, k, ns, k, ns, k, f.ArgoCDNamespace, ns, k, DemoTargetNamespace, approverCommand(k, ns))
+}
+
+// approverCommand is the one command, with kubectl k, of ApproverSteps.
+func approverCommand(k, namespace string) string {
+	var steps []string
+	for _, s := range ApproverSteps(namespace) {
+		steps = append(steps, k+" "+strings.Join(s, " "))
+	}
+	return strings.Join(steps, " && ")
 }
 
 func memberNames(f *Fleet) []string {

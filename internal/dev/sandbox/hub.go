@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,8 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/kokumi-dev/kokumi/internal/dev/chart"
 )
 
 // What makes the hub behave as a real cluster for the people who use Kokumi there: the
@@ -39,8 +36,8 @@ var HubControllers = []string{"garbage-collector-controller", "namespace-control
 // applies them: kokumi-admin, kokumi-tenant (aggregated into admin and edit), kokumi-view
 // (aggregated into view), kokumi-approver (bound by an admin), the public keys everyone may
 // read, and the admission policies that keep Kokumi's finalizer on Servings and hold the names
-// of who paused, promoted and approved to the writers. The controller's own role is left out: in the fleet
-// it runs as a cluster admin.
+// of who paused, promoted and approved to the writers. The controller's and the server's own roles are
+// InstallIdentities': `kokumi dev` runs each as its ServiceAccount (test/e2e, as a cluster admin).
 var PeopleRBAC = []string{"kokumi_admin_role.yaml", "kokumi_tenant_role.yaml", "kokumi_approver_role.yaml", "public_keys.yaml",
 	"serving_finalizer_policy.yaml", "serving_rollout_policy.yaml", "serving_approval_policy.yaml"}
 
@@ -69,19 +66,8 @@ func InstallPeopleRBAC(ctx context.Context, c client.Client, root string) error 
 		return err
 	}
 	for _, name := range PeopleRBAC {
-		path := filepath.Join(root, "config", "rbac", name)
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("read the roles people are given: %w", err)
-		}
-		objs, err := chart.Decode(data)
-		if err != nil {
-			return fmt.Errorf("decode %s: %w", path, err)
-		}
-		for _, o := range objs {
-			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.ForceOwnership, client.FieldOwner("kokumi-dev")); err != nil {
-				return fmt.Errorf("apply %s %s of %s: %w", o.GetKind(), o.GetName(), path, err)
-			}
+		if err := applyFile(ctx, c, filepath.Join(root, "config", "rbac", name)); err != nil {
+			return fmt.Errorf("apply the roles people are given: %w", err)
 		}
 	}
 	return nil

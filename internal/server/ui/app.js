@@ -11,8 +11,8 @@
 /** @typedef {{namespace: string, name: string, order: string, preparation?: string, revision?: string, deployedSince?: string, clusters: Counts, ready: Condition}} ServingSummary */
 /** @typedef {{cluster: string, application?: string, state: string, link?: string, health?: string, sync?: string, revision?: string, since?: string, reason?: string, message?: string}} ClusterRow */
 /** @typedef {{environment: string, clusters: number, time: string}} Deployed */
-/** @typedef {{name: string, created: string, digest: string, targetNamespace: string, ready: Condition, promoted?: boolean, blocked?: string, deployments?: Deployed[]}} PreparationSummary */
-/** @typedef {{mode: string, environment?: string, preparations: PreparationSummary[], preparationsOmitted?: number, rollbackTo?: string}} Promotion */
+/** @typedef {{name: string, created: string, digest: string, targetNamespace: string, ready: Condition, promoted?: boolean, running?: number, label?: string, blocked?: string, deployments?: Deployed[]}} PreparationSummary */
+/** @typedef {{mode: string, environment?: string, preparations: PreparationSummary[], preparationsOmitted?: number, current?: string, rollbackTo?: string}} Promotion */
 /** @typedef {{allowed: boolean, reason?: string}} Can */
 /** @typedef {{namespace: string, name: string, product: string, environment: string, mode: string, latestPreparation?: string, serving?: string, ready: Condition}} OrderSummary */
 /** @typedef {{environment: string, state: string, message?: string, match?: string, soak?: string, left?: string, leftSeconds?: number, order?: string, serving?: string}} Stage */
@@ -31,7 +31,7 @@
 /** @typedef {{name: string, server: string, version?: string, labels?: Record<string, string>, ready: Condition}} ClusterSummary */
 /** @typedef {{namespace: string, serving: string, application?: string, link?: string, state?: string, reason?: string, message?: string, health?: string, sync?: string, revision?: string, since?: string}} Deployment */
 /** @typedef {ClusterSummary & {deployments: Deployment[], deploymentsOmitted?: number}} ClusterDetail */
-/** @typedef {{name: string, clusters: number, readyClusters?: number, ready: Condition, requires?: {environment: string, soak?: string, match: string}[]}} EnvironmentSummary */
+/** @typedef {{name: string, clusters: number, readyClusters?: number, ready: Condition, requires?: {environment: string, soak?: string, match: string}[], approvals?: number}} EnvironmentSummary */
 /** @typedef {{name: string, source: string, targetNamespace?: string}} ProductSummary */
 /** @typedef {{kind: string, namespace?: string, name: string, yaml: string}} ManifestObject */
 /** @typedef {{preparation: string, digest: string, images?: {original: string, pinned: string}[], objects?: ManifestObject[], objectsOmitted?: number, redacted?: string[], redactedNote?: string}} Manifests */
@@ -732,13 +732,16 @@ function rolloutSection(s, ui) {
     aborted && control.abort === s.preparation && (!r || r.state !== "Aborted") ? "Abort" :
       control.paused && !aborted && (!r || r.state !== "Paused") ? "Pause" :
         !control.paused && r && r.state === "Paused" ? "Resume" : "";
-  const inWaves = !!r && (r.waves || []).some(w => w.name !== "all");
+  // Without a roll-out policy the controller counts the clusters in one implicit wave ("all",
+  // or "unselected" when only a gate asks): that is no wave to show.
+  const oneWave = (/** @type {string} */ name) => name === "all" || name === "unselected";
+  const inWaves = !!r && (r.waves || []).some(w => !oneWave(w.name));
 
   return h("section", { "data-key": "rollout", "aria-label": "Roll-out" },
     tab("Roll-out"),
     r ? h("p", { class: "note", id: "rollout-state" }, `Preparation ${r.preparation} rolls out${inWaves ? " in waves" : ""}: `, badge(r.state),
       who ? h("span", { id: "rollout-by" }, ` (${r.state.toLowerCase()}${who})`) : "",
-      r.wave ? ` — current wave ${r.wave}` : "",
+      r.wave && inWaves ? ` — current wave ${r.wave}` : "",
       r.waveHealthySince ? `, healthy since ${new Date(r.waveHealthySince).toLocaleString()} (${since(r.waveHealthySince)})` : "",
       r.from ? `; the waves not reached yet run ${r.from}` : "",
       r.rollbackTo ? `; the changed clusters went back to ${r.rollbackTo}` : "", ".") :
@@ -763,7 +766,7 @@ function rolloutSection(s, ui) {
         h("button", { type: "button", id: "confirm-abort-yes", disabled: !!state.busy, onclick: () => act("abort") }, state.busy ? "Working…" : "Abort the roll-out"),
         h("button", { type: "button", id: "confirm-abort-cancel", class: "secondary", onclick: cancelAbort }, "Cancel"))) : "",
     state.message ? h("p", { class: state.message.error ? "error" : "note", role: "status", tabindex: "-1", "data-key": "rollout-message", id: "rollout-action-message" }, state.message.text) : "",
-    s.rollout && s.rollout.waves && s.rollout.waves.length ? table([
+    inWaves && s.rollout && s.rollout.waves && s.rollout.waves.length ? table([
       { label: "Wave", cell: w => s.rollout && w.name === s.rollout.wave ? h("b", { "aria-current": "step" }, w.name) : w.name },
       { label: "Clusters", cell: w => String(w.selected) },
       { label: "Healthy", cell: w => String(w.healthy) },
@@ -807,19 +810,19 @@ function verificationsTable(r) {
  */
 function approvalPart(s, ui, serving) {
   const a = s.approval;
-  if (!a || a.preparation !== s.preparation) return "";
+  const state = ui.approve;
+  const message = state.message ? h("p", { class: state.message.error ? "error" : "note", role: "status", tabindex: "-1", "data-key": "message", id: "approve-message" }, state.message.text) : "";
+  // Once the gate passed, the approval is gone from the page, but what happened stays said.
+  if (!a || a.preparation !== s.preparation) return message ? h("div", { "data-key": "approval", id: "approval" }, message) : "";
   const gate = a.wave ? `wave ${a.wave}` : "the Environment's gate";
   const can = (s.can && s.can.approve) || { allowed: false, reason: "You may not approve this roll-out." };
-  const state = ui.approve;
   async function approve() {
     if (state.busy || !a) return;
     state.busy = true;
     paint();
     try {
       const r = await post(`${serving}/approve`, { wave: a.wave || "", preparation: a.preparation });
-      const left = r.required - r.approvers.length;
-      state.message = { text: `Approved ${gate} of ${r.preparation}: ${r.approvers.length} of ${r.required}` +
-        (left > 0 ? `; it waits for ${left} more.` : "; the roll-out goes past it.") };
+      state.message = { text: `Approved ${gate} of ${r.preparation}: ${r.approvers.length} of ${r.required}; ${r.next}.` };
     } catch (e) {
       const fields = e instanceof APIError ? e.fields : [];
       state.message = { text: fields.length ? clip(fields.map(f => f.message).join("; ")) : errorText(e), error: true };
@@ -838,7 +841,7 @@ function approvalPart(s, ui, serving) {
     h("p", { class: "buttons", "data-key": "buttons" }, h("button", {
       type: "button", id: "approve", disabled: !can.allowed || !!state.busy, "aria-describedby": can.allowed ? undefined : "approve-denied", onclick: approve,
     }, state.busy ? "Working…" : `Approve ${gate} (${count})`)),
-    state.message ? h("p", { class: state.message.error ? "error" : "note", role: "status", tabindex: "-1", "data-key": "message", id: "approve-message" }, state.message.text) : "");
+    message);
 }
 
 // pipelineSection shows the stages the Order's Environment requires, for one Preparation:
@@ -895,11 +898,12 @@ function recordsSection(s) {
  */
 function deployedWhere(x) {
   const d = x.deployments || [];
+  // What runs (the server's word, from status.running) and how the promoted one stands.
   return [
-    x.promoted ? h("strong", {}, "deployed now") : "",
+    x.label ? h("strong", { class: "runs" }, x.label) : "",
     d.length ? h("ul", { class: "history" }, d.map(e => h("li", { title: e.time },
       `${e.environment}: ${e.clusters} cluster${e.clusters === 1 ? "" : "s"}, ${since(e.time)}`))) :
-      (x.promoted ? "" : h("span", { class: "note" }, "never deployed")),
+      (x.label ? "" : h("span", { class: "note" }, "never deployed")),
   ];
 }
 
@@ -915,7 +919,8 @@ function promotionSection(s, ui) {
   const p = s.promotion;
   if (!p) return "";
   const manual = p.mode !== "Automatic";
-  const deployed = s.preparation || "";
+  // Diffs compare with what the clusters run, not with a promoted Preparation that none runs yet.
+  const deployed = p.current || "";
   const base = `/namespaces/${enc(s.namespace)}/preparations/`;
 
   /**
@@ -990,11 +995,11 @@ function promotionSection(s, ui) {
     const serving = `/namespaces/${enc(s.namespace)}/servings/${enc(s.name)}`;
     try {
       if (c.kind === "promote") {
-        await post(`${serving}/promotion`, { preparation: c.name });
-        ui.message = { text: `${c.name} promoted: the clusters roll it out.` };
+        const r = await post(`${serving}/promotion`, { preparation: c.name });
+        ui.message = { text: `${c.name} promoted: ${r.next || "the clusters roll it out"}.` };
       } else {
         const r = await post(`${serving}/rollback`, { to: c.name });
-        ui.message = { text: `Rolled back to ${r.preparation || c.name}${r.from ? ` from ${r.from}` : ""}: the clusters roll it out.` };
+        ui.message = { text: `Rolled back to ${r.preparation || c.name}${r.from ? ` from ${r.from}` : ""}: ${r.next || "the clusters roll it out"}.` };
       }
       ui.confirm = null;
     } catch (e) {
@@ -1040,7 +1045,7 @@ function promotionSection(s, ui) {
           // Each button's name says its row: "Preview web-3", "Promote web-3 to edge".
           label: "Actions", class: "actions", cell: x => [
             h("button", { type: "button", class: "secondary", "data-action": "preview", "aria-label": `Preview ${x.name}`, onclick: () => openPanel("preview", x.name) }, "Preview"),
-            deployed && !x.promoted ? h("button", {
+            deployed && x.name !== deployed ? h("button", {
               type: "button", class: "secondary", "data-action": "diff", "aria-label": `Diff ${x.name} with deployed ${deployed}`, onclick: () => openPanel("diff", x.name),
             }, "Diff with deployed") : "",
             !x.promoted && manual && x.ready.status === "True" ? promoteButton(x, env, denied, () => ask("promote", x.name)) : "",
@@ -1354,7 +1359,7 @@ const orderPage = {
     const ns = /** @type {HTMLInputElement} */ (h("input", { id: "f-namespace", name: "namespace", required: true, list: "f-namespaces", autocomplete: "off", value: params.get("namespace") || "" }));
     const namespaces = h("datalist", { id: "f-namespaces" });
     const name = /** @type {HTMLInputElement} */ (h("input", {
-      id: "f-name", name: "name", required: true, placeholder: "podinfo-edge", "aria-describedby": "f-name-hint",
+      id: "f-name", name: "name", required: true, placeholder: "new-order-name", "aria-describedby": "f-name-hint",
       oninput: () => checkName(),
     }));
     const nameHint = h("p", { class: "note", id: "f-name-hint" }, `lowercase letters, digits and '-', at most ${maxOrderName} characters`);
@@ -1368,8 +1373,11 @@ const orderPage = {
     // showRequires names the stages the chosen Environment requires before it deploys a release.
     function showRequires() {
       const e = environments.find(x => x.name === environment.value);
-      requires.textContent = e && e.requires && e.requires.length ?
-        "requires " + e.requires.map(r => r.soak ? `${r.environment} (soak ${r.soak})` : r.environment).join(", ") : "";
+      // What a release waits for before it deploys there: the stages, and the approval gate.
+      const parts = [];
+      if (e && e.requires && e.requires.length) parts.push("requires " + e.requires.map(r => r.soak ? `${r.environment} (soak ${r.soak})` : r.environment).join(", "));
+      if (e && e.approvals) parts.push(`asks ${e.approvals} approval${e.approvals === 1 ? "" : "s"} (by people bound to kokumi-approver) before a release deploys`);
+      requires.textContent = parts.join("; ");
     }
     environment.addEventListener("change", showRequires);
     const target = /** @type {HTMLInputElement} */ (h("input", { id: "f-targetNamespace", name: "targetNamespace", placeholder: "the Product's, or the Order's namespace" }));
@@ -1467,7 +1475,10 @@ const orderPage = {
         try {
           const o = await post(`/namespaces/${enc(ns.value)}/orders`,
             { name: name.value, product: product.value, environment: environment.value, targetNamespace: target.value, promotion: promotion.value });
-          message.textContent = `Order ${o.namespace}/${o.name} created; its Serving appears once it renders.`;
+          // A link to where it goes on: the Serving's page (it shows the Order until it renders).
+          message.replaceChildren(`Order ${o.namespace}/${o.name} created: follow it on `,
+            h("a", { id: "order-created", href: `#/servings/${enc(o.namespace)}/${enc(o.name)}` }, `its Serving ${o.name}`),
+            " (it appears once the Order renders).");
         } catch (e) {
           message.className = "error";
           const fields = e instanceof APIError ? e.fields : [];
@@ -1560,9 +1571,9 @@ const routes = [
 
 /**
  * What the view shows: the page, its arguments, its own state and the data last fetched.
- * @type {{key: string, page: Page | null, args: string[], ui: any, data: any, error: string, seq: number, focusHeading: boolean}}
+ * @type {{key: string, page: Page | null, args: string[], ui: any, data: any, error: string, errorStatus: number, seq: number, focusHeading: boolean}}
  */
-const current = { key: "", page: null, args: [], ui: {}, data: null, error: "", seq: 0, focusHeading: false };
+const current = { key: "", page: null, args: [], ui: {}, data: null, error: "", errorStatus: 0, seq: 0, focusHeading: false };
 
 /**
  * route shows the page the hash names. On a route change (moved, not loaded: moved is true) the
@@ -1619,10 +1630,12 @@ async function refresh() {
     if (seq !== current.seq || page !== current.page) return;
     current.data = data;
     current.error = "";
+    current.errorStatus = 0;
   } catch (e) {
     if (seq !== current.seq || page !== current.page) return;
     if (e instanceof APIError && e.status === 401) return; // signedOut took over
     current.error = errorText(e);
+    current.errorStatus = e instanceof APIError ? e.status : 0;
   }
   paint();
 }
@@ -1636,7 +1649,12 @@ function paint() {
   let nodes = current.data ? page.view(current.data, current.args, current.ui) : "";
   if (current.error) {
     const err = h("p", { class: "error", "data-key": "load-error" }, current.error);
-    nodes = current.data ? [err, nodes] : err;
+    // A page that could not be read at all still says what it is, and leads back.
+    nodes = current.data ? [err, nodes] : [
+      h("h1", { tabindex: "-1", "data-key": "load-error-title" }, current.errorStatus === 403 ? "You may not see this page" : "This page could not be read"),
+      err,
+      h("p", { "data-key": "load-error-back" }, h("a", { href: "#/", id: "back-to-servings" }, "Back to the Servings")),
+    ];
   }
   paintInto(view, nodes);
   if (current.data || current.error) focusHeading();
