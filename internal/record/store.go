@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -238,7 +237,7 @@ func (s *Store) Records(ctx context.Context, repository, artifactDigest string, 
 	if err != nil {
 		return nil, fmt.Errorf("read records of %s@%s: %w", repository, artifactDigest, err)
 	}
-	keyIDs := strings.Join(keys.IDs(), ",")
+	keyIDs := keys.Set()
 	records := make([]Record, 0, len(m.Layers))
 	for _, l := range m.Layers {
 		if l.MediaType != MediaTypeEnvelope {
