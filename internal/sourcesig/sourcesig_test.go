@@ -5,9 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-
 	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
@@ -27,26 +24,6 @@ func trusted(t *testing.T, keys ...sigtest.Key) record.TrustedKeys {
 		t.Fatal(err)
 	}
 	return tk
-}
-
-// move points tag of repo at the manifest src (host/path@digest or :tag) has.
-func move(t *testing.T, src, dst string) {
-	t.Helper()
-	s, err := name.ParseReference(src, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := name.NewTag(dst, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	desc, err := remote.Get(s)
-	if err != nil {
-		t.Fatalf("get %s: %v", src, err)
-	}
-	if err := remote.Tag(d, desc); err != nil {
-		t.Fatalf("tag %s: %v", dst, err)
-	}
 }
 
 func TestVerifyCosignSignatures(t *testing.T) {
@@ -107,7 +84,7 @@ func TestVerifyCosignSignatures(t *testing.T) {
 	tampered := ocitest.PushChart(t, repo, "3.0.0", "app", "3.0.0", ocitest.Chart(t, "app", map[string]string{"templates/cm.yaml": "evil"}))
 	sigTag, _ := sourcesig.SignatureTag(signed)
 	tamperedTag, _ := sourcesig.SignatureTag(tampered)
-	move(t, repo+":"+sigTag, repo+":"+tamperedTag)
+	sigtest.Retag(t, repo+":"+sigTag, repo+":"+tamperedTag)
 	r = check(tampered)
 	want(r, deliveryv1alpha1.ReasonSignatureInvalid)
 	if !strings.Contains(r.Problem, signed) {
@@ -117,6 +94,6 @@ func TestVerifyCosignSignatures(t *testing.T) {
 	// A signature replaced (here: by the stranger's) is seen at the next check, cache or not.
 	want(check(signed), "")
 	strangerTag, _ := sourcesig.SignatureTag(digest)
-	move(t, repo+":"+strangerTag, repo+":"+sigTag)
+	sigtest.Retag(t, repo+":"+strangerTag, repo+":"+sigTag)
 	want(check(signed), deliveryv1alpha1.ReasonSignatureInvalid)
 }

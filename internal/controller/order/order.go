@@ -44,6 +44,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/render"
 	"github.com/kokumi-dev/kokumi/internal/shard"
+	"github.com/kokumi-dev/kokumi/internal/sourcesig"
 	"github.com/kokumi-dev/kokumi/internal/stages"
 	"github.com/kokumi-dev/kokumi/internal/text"
 	"github.com/kokumi-dev/kokumi/internal/whoami"
@@ -111,6 +112,8 @@ type Reconciler struct {
 	// every Order (tagCache).
 	tags     *images.TagCache
 	tagsOnce sync.Once
+	// verifier checks the inputs' signatures when a Product asks (verify.go).
+	verifier sourcesig.Verifier
 }
 
 // Setup registers the Order reconciler, whose Automatic promotions pass gate.
@@ -364,6 +367,11 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 		return nil, f
 	}
 	if current != nil {
+		// Verified sources (verify.go): the inputs of an unchanged render are checked again,
+		// from the cache unless a signature or the trusted keys changed.
+		if _, f := r.verifySources(ctx, b.Sources, product, current.Spec.Source.URL, current.Spec.Source.Digest, pinsOf(current)); f != nil {
+			return nil, f
+		}
 		// A crash between creating a Preparation and marking it Ready leaves it not Ready, and
 		// Automatic promotion would wait for it forever: mark it now.
 		if err := r.markReady(ctx, current); err != nil {
@@ -388,6 +396,10 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 	release()
 	if err != nil {
 		return nil, buildFailure(err)
+	}
+	// Verified sources (verify.go): nothing unsigned becomes a Preparation.
+	if _, f := r.verifySources(ctx, b.Sources, product, in.SourceURL, built.SourceDigest, built.Images); f != nil {
+		return nil, f
 	}
 	order.Status.TargetNamespace = in.Render.TargetNamespace
 	inputs := inputsHash(in, built.SourceDigest, product)

@@ -11,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 // Cosigns are the stock cosign commands, as `make test-assets` links them: v2 and v3.
@@ -83,5 +87,48 @@ func Sign(tb testing.TB, cosign string, key Key, ref string) {
 	}
 	if out, err := Run(tb, cosign, tb.TempDir(), append(args, ref)...); err != nil {
 		tb.Fatalf("%s sign %s: %v\n%s", cosign, ref, err, out)
+	}
+}
+
+// Retag points the tag dst (host/path:tag) at the manifest src (host/path:tag or @digest)
+// names, on a registry on loopback: a signature moved onto another artifact.
+func Retag(tb testing.TB, src, dst string) {
+	tb.Helper()
+	s, err := name.ParseReference(src, name.Insecure)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d, err := name.NewTag(dst, name.Insecure)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	desc, err := remote.Get(s)
+	if err != nil {
+		tb.Fatalf("get %s: %v", src, err)
+	}
+	if err := remote.Tag(d, desc); err != nil {
+		tb.Fatalf("tag %s: %v", dst, err)
+	}
+}
+
+// Unsign takes the signatures of repository@digest away, on a registry on loopback: its
+// sha256-<hex>.sig tag then names an image without signature layers (registries that let
+// nobody but their owner delete keep the tag, and lose its content, this way).
+func Unsign(tb testing.TB, repository, digest string) {
+	tb.Helper()
+	tag := "sha256-" + strings.TrimPrefix(digest, "sha256:") + ".sig"
+	ref, err := name.NewTag(repository+":"+tag, name.Insecure)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := remote.Head(ref); err != nil {
+		tb.Fatalf("find the signature of %s@%s: %v", repository, digest, err)
+	}
+	img, err := random.Image(64, 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := remote.Write(ref, img); err != nil {
+		tb.Fatalf("replace the signature of %s@%s: %v", repository, digest, err)
 	}
 }
