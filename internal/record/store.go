@@ -80,6 +80,14 @@ func (s *Store) Attach(ctx context.Context, repository, artifactDigest string, s
 	if err != nil {
 		return "", err
 	}
+	return s.AttachEnvelope(ctx, repository, artifactDigest, PredicateType, envelope)
+}
+
+// AttachEnvelope appends a signed DSSE envelope of an in-toto Statement about the artifact
+// repository@artifactDigest, whose predicate type is predicateType, to the artifact's
+// attestation image (cosign's layout), creating that image if needed, and returns its digest
+// (the layer digest). An envelope already attached is not added again.
+func (s *Store) AttachEnvelope(ctx context.Context, repository, artifactDigest, predicateType string, envelope []byte) (string, error) {
 	layer := static.NewLayer(envelope, MediaTypeEnvelope)
 	ld, err := layer.Digest()
 	if err != nil {
@@ -119,7 +127,7 @@ func (s *Store) Attach(ctx context.Context, repository, artifactDigest string, s
 		}
 		img, err := mutate.Append(base, mutate.Addendum{
 			Layer:       layer,
-			Annotations: map[string]string{AnnotationSignature: "", AnnotationPredicateType: PredicateType},
+			Annotations: map[string]string{AnnotationSignature: "", AnnotationPredicateType: predicateType},
 			MediaType:   MediaTypeEnvelope,
 		})
 		if err != nil {

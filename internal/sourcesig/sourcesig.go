@@ -25,6 +25,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 
@@ -247,4 +248,14 @@ func (v *Verifier) Fetches() int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.fetches
+}
+
+// Repository is the repository (host/path) an image reference's signatures are in: the
+// repository it names, normalised as registries name it (nginx is index.docker.io/library/nginx).
+func Repository(image string) (string, error) {
+	ref, err := name.ParseReference(image)
+	if err != nil {
+		return "", fmt.Errorf("image %s: %w", image, err)
+	}
+	return ref.Context().Name(), nil
 }

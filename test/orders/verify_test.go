@@ -2,6 +2,7 @@ package orders
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,6 +13,8 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
+	"github.com/kokumi-dev/kokumi/internal/preparation"
+	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/internal/sourcesig"
 	"github.com/kokumi-dev/kokumi/internal/sourcesig/sigtest"
 )
@@ -141,6 +144,25 @@ func TestVerifiedSourcesRenderAndUnverifiedOnesAreRefused(t *testing.T) {
 			o := getOrder(t, ns, "signed")
 			return o.Status.LatestPreparation != first && readyReason(o) == v1.ReasonRendered, readyMessage(o)
 		})
+		publisherID := trustedIDs(t, publisher)
+		for _, p := range preparations(t, ns, "signed") {
+			pv := p.Spec.Provenance
+			if pv == nil || pv.Sources != v1.SourcesVerified || !slices.Equal(pv.VerifiedBy, []string{publisherID}) {
+				t.Fatalf("Preparation %s: provenance %+v, want its sources verified by %s", p.Name, pv, publisherID)
+			}
+			provenanceAttached(t, &p)
+		}
+	})
+
+	t.Run("a Product that asks no verification gets a provenance that says so", func(t *testing.T) {
+		src.product(t, ns, "plain", "", src.values("plain"))
+		order(t, ns, "plain", "plain", "", v1.PromotionManual)
+		waitReady(t, ns, "plain", v1.ReasonRendered)
+		preps := preparations(t, ns, "plain")
+		if len(preps) != 1 || preps[0].Spec.Provenance == nil || preps[0].Spec.Provenance.Sources != v1.SourcesNotAsked || len(preps[0].Spec.Provenance.VerifiedBy) != 0 {
+			t.Fatalf("Preparations %+v, want one whose provenance says its sources were not verified", preps)
+		}
+		provenanceAttached(t, &preps[0])
 	})
 
 	t.Run("an image that loses its signature is refused at the next render", func(t *testing.T) {
@@ -166,4 +188,39 @@ func TestVerifiedSourcesRenderAndUnverifiedOnesAreRefused(t *testing.T) {
 			t.Fatalf("a Product asking keyless verification: %v, want refused naming keyless", err)
 		}
 	})
+}
+
+// trustedIDs is the key id of a cosign key, as Kokumi names it.
+func trustedIDs(t *testing.T, k sigtest.Key) string {
+	t.Helper()
+	keys, err := record.ParseTrustedKeys(k.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys.Set()
+}
+
+// provenanceAttached checks that the Preparation's artifact carries the provenance its spec
+// names, signed by a key of kokumi-public-keys.
+func provenanceAttached(t *testing.T, p *v1.Preparation) {
+	t.Helper()
+	repository, digest := preparation.ArtifactLocation(cfg.BundledRegistry, p)
+	store := &record.Store{Client: bundledClient(t, registryCredentials(t).Pusher)}
+	keys, err := (&record.Keys{Client: env.Client, Namespace: cfg.Namespace}).Trusted(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(keys.IDs(), p.Spec.Provenance.KeyID) {
+		t.Errorf("the provenance of %s is signed by %s, which kokumi-public-keys does not list (%v)", p.Name, p.Spec.Provenance.KeyID, keys.IDs())
+	}
+	layers, err := store.Records(context.Background(), repository, digest, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range layers {
+		if l.Digest == p.Spec.Provenance.Digest {
+			return
+		}
+	}
+	t.Errorf("the artifact %s@%s carries no attestation %s", repository, digest, p.Spec.Provenance.Digest)
 }

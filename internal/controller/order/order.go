@@ -398,7 +398,8 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 		return nil, buildFailure(err)
 	}
 	// Verified sources (verify.go): nothing unsigned becomes a Preparation.
-	if _, f := r.verifySources(ctx, b.Sources, product, in.SourceURL, built.SourceDigest, built.Images); f != nil {
+	verified, f := r.verifySources(ctx, b.Sources, product, in.SourceURL, built.SourceDigest, built.Images)
+	if f != nil {
 		return nil, f
 	}
 	order.Status.TargetNamespace = in.Render.TargetNamespace
@@ -427,7 +428,13 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 	if err != nil {
 		return nil, buildFailure(err)
 	}
+	// Provenance (provenance.go): signed and attached before the Preparation is made.
+	prov, f := r.attachProvenance(ctx, b, order, product, in, built, repository, artifactDigest, parent, verified)
+	if f != nil {
+		return nil, f
+	}
 	prep := newPreparation(order, product, in, built, repository, artifactDigest, parent, r.bundled(in.VendorRegistry))
+	prep.Spec.Provenance = prov
 	if err := controllerutil.SetControllerReference(order, prep, r.Scheme()); err != nil {
 		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, fmt.Sprintf("own preparation: %v", err)}
 	}

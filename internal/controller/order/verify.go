@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,11 +34,11 @@ func (r *Reconciler) verifySources(ctx context.Context, sources *oci.Client, pro
 	type input struct{ what, repository, digest string }
 	inputs := []input{{"source " + sourceURL, oci.TrimScheme(sourceURL), sourceDigest}}
 	for _, p := range pins {
-		ref, err := name.ParseReference(p.Original)
+		repository, err := sourcesig.Repository(p.Original)
 		if err != nil {
-			return nil, &failure{deliveryv1alpha1.ReasonSignatureInvalid, fmt.Sprintf("image %s: %v", p.Original, err)}
+			return nil, &failure{deliveryv1alpha1.ReasonSignatureInvalid, err.Error()}
 		}
-		inputs = append(inputs, input{"image " + p.Original, ref.Context().Name(), refDigest(p.Pinned)})
+		inputs = append(inputs, input{"image " + p.Original, repository, refDigest(p.Pinned)})
 	}
 	results := make([]sourcesig.Result, 0, len(inputs))
 	for _, in := range inputs {
