@@ -76,6 +76,7 @@ func promotionOf(sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *view.
 			Name: prep.Name, Created: prep.CreationTimestamp.Time, Digest: prep.Spec.Artifact.Digest,
 			TargetNamespace: prep.Spec.TargetNamespace, Ready: view.ReadyOf(prep.Status.Conditions),
 			Promoted: prep.Name == sv.Spec.PreparationName, Deployments: deploymentsOf(&prep),
+			Custody: view.Custody(prep.Spec.Provenance),
 		})
 	}
 	if order != nil {
