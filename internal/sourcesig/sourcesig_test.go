@@ -13,7 +13,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/sourcesig/sigtest"
 )
 
-func trusted(t *testing.T, keys ...sigtest.Key) record.TrustedKeys {
+func trusted(t testing.TB, keys ...sigtest.Key) record.TrustedKeys {
 	t.Helper()
 	pems := make([][]byte, len(keys))
 	for i, k := range keys {
