@@ -31,7 +31,7 @@ import (
 const (
 	// PredicateType is SLSA Provenance v1, which `cosign verify-attestation --type
 	// slsaprovenance1` selects.
-	PredicateType = "https://slsa.dev/provenance/v1"
+	PredicateType = record.ProvenancePredicateType
 	// BuildType says how to read the build definition: a Kokumi render.
 	BuildType = "https://kokumi.dev/render/v1"
 	// BuilderID names the builder: Kokumi's controller.

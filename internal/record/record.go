@@ -24,6 +24,10 @@ import (
 // PredicateType is the predicate type of a deployment record.
 const PredicateType = "https://kokumi.dev/deployment-record/v1"
 
+// ProvenancePredicateType is SLSA Provenance v1, the predicate type of the provenance Kokumi
+// attaches to every artifact it renders (internal/provenance), next to its records.
+const ProvenancePredicateType = "https://slsa.dev/provenance/v1"
+
 // StatementType is the in-toto Statement type records are written as.
 const StatementType = "https://in-toto.io/Statement/v1"
 

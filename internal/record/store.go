@@ -223,7 +223,8 @@ func (s *Store) attestations(tag name.Tag, opts []remote.Option) (v1.Image, erro
 // Records fetches every record attached to the artifact repository@artifactDigest and verifies
 // each with keys (signature, statement type, predicate type, subject digest). An artifact
 // without attestations has no records. Attestations that are not Kokumi records are listed,
-// unverified, without being fetched.
+// unverified, without being fetched; SLSA provenance (ProvenancePredicateType), which every
+// render attaches, is left out.
 func (s *Store) Records(ctx context.Context, repository, artifactDigest string, keys TrustedKeys) ([]Record, error) {
 	tagName, err := AttestationTag(artifactDigest)
 	if err != nil {
@@ -251,6 +252,9 @@ func (s *Store) Records(ctx context.Context, repository, artifactDigest string, 
 		if l.MediaType != MediaTypeEnvelope {
 			records = append(records, Record{Digest: l.Digest.String(), Problem: fmt.Sprintf("not a Kokumi record (media type %q)", l.MediaType)})
 			continue
+		}
+		if l.Annotations[AnnotationPredicateType] == ProvenancePredicateType {
+			continue // a render's provenance, no record
 		}
 		if pt, ok := l.Annotations[AnnotationPredicateType]; ok && pt != PredicateType {
 			records = append(records, Record{Digest: l.Digest.String(), Problem: fmt.Sprintf("not a Kokumi record (predicate type %q)", pt)})

@@ -2,12 +2,15 @@ package orders
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"oras.land/oras-go/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -201,26 +204,38 @@ func trustedIDs(t *testing.T, k sigtest.Key) string {
 }
 
 // provenanceAttached checks that the Preparation's artifact carries the provenance its spec
-// names, signed by a key of kokumi-public-keys.
+// names (a layer of its sha256-<hex>.att), signed by a key of kokumi-public-keys.
 func provenanceAttached(t *testing.T, p *v1.Preparation) {
 	t.Helper()
+	ctx := context.Background()
 	repository, digest := preparation.ArtifactLocation(cfg.BundledRegistry, p)
-	store := &record.Store{Client: bundledClient(t, registryCredentials(t).Pusher)}
-	keys, err := (&record.Keys{Client: env.Client, Namespace: cfg.Namespace}).Trusted(context.Background())
+	keys, err := (&record.Keys{Client: env.Client, Namespace: cfg.Namespace}).Trusted(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(keys.IDs(), p.Spec.Provenance.KeyID) {
 		t.Errorf("the provenance of %s is signed by %s, which kokumi-public-keys does not list (%v)", p.Name, p.Spec.Provenance.KeyID, keys.IDs())
 	}
-	layers, err := store.Records(context.Background(), repository, digest, keys)
+	repo, err := bundledClient(t, registryCredentials(t).Puller).Repository(repository)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range layers {
-		if l.Digest == p.Spec.Provenance.Digest {
+	tag, err := record.AttestationTag(digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, data, err := oras.FetchBytes(ctx, repo, tag, oras.DefaultFetchBytesOptions)
+	if err != nil {
+		t.Fatalf("read %s:%s: %v", repository, tag, err)
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.Layers {
+		if l.Digest.String() == p.Spec.Provenance.Digest && l.Annotations[record.AnnotationPredicateType] == record.ProvenancePredicateType {
 			return
 		}
 	}
-	t.Errorf("the artifact %s@%s carries no attestation %s", repository, digest, p.Spec.Provenance.Digest)
+	t.Errorf("the artifact %s@%s carries no provenance %s", repository, digest, p.Spec.Provenance.Digest)
 }
