@@ -253,6 +253,14 @@ type EnvironmentSpec struct {
 	// +optional
 	Verify []Verification `json:"verify,omitempty"`
 
+	// SignedSources admits only Preparations whose source and every image were verified, at
+	// their render, as signed by keys of these ConfigMaps (Kokumi's namespace, labelled
+	// delivery.kokumi.dev/trusted-keys=true): a Serving of the Environment deploys no other,
+	// promoted by hand or automatically. The Products rendered for it must ask for verification
+	// (spec.verify) with such keys.
+	// +optional
+	SignedSources *VerifySpec `json:"signedSources,omitempty"`
+
 	// Approval asks for people's approval before a release rolls out to the Environment.
 	// +optional
 	Approval *ApprovalPolicy `json:"approval,omitempty"`

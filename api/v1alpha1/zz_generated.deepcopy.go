@@ -276,6 +276,11 @@ func (in *EnvironmentSpec) DeepCopyInto(out *EnvironmentSpec) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.SignedSources != nil {
+		in, out := &in.SignedSources, &out.SignedSources
+		*out = new(VerifySpec)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.Approval != nil {
 		in, out := &in.Approval, &out.Approval
 		*out = new(ApprovalPolicy)

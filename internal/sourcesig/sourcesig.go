@@ -22,12 +22,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/oci"
@@ -258,4 +261,40 @@ func Repository(image string) (string, error) {
 		return "", fmt.Errorf("image %s: %w", image, err)
 	}
 	return ref.Context().Name(), nil
+}
+
+// TrustedKeys reads the public keys of the ConfigMaps names of namespace (Kokumi's): only
+// ConfigMaps an admin labelled deliveryv1alpha1.TrustedKeysLabel=true count, so that a tenant
+// can name no key of its own; each *.pub entry is a PEM ECDSA public key. field names what
+// asked for them (spec.verify.publicKeys of Product x) in the errors, which say the fix.
+func TrustedKeys(ctx context.Context, reader client.Reader, namespace, field string, names []string) (record.TrustedKeys, error) {
+	var pems [][]byte
+	for _, n := range names {
+		what := fmt.Sprintf("%s names ConfigMap %s/%s", field, namespace, n)
+		var cm corev1.ConfigMap
+		if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: n}, &cm); err != nil {
+			return record.TrustedKeys{}, fmt.Errorf("%s: %w: ask an admin to create it, or fix the name", what, err)
+		}
+		if cm.Labels[deliveryv1alpha1.TrustedKeysLabel] != "true" {
+			return record.TrustedKeys{}, fmt.Errorf("%s, which is not labelled %s=true: only ConfigMaps an admin marks hold keys to trust", what, deliveryv1alpha1.TrustedKeysLabel)
+		}
+		entries := make([]string, 0, len(cm.Data))
+		for k := range cm.Data {
+			if strings.HasSuffix(k, ".pub") {
+				entries = append(entries, k)
+			}
+		}
+		if len(entries) == 0 {
+			return record.TrustedKeys{}, fmt.Errorf("%s, which has no *.pub entry: ask an admin to add the publisher's public key", what)
+		}
+		slices.Sort(entries)
+		for _, k := range entries {
+			pems = append(pems, []byte(cm.Data[k]))
+		}
+	}
+	keys, err := record.ParseTrustedKeys(pems...)
+	if err != nil {
+		return record.TrustedKeys{}, fmt.Errorf("%s: %w: each *.pub entry must be a PEM ECDSA public key", field, err)
+	}
+	return keys, nil
 }

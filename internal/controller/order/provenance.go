@@ -12,7 +12,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/sourcesig"
 )
 
-// +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=configmaps,verbs=get;create;update;patch
+// +kubebuilder:rbac:groups="",namespace=kokumi-system,resources=configmaps,verbs=get;create;update
 
 // attachProvenance signs the render's SLSA provenance with Kokumi's key and attaches it to the
 // artifact just pushed (docs/verified-sources.md), before the Preparation is made: a
@@ -21,7 +21,7 @@ import (
 func (r *Reconciler) attachProvenance(ctx context.Context, b *build.Builder, order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Product,
 	in build.Input, built *build.Built, repository, artifactDigest, parent string, verified []sourcesig.Result) (*deliveryv1alpha1.PreparationProvenance, *failure) {
 	keys := &record.Keys{Client: r.Client, Reader: r.APIReader, Namespace: r.Config.Namespace}
-	signer, err := keys.Ensure(ctx)
+	signer, err := keys.Signer(ctx)
 	if err != nil {
 		return nil, &failure{deliveryv1alpha1.ReasonPushFailed, fmt.Sprintf("sign the provenance of %s@%s: %v", repository, artifactDigest, err)}
 	}

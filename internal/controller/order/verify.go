@@ -3,10 +3,8 @@ package order
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	deliveryv1alpha1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -58,42 +56,15 @@ func (r *Reconciler) verifySources(ctx context.Context, sources *oci.Client, pro
 }
 
 // trustedKeys reads the public keys of the ConfigMaps spec.verify names from Kokumi's
-// namespace: only those an admin labelled as trusted keys count, so that a tenant can name
-// no key of its own.
+// namespace (sourcesig.TrustedKeys).
 func (r *Reconciler) trustedKeys(ctx context.Context, product *deliveryv1alpha1.Product) (record.TrustedKeys, *failure) {
 	var reader client.Reader = r.Client
 	if r.APIReader != nil {
 		reader = r.APIReader
 	}
-	var pems [][]byte
-	for _, n := range product.Spec.Verify.PublicKeys {
-		fix := fmt.Sprintf("spec.verify.publicKeys of Product %s names ConfigMap %s/%s", product.Name, r.Config.Namespace, n)
-		var cm corev1.ConfigMap
-		if err := reader.Get(ctx, client.ObjectKey{Namespace: r.Config.Namespace, Name: n}, &cm); err != nil {
-			return record.TrustedKeys{}, &failure{deliveryv1alpha1.ReasonTrustedKeysInvalid, fmt.Sprintf("%s: %v: ask an admin to create it, or fix the name", fix, err)}
-		}
-		if cm.Labels[deliveryv1alpha1.TrustedKeysLabel] != "true" {
-			return record.TrustedKeys{}, &failure{deliveryv1alpha1.ReasonTrustedKeysInvalid, fmt.Sprintf(
-				"%s, which is not labelled %s=true: only ConfigMaps an admin marks hold keys a Product may trust", fix, deliveryv1alpha1.TrustedKeysLabel)}
-		}
-		entries := make([]string, 0, len(cm.Data))
-		for k := range cm.Data {
-			if strings.HasSuffix(k, ".pub") {
-				entries = append(entries, k)
-			}
-		}
-		if len(entries) == 0 {
-			return record.TrustedKeys{}, &failure{deliveryv1alpha1.ReasonTrustedKeysInvalid, fix + ", which has no *.pub entry: ask an admin to add the publisher's public key"}
-		}
-		slices.Sort(entries)
-		for _, k := range entries {
-			pems = append(pems, []byte(cm.Data[k]))
-		}
-	}
-	keys, err := record.ParseTrustedKeys(pems...)
+	keys, err := sourcesig.TrustedKeys(ctx, reader, r.Config.Namespace, "spec.verify.publicKeys of Product "+product.Name, product.Spec.Verify.PublicKeys)
 	if err != nil {
-		return record.TrustedKeys{}, &failure{deliveryv1alpha1.ReasonTrustedKeysInvalid, fmt.Sprintf(
-			"spec.verify.publicKeys of Product %s: %v: each *.pub entry must be a PEM ECDSA public key", product.Name, err)}
+		return record.TrustedKeys{}, &failure{deliveryv1alpha1.ReasonTrustedKeysInvalid, err.Error()}
 	}
 	return keys, nil
 }
