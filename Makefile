@@ -158,8 +158,8 @@ bench-render: build test-assets ## Measure Kokumi's renders when 100 and 1,000 O
 	go run ./hack/benchrender -n 100,1000 --kokumi $(BIN)/kokumi --out $(BIN)/bench-render.md
 
 .PHONY: bench-verify
-bench-verify: test-assets ## Measure what Product.spec.verify adds to a render of a chart and two images: the first verification, and p50/p95 of an unchanged, verified input's check (docs/verified-sources.md).
-	go test ./internal/sourcesig -run '^$$' -bench BenchmarkVerifyARender -benchtime 200x
+bench-verify: test-assets ## Measure what Product.spec.verify adds to a render of a chart and two images (the first verification; p50/p95 of an unchanged, verified input's check) and what signing and attaching the provenance adds to a new render (docs/verified-sources.md).
+	go test ./internal/sourcesig ./internal/provenance -run '^$$' -bench 'BenchmarkVerifyARender|BenchmarkAttach' -benchtime 200x
 
 FUZZTIME ?= 10s
 

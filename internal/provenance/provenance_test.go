@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,4 +136,25 @@ func predicateOf(t *testing.T, out string) provenance.Predicate {
 		t.Fatalf("cosign printed %d statements, want 1:\n%s", len(found), out)
 	}
 	return found[0]
+}
+
+// BenchmarkAttach measures what the provenance adds to a render that makes a Preparation:
+// signing it and attaching it to a new artifact in a registry on loopback (`make bench-verify`).
+func BenchmarkAttach(b *testing.B) {
+	reg := ocitest.Start(b)
+	repo := ocitest.Repo(reg, "kokumi/team-a/shop")
+	signer := recordtest.NewSigner(b)
+	store := &record.Store{Client: &oci.Client{}}
+	artifacts := make([]string, b.N)
+	for i := range artifacts {
+		artifacts[i] = ocitest.PushBundle(b, repo, fmt.Sprintf("v%d", i), map[string]string{"manifests.yaml": fmt.Sprintf("kind: ConfigMap # %d\n", i)})
+	}
+	render := provenance.Render{Namespace: "team-a", Order: "shop", Product: "shop", SourceURL: "oci://" + reg.Addr + "/charts/shop",
+		SourceDigest: "sha256:" + strings.Repeat("a", 64), TargetNamespace: "shop"}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := provenance.Attach(context.Background(), store, signer, repo, artifacts[i], render); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
