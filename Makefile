@@ -157,6 +157,10 @@ bench-stall: build test-assets ## Measure a tenant's promotion to 100 clusters w
 bench-render: build test-assets ## Measure Kokumi's renders when 100 and 1,000 Orders over 100 namespaces move to a new chart version, against a bare pipeline doing the same work (docs/performance.md); the table goes to bin/bench-render.md.
 	go run ./hack/benchrender -n 100,1000 --kokumi $(BIN)/kokumi --out $(BIN)/bench-render.md
 
+.PHONY: bench-verify
+bench-verify: test-assets ## Measure what Product.spec.verify adds to a render of a chart and two images (the first verification; p50/p95 of an unchanged, verified input's check) and what signing and attaching the provenance adds to a new render (docs/verified-sources.md).
+	go test ./internal/sourcesig ./internal/provenance -run '^$$' -bench 'BenchmarkVerifyARender|BenchmarkAttach' -benchtime 200x
+
 FUZZTIME ?= 10s
 
 .PHONY: fuzz

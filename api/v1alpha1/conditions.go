@@ -44,6 +44,18 @@ const (
 	// ReasonRegistryNotAllowed: the source, an image or the vendor registry is on a registry an
 	// admin does not allow (--allowed-registries); nothing was fetched from it.
 	ReasonRegistryNotAllowed = "RegistryNotAllowed"
+	// ReasonSignatureMissing: the Product asks for verified sources (spec.verify) and the source
+	// or a pinned image has no cosign signature; no Preparation was made.
+	ReasonSignatureMissing = "SignatureMissing"
+	// ReasonSignatureInvalid: a signature of the source or of a pinned image does not read or is
+	// about another digest (tampered with, or copied from another artifact).
+	ReasonSignatureInvalid = "SignatureInvalid"
+	// ReasonUntrustedSigner: the source or a pinned image is signed, but by none of the keys
+	// spec.verify trusts.
+	ReasonUntrustedSigner = "UntrustedSigner"
+	// ReasonTrustedKeysInvalid: spec.verify names a key ConfigMap that is missing, not marked
+	// trusted by an admin, or holds no public key.
+	ReasonTrustedKeysInvalid = "TrustedKeysInvalid"
 )
 
 // Serving Ready reasons.

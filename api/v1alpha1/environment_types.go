@@ -253,6 +253,14 @@ type EnvironmentSpec struct {
 	// +optional
 	Verify []Verification `json:"verify,omitempty"`
 
+	// SignedSources admits only Preparations whose source and every image were verified, at
+	// their render, as signed by keys of these ConfigMaps (Kokumi's namespace, labelled
+	// delivery.kokumi.dev/trusted-keys=true): a Serving of the Environment deploys no other,
+	// promoted by hand or automatically. The Products rendered for it must ask for verification
+	// (spec.verify) with such keys.
+	// +optional
+	SignedSources *VerifySpec `json:"signedSources,omitempty"`
+
 	// Approval asks for people's approval before a release rolls out to the Environment.
 	// +optional
 	Approval *ApprovalPolicy `json:"approval,omitempty"`
@@ -294,7 +302,7 @@ type EnvironmentStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=env,categories=kokumi
-// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=3"
+// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=4"
 // +kubebuilder:printcolumn:name="Project",type=string,JSONPath=`.spec.project`
 // +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusters`
 // +kubebuilder:printcolumn:name="Ready-Clusters",type=integer,JSONPath=`.status.readyClusters`

@@ -138,6 +138,48 @@ type PreparationSpec struct {
 	// +kubebuilder:validation:MaxLength=128
 	// +optional
 	ParentDigest string `json:"parentDigest,omitempty"`
+
+	// Provenance is the render's signed SLSA v1 provenance, attached to the artifact in cosign's
+	// attestation layout. Absent on Preparations rendered before Kokumi wrote one.
+	// +optional
+	Provenance *PreparationProvenance `json:"provenance,omitempty"`
+}
+
+// SourceVerification says how a Preparation's inputs were verified.
+// +kubebuilder:validation:Enum=Verified;NotAsked
+type SourceVerification string
+
+const (
+	// SourcesVerified: the Product asked (spec.verify) and a trusted key signed the source and
+	// every image pinned.
+	SourcesVerified SourceVerification = "Verified"
+	// SourcesNotAsked: the Product asked no verification; nothing was checked.
+	SourcesNotAsked SourceVerification = "NotAsked"
+)
+
+// PreparationProvenance points at a Preparation's signed provenance, for people: Kokumi and
+// cosign read and verify the provenance itself in the registry.
+type PreparationProvenance struct {
+	// Digest is the digest of the DSSE envelope attached to the artifact.
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	Digest string `json:"digest"`
+
+	// KeyID is the id of Kokumi's key that signed it.
+	// +kubebuilder:validation:MaxLength=64
+	// +required
+	KeyID string `json:"keyID"`
+
+	// Sources says whether the source and images were verified.
+	// +required
+	Sources SourceVerification `json:"sources"`
+
+	// VerifiedBy are the ids of the keys that signed the inputs, sorted.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=64
+	// +optional
+	VerifiedBy []string `json:"verifiedBy,omitempty"`
 }
 
 // DeploymentRecord is a signed record that a Preparation ran healthily on some clusters.
@@ -200,7 +242,7 @@ type PreparationStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=prep,categories=kokumi
-// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=3"
+// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=4"
 // +kubebuilder:printcolumn:name="Order",type=string,JSONPath=`.spec.orderRef.name`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.source.version`
 // +kubebuilder:printcolumn:name="Target-Namespace",type=string,JSONPath=`.spec.targetNamespace`

@@ -95,6 +95,41 @@ type ProductSpec struct {
 	// Images says where images are pulled from.
 	// +optional
 	Images ImageSpec `json:"images,omitempty"`
+
+	// Verify asks that the source and every image the render pins be signed by a key an admin
+	// trusts (cosign, key-based). An input that is not never makes a Preparation: the Order
+	// says which input, its digest and why, and the Serving keeps what it runs.
+	// +optional
+	Verify *VerifySpec `json:"verify,omitempty"`
+}
+
+// TrustedKeysLabel marks a ConfigMap of Kokumi's namespace as a set of public keys that
+// Products may name in spec.verify.publicKeys; only an admin writes there.
+const TrustedKeysLabel = "delivery.kokumi.dev/trusted-keys"
+
+// VerifySpec says which keys must have signed a Product's inputs. Signatures are read in
+// cosign's layout (the tag sha256-<digest>.sig of the input's repository), as `cosign sign
+// --key` writes them.
+// +kubebuilder:validation:XValidation:rule="!has(self.keyless)",message="spec.verify.keyless: keyless verification (certificate identity and issuer) is not supported: Kokumi verifies cosign key-based signatures only; remove keyless and list the publishers' public keys in spec.verify.publicKeys"
+type VerifySpec struct {
+	// PublicKeys name ConfigMaps in Kokumi's namespace (kokumi-system) that an admin labels
+	// delivery.kokumi.dev/trusted-keys=true; each of their *.pub entries is a PEM public key
+	// (ECDSA P-256, as `cosign generate-key-pair` writes it). The source and each image must
+	// be signed by one of the keys of all the ConfigMaps listed.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	// +required
+	PublicKeys []string `json:"publicKeys"`
+
+	// Keyless is not supported, and refused: it exists so that a Product asking for it is
+	// refused at admission rather than rendered unverified.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +optional
+	Keyless *apiextensionsv1.JSON `json:"keyless,omitempty"`
 }
 
 // Product is what an application is: an OCI Helm chart or manifest bundle, values and image policy.
@@ -103,7 +138,7 @@ type ProductSpec struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=prod,categories=kokumi
-// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=3"
+// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=4"
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.source.url`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.source.version`
 // +kubebuilder:printcolumn:name="Target-Namespace",type=string,JSONPath=`.spec.targetNamespace`,priority=1

@@ -45,6 +45,11 @@ type HistoryEntry struct {
 	Promoted string `json:"promoted,omitempty"`
 	// Deployments are its deployment records, newest first.
 	Deployments []v1.DeploymentRecord `json:"deployments,omitempty"`
+	// Provenance points at its signed provenance and says how its inputs were verified;
+	// absent when it has none.
+	Provenance *v1.PreparationProvenance `json:"provenance,omitempty"`
+	// Custody says the same in a line (view.Custody).
+	Custody string `json:"custody"`
 }
 
 func newHistoryCommand(o *options) *cobra.Command {
@@ -54,8 +59,10 @@ func newHistoryCommand(o *options) *cobra.Command {
 		Short: "List the Preparations of an Order, newest first, and where they ran",
 		Long: `List the Preparations an Order has rendered, newest first: when each was created,
 its artifact's digest, whether it is Ready, the source version it was rendered from,
-how many images it pins, whether the Serving (of the Order's name) runs it now, and its
-deployment records: in which Environment it ran healthily, on how many clusters, when.`,
+how many images it pins, whether the Serving (of the Order's name) runs it now, its
+deployment records (in which Environment it ran healthily, on how many clusters, when), and
+its custody: whether its source and images were verified, by which keys, and which key
+signed its provenance.`,
 		Example: `  # The Preparations of the Order web of namespace shop
   kubectl kokumi history web -n shop
 
@@ -93,6 +100,7 @@ deployment records: in which Environment it ran healthily, on how many clusters,
 					Name: p.Name, Created: p.CreationTimestamp.UTC(), Digest: p.Spec.Artifact.Digest,
 					Ready: readyCondition(p.Status.Conditions), SourceVersion: p.Spec.Source.Version,
 					Images: len(p.Spec.Images), Running: runs.Clusters[p.Name] > 0, Clusters: runs.Clusters[p.Name], Deployments: p.Status.DeploymentRecords,
+					Provenance: p.Spec.Provenance, Custody: view.Custody(p.Spec.Provenance),
 				})
 				if p.Name == runs.Promoted {
 					entries[len(entries)-1].Promoted = runs.PromotedState
@@ -115,7 +123,7 @@ func printHistory(out io.Writer, ns, order string, entries []HistoryEntry, outpu
 	}
 	tw := printers.GetNewTabWriter(out)
 	w := &errWriter{w: tw}
-	w.printf("NAME\tCREATED\tDIGEST\tREADY\tVERSION\tIMAGES\tRUNNING\tPROMOTED\tDEPLOYED\n")
+	w.printf("NAME\tCREATED\tDIGEST\tREADY\tVERSION\tIMAGES\tRUNNING\tPROMOTED\tDEPLOYED\tCUSTODY\n")
 	for _, e := range entries {
 		running := "-"
 		if e.Running {
@@ -124,8 +132,8 @@ func printHistory(out io.Writer, ns, order string, entries []HistoryEntry, outpu
 				running = "1 cluster"
 			}
 		}
-		w.printf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Name, e.Created.UTC().Format(timeFormat), orDash(shortDigest(e.Digest)),
-			e.Ready.Status, orDash(e.SourceVersion), e.Images, running, orDash(e.Promoted), deployments(e.Deployments))
+		w.printf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", e.Name, e.Created.UTC().Format(timeFormat), orDash(shortDigest(e.Digest)),
+			e.Ready.Status, orDash(e.SourceVersion), e.Images, running, orDash(e.Promoted), deployments(e.Deployments), e.Custody)
 	}
 	if w.err != nil {
 		return w.err

@@ -194,6 +194,7 @@ func (o *options) pipeline(ctx context.Context, c client.Client, ns string) *sta
 		Records:         &record.Store{Client: o.registryClient(hosts...)},
 		Keys:            &record.Keys{Client: c, Namespace: o.kokumiNamespace},
 		BundledRegistry: o.bundledRegistry,
+		Namespace:       o.kokumiNamespace,
 	}
 }
 

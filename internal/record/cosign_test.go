@@ -18,29 +18,17 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/internal/record/recordtest"
+	"github.com/kokumi-dev/kokumi/internal/sourcesig/sigtest"
 )
 
 // stockCosigns are the stock cosign commands records are verified with, as `make test-assets`
 // links them: cosign v2 and cosign v3.
 var stockCosigns = []string{"cosign", "cosign-v3"}
 
-// cosignPath finds a cosign `make test-assets` builds, where the test harness finds
-// kube-apiserver: $KUBEBUILDER_ASSETS, else bin/envtest of the checkout (the module's root).
+// cosignPath finds a cosign `make test-assets` builds.
 func cosignPath(t *testing.T, name string) string {
 	t.Helper()
-	dir := os.Getenv("KUBEBUILDER_ASSETS")
-	if dir == "" {
-		gomod, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			t.Fatalf("find the checkout: go env GOMOD: %v", err)
-		}
-		dir = filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "bin", "envtest")
-	}
-	p := filepath.Join(dir, name)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%s is missing at %s: run `make test-assets` (it builds it once into bin/): %v", name, p, err)
-	}
-	return p
+	return sigtest.CosignPath(t, name)
 }
 
 // verifyAttestation runs stock cosign's verify-attestation with the public key against

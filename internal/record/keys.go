@@ -56,7 +56,7 @@ func (k *Keys) reader() client.Reader {
 // the ConfigMap list its public key as cosign.pub and <keyid>.pub, keeping every other *.pub
 // entry. The private key is never logged nor put in an error message.
 func (k *Keys) Ensure(ctx context.Context) (*Signer, error) {
-	signer, err := k.signer(ctx)
+	signer, _, err := k.signer(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -66,8 +66,25 @@ func (k *Keys) Ensure(ctx context.Context) (*Signer, error) {
 	return signer, nil
 }
 
-// signer reads the key from the Secret, creating the Secret first when it is absent.
-func (k *Keys) signer(ctx context.Context) (*Signer, error) {
+// Signer returns the signer, as Ensure does, but lists its public key only when it creates the
+// key: a render's provenance leaves the ConfigMap as an admin left it (one who removed the
+// current key stops trusting what it signed until the next deployment record lists it again).
+func (k *Keys) Signer(ctx context.Context) (*Signer, error) {
+	signer, created, err := k.signer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		if err := k.publish(ctx, signer); err != nil {
+			return nil, err
+		}
+	}
+	return signer, nil
+}
+
+// signer reads the key from the Secret, creating the Secret first when it is absent; created
+// says it did.
+func (k *Keys) signer(ctx context.Context) (_ *Signer, created bool, _ error) {
 	key := types.NamespacedName{Namespace: k.Namespace, Name: SecretName}
 	for attempt := 0; ; attempt++ {
 		var secret corev1.Secret
@@ -75,19 +92,19 @@ func (k *Keys) signer(ctx context.Context) (*Signer, error) {
 		if err == nil {
 			s, err := ParseSigner(secret.Data[SecretKey])
 			if err != nil {
-				return nil, fmt.Errorf("signing key in Secret %s/%s, entry %s: %w (delete the Secret to make a new key)", k.Namespace, SecretName, SecretKey, err)
+				return nil, false, fmt.Errorf("signing key in Secret %s/%s, entry %s: %w (delete the Secret to make a new key)", k.Namespace, SecretName, SecretKey, err)
 			}
-			return s, nil
+			return s, false, nil
 		}
 		if !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("read Secret %s/%s: %w", k.Namespace, SecretName, err)
+			return nil, false, fmt.Errorf("read Secret %s/%s: %w", k.Namespace, SecretName, err)
 		}
 		if attempt > 0 {
-			return nil, fmt.Errorf("signing key Secret %s/%s was created by another writer and is gone again", k.Namespace, SecretName)
+			return nil, false, fmt.Errorf("signing key Secret %s/%s was created by another writer and is gone again", k.Namespace, SecretName)
 		}
 		pemKey, err := GenerateKey()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		secret = corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
@@ -99,11 +116,12 @@ func (k *Keys) signer(ctx context.Context) (*Signer, error) {
 		}
 		err = k.Client.Create(ctx, &secret)
 		if err == nil {
-			return ParseSigner(pemKey)
+			s, err := ParseSigner(pemKey)
+			return s, err == nil, err
 		}
 		if !apierrors.IsAlreadyExists(err) {
 			// The error is the API server's: it never quotes the object's data.
-			return nil, fmt.Errorf("create Secret %s/%s: %w", k.Namespace, SecretName, err)
+			return nil, false, fmt.Errorf("create Secret %s/%s: %w", k.Namespace, SecretName, err)
 		}
 		// Another writer created it first: use theirs.
 	}

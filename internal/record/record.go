@@ -24,6 +24,10 @@ import (
 // PredicateType is the predicate type of a deployment record.
 const PredicateType = "https://kokumi.dev/deployment-record/v1"
 
+// ProvenancePredicateType is SLSA Provenance v1, the predicate type of the provenance Kokumi
+// attaches to every artifact it renders (internal/provenance), next to its records.
+const ProvenancePredicateType = "https://slsa.dev/provenance/v1"
+
 // StatementType is the in-toto Statement type records are written as.
 const StatementType = "https://in-toto.io/Statement/v1"
 
@@ -138,43 +142,55 @@ func splitDigest(d string) (string, error) {
 // returns the DSSE envelope as JSON. The clusters are sorted and the time is in UTC; the same
 // inputs and key always give the same bytes (RFC 6979 signatures).
 func Envelope(ctx context.Context, repository, artifactDigest string, signer *Signer, p Predicate) ([]byte, error) {
-	if signer == nil {
-		return nil, errors.New("sign record: no signer")
-	}
-	hexPart, err := splitDigest(artifactDigest)
-	if err != nil {
-		return nil, fmt.Errorf("sign record: %w", err)
-	}
 	p.Clusters = slices.Clone(p.Clusters)
 	if p.Clusters == nil {
 		p.Clusters = []string{}
 	}
 	slices.Sort(p.Clusters)
 	p.Time = p.Time.UTC()
-	pred, err := json.Marshal(p)
+	out, err := SignStatement(ctx, repository, artifactDigest, signer, PredicateType, p)
 	if err != nil {
-		return nil, fmt.Errorf("sign record: marshal predicate: %w", err)
+		return nil, fmt.Errorf("sign record: %w", err)
+	}
+	return out, nil
+}
+
+// SignStatement signs an in-toto Statement v1 about the artifact repository@artifactDigest with
+// the predicate type and predicate (marshalled as JSON), as a DSSE envelope the way `cosign
+// attest` signs one, and returns the envelope as JSON. The same inputs and key always give the
+// same bytes.
+func SignStatement(ctx context.Context, repository, artifactDigest string, signer *Signer, predicateType string, predicate any) ([]byte, error) {
+	if signer == nil {
+		return nil, errors.New("sign statement: no signer")
+	}
+	hexPart, err := splitDigest(artifactDigest)
+	if err != nil {
+		return nil, fmt.Errorf("sign statement: %w", err)
+	}
+	pred, err := json.Marshal(predicate)
+	if err != nil {
+		return nil, fmt.Errorf("sign statement: marshal predicate: %w", err)
 	}
 	body, err := json.Marshal(statement{
 		Type:          StatementType,
 		Subject:       []subject{{Name: repository, Digest: map[string]string{"sha256": hexPart}}},
-		PredicateType: PredicateType,
+		PredicateType: predicateType,
 		Predicate:     pred,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sign record: marshal statement: %w", err)
+		return nil, fmt.Errorf("sign statement: marshal statement: %w", err)
 	}
 	es, err := dsse.NewEnvelopeSigner(dsseSigner{signer})
 	if err != nil {
-		return nil, fmt.Errorf("sign record: %w", err)
+		return nil, fmt.Errorf("sign statement: %w", err)
 	}
 	env, err := es.SignPayload(ctx, PayloadType, body)
 	if err != nil {
-		return nil, fmt.Errorf("sign record: %w", err)
+		return nil, fmt.Errorf("sign statement: %w", err)
 	}
 	out, err := json.Marshal(env)
 	if err != nil {
-		return nil, fmt.Errorf("sign record: marshal envelope: %w", err)
+		return nil, fmt.Errorf("sign statement: marshal envelope: %w", err)
 	}
 	return out, nil
 }

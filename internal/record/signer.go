@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 )
@@ -161,6 +162,25 @@ func (t TrustedKeys) IDs() []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// Set names the key set: its key ids, sorted, joined by commas. Two sets with the same keys have
+// the same name; a cache of what a set verified is keyed by it.
+func (t TrustedKeys) Set() string { return strings.Join(t.IDs(), ",") }
+
+// Len is how many keys are trusted.
+func (t TrustedKeys) Len() int { return len(t.keys) }
+
+// VerifySignature checks an ASN.1 ECDSA signature over the SHA-256 of data, as `cosign sign`
+// makes it, against each key in key id order, and returns the id of the key that made it.
+func (t TrustedKeys) VerifySignature(data, sig []byte) (keyID string, ok bool) {
+	sum := sha256.Sum256(data)
+	for _, id := range t.IDs() {
+		if ecdsa.VerifyASN1(t.keys[id], sum[:], sig) {
+			return id, true
+		}
+	}
+	return "", false
 }
 
 // verifiers are the keys as DSSE verifiers, in key id order.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -81,6 +80,14 @@ func (s *Store) Attach(ctx context.Context, repository, artifactDigest string, s
 	if err != nil {
 		return "", err
 	}
+	return s.AttachEnvelope(ctx, repository, artifactDigest, PredicateType, envelope)
+}
+
+// AttachEnvelope appends a signed DSSE envelope of an in-toto Statement about the artifact
+// repository@artifactDigest, whose predicate type is predicateType, to the artifact's
+// attestation image (cosign's layout), creating that image if needed, and returns its digest
+// (the layer digest). An envelope already attached is not added again.
+func (s *Store) AttachEnvelope(ctx context.Context, repository, artifactDigest, predicateType string, envelope []byte) (string, error) {
 	layer := static.NewLayer(envelope, MediaTypeEnvelope)
 	ld, err := layer.Digest()
 	if err != nil {
@@ -120,7 +127,7 @@ func (s *Store) Attach(ctx context.Context, repository, artifactDigest string, s
 		}
 		img, err := mutate.Append(base, mutate.Addendum{
 			Layer:       layer,
-			Annotations: map[string]string{AnnotationSignature: "", AnnotationPredicateType: PredicateType},
+			Annotations: map[string]string{AnnotationSignature: "", AnnotationPredicateType: predicateType},
 			MediaType:   MediaTypeEnvelope,
 		})
 		if err != nil {
@@ -216,7 +223,8 @@ func (s *Store) attestations(tag name.Tag, opts []remote.Option) (v1.Image, erro
 // Records fetches every record attached to the artifact repository@artifactDigest and verifies
 // each with keys (signature, statement type, predicate type, subject digest). An artifact
 // without attestations has no records. Attestations that are not Kokumi records are listed,
-// unverified, without being fetched.
+// unverified, without being fetched; SLSA provenance (ProvenancePredicateType), which every
+// render attaches, is left out.
 func (s *Store) Records(ctx context.Context, repository, artifactDigest string, keys TrustedKeys) ([]Record, error) {
 	tagName, err := AttestationTag(artifactDigest)
 	if err != nil {
@@ -238,12 +246,15 @@ func (s *Store) Records(ctx context.Context, repository, artifactDigest string, 
 	if err != nil {
 		return nil, fmt.Errorf("read records of %s@%s: %w", repository, artifactDigest, err)
 	}
-	keyIDs := strings.Join(keys.IDs(), ",")
+	keyIDs := keys.Set()
 	records := make([]Record, 0, len(m.Layers))
 	for _, l := range m.Layers {
 		if l.MediaType != MediaTypeEnvelope {
 			records = append(records, Record{Digest: l.Digest.String(), Problem: fmt.Sprintf("not a Kokumi record (media type %q)", l.MediaType)})
 			continue
+		}
+		if l.Annotations[AnnotationPredicateType] == ProvenancePredicateType {
+			continue // a render's provenance, no record
 		}
 		if pt, ok := l.Annotations[AnnotationPredicateType]; ok && pt != PredicateType {
 			records = append(records, Record{Digest: l.Digest.String(), Problem: fmt.Sprintf("not a Kokumi record (predicate type %q)", pt)})

@@ -80,6 +80,7 @@ func promotionOf(sv *v1.Serving, order *v1.Order, preps []v1.Preparation) *view.
 			TargetNamespace: prep.Spec.TargetNamespace, Ready: view.ReadyOf(prep.Status.Conditions),
 			Promoted: prep.Name == sv.Spec.PreparationName, Running: runs.Clusters[prep.Name], Label: runs.Label(prep.Name),
 			Deployments: deploymentsOf(&prep),
+			Custody:     view.Custody(prep.Spec.Provenance),
 		})
 	}
 	if order != nil {

@@ -7,6 +7,8 @@ package stages
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -26,6 +28,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
+	"github.com/kokumi-dev/kokumi/internal/sourcesig"
 )
 
 // TrustedKeySource lists the public keys whose records Kokumi trusts.
@@ -46,6 +49,10 @@ type Pipeline struct {
 	Now func() time.Time
 	// BundledRegistry is the bundled registry's address now (see ArtifactLocation).
 	BundledRegistry string
+	// Namespace is Kokumi's namespace, where the key ConfigMaps of spec.signedSources are.
+	Namespace string
+	// KeyReader reads them; nil means Client.
+	KeyReader client.Reader
 }
 
 // NewPipeline returns the Pipeline of a Kokumi installation: records in the registries Kokumi
@@ -61,6 +68,8 @@ func NewPipeline(c client.Client, reader client.Reader, cfg config.Config) *Pipe
 		Keys:    &record.Keys{Client: c, Reader: reader, Namespace: cfg.Namespace},
 
 		BundledRegistry: cfg.BundledRegistry,
+		Namespace:       cfg.Namespace,
+		KeyReader:       reader,
 	}
 }
 
@@ -78,6 +87,13 @@ func (p *Pipeline) Check(ctx context.Context, namespace, environment string, pre
 	var envs v1.EnvironmentList
 	if err := p.Client.List(ctx, &envs, client.InNamespace(namespace)); err != nil {
 		return promotion.Verdict{}, fmt.Errorf("list Environments of namespace %s: %w", namespace, err)
+	}
+	for i := range envs.Items {
+		if e := &envs.Items[i]; e.Name == environment && e.Spec.SignedSources != nil {
+			if verdict := p.signedSources(ctx, e, prep); !verdict.Allowed {
+				return verdict, nil
+			}
+		}
 	}
 	graph := promotion.NewGraph(envs.Items)
 	in := graph.Input(namespace, environment, ReleaseOf(prep), p.now())
@@ -111,6 +127,36 @@ func (p *Pipeline) Check(ctx context.Context, namespace, environment string, pre
 		}
 	}
 	return promotion.Evaluate(in), nil
+}
+
+// signedSources admits prep to Environment env, which asks for signed sources, only when its
+// render verified its source and every image, each signed by a key of env's ConfigMaps: its
+// spec.provenance, which only Kokumi writes, says which keys signed them.
+func (p *Pipeline) signedSources(ctx context.Context, env *v1.Environment, prep *v1.Preparation) promotion.Verdict {
+	reader := p.KeyReader
+	if reader == nil {
+		reader = p.Client
+	}
+	field := "spec.signedSources.publicKeys of Environment " + env.Name
+	keys, err := sourcesig.TrustedKeys(ctx, reader, p.Namespace, field, env.Spec.SignedSources.PublicKeys)
+	if err != nil {
+		return promotion.Verdict{Message: fmt.Sprintf("Environment %s admits only signed sources, and its keys cannot be read: %v", env.Name, err)}
+	}
+	want := fmt.Sprintf("Environment %s admits only Preparations whose source and images were verified as signed by keys of %s (%s)",
+		env.Name, strings.Join(env.Spec.SignedSources.PublicKeys, ", "), keys.Set())
+	pv := prep.Spec.Provenance
+	switch {
+	case pv == nil || pv.Sources != v1.SourcesVerified:
+		return promotion.Verdict{Message: fmt.Sprintf("%s; %s was rendered without verification: ask for it in its Product's spec.verify", want, prep.Name)}
+	case len(pv.VerifiedBy) == 0:
+		return promotion.Verdict{Message: fmt.Sprintf("%s; %s names no key that signed its inputs", want, prep.Name)}
+	}
+	for _, id := range pv.VerifiedBy {
+		if !slices.Contains(keys.IDs(), id) {
+			return promotion.Verdict{Message: fmt.Sprintf("%s; an input of %s was signed by key %s: have its Product's spec.verify trust only keys of the Environment", want, prep.Name, id)}
+		}
+	}
+	return promotion.Verdict{Allowed: true}
 }
 
 // run reads what Order o runs: its Serving's Preparation, whether it is Deployed and since

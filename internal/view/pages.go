@@ -128,6 +128,8 @@ type PreparationSummary struct {
 	// Deployments are the deployment records of its status, newest first, at most
 	// MaxDeployments: the history of where it was deployed, and when.
 	Deployments []DeploymentSummary `json:"deployments"`
+	// Custody says how its inputs were verified and who signed its provenance (Custody).
+	Custody string `json:"custody"`
 }
 
 // Can says whether the person who asks may do an action, as RBAC answers it

@@ -168,3 +168,18 @@ func TestAServingShowsWhenItsRevisionWasDeployed(t *testing.T) {
 		t.Errorf("a Progressing Serving shows deployed since %v", got)
 	}
 }
+
+func TestCustodySaysWhatAPreparationsProvenanceClaims(t *testing.T) {
+	for _, c := range []struct {
+		p    *v1.PreparationProvenance
+		want string
+	}{
+		{nil, "no provenance: rendered before Kokumi signed one; sources not verified"},
+		{&v1.PreparationProvenance{KeyID: "k1", Sources: v1.SourcesNotAsked}, "sources not verified (the Product asks none); provenance signed by key k1"},
+		{&v1.PreparationProvenance{KeyID: "k1", Sources: v1.SourcesVerified, VerifiedBy: []string{"a", "b"}}, "sources verified by key a, b; provenance signed by key k1"},
+	} {
+		if got := Custody(c.p); got != c.want {
+			t.Errorf("Custody(%+v) = %q, want %q", c.p, got, c.want)
+		}
+	}
+}

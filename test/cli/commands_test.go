@@ -343,7 +343,7 @@ func TestAViewerCannotPromote(t *testing.T) {
 
 // lineage creates, a second apart, the Preparations of Order web: web-1 (deployed to prod:
 // it has a record), web-2 (deployed, never healthy: no record), web-3 (deployed), web-4 (the
-// one the Serving runs, deployed), web-5 (newest, never promoted, Ready False).
+// one the Serving runs, deployed, whose sources were verified), web-5 (newest, never promoted, Ready False).
 func lineage(t *testing.T, ns string) {
 	t.Helper()
 	order(t, ns, "web", "prod", v1.PromotionManual)
@@ -352,7 +352,8 @@ func lineage(t *testing.T, ns string) {
 		{version: "6.1.0", records: []v1.DeploymentRecord{record(3, now.Add(-72*time.Hour))}, images: []v1.ImagePin{{Original: "a:1", Pinned: "a@" + digest("a")}}},
 		{version: "6.2.0"},
 		{version: "6.3.0", records: []v1.DeploymentRecord{record(2, now.Add(-24*time.Hour)), record(1, now.Add(-48*time.Hour))}},
-		{version: "6.4.0", records: []v1.DeploymentRecord{record(3, now.Add(-time.Hour))}},
+		{version: "6.4.0", records: []v1.DeploymentRecord{record(3, now.Add(-time.Hour))},
+			provenance: &v1.PreparationProvenance{Digest: digest("e"), KeyID: "00000000000000aa", Sources: v1.SourcesVerified, VerifiedBy: []string{"00000000000000bb"}}},
 		{version: "6.5.0", ready: metav1.ConditionFalse, reason: v1.ReasonRenderFailed},
 	}
 	for i, s := range specs {
@@ -393,7 +394,7 @@ func TestHistoryListsTheOrdersPreparationsNewestFirst(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	table := rows(r.stdout, "NAME")
-	if len(table) != 6 || strings.Join(table[0], " ") != "NAME CREATED DIGEST READY VERSION IMAGES RUNNING PROMOTED DEPLOYED" {
+	if len(table) != 6 || strings.Join(table[0], " ") != "NAME CREATED DIGEST READY VERSION IMAGES RUNNING PROMOTED DEPLOYED CUSTODY" {
 		t.Fatalf("table %q, want a header and web's five Preparations", table)
 	}
 	var names []string
@@ -409,15 +410,18 @@ func TestHistoryListsTheOrdersPreparationsNewestFirst(t *testing.T) {
 			return row[2] == strings.Repeat("5", 12) && row[3] == "False" && row[4] == "6.5.0" && row[6] == "-" && row[7] == "-" && row[8] == "-"
 		},
 		"web-4": func(row []string) bool {
-			return row[3] == "True" && row[6] == "3 clusters" && row[7] == "deployed" && strings.HasPrefix(row[8], "prod 3 clusters "+day(time.Hour)) && strings.HasSuffix(row[8], " UTC")
+			return row[3] == "True" && row[6] == "3 clusters" && row[7] == "deployed" && strings.HasPrefix(row[8], "prod 3 clusters "+day(time.Hour)) && strings.HasSuffix(row[8], " UTC") &&
+				row[9] == "sources verified by key 00000000000000bb; provenance signed by key 00000000000000aa"
 		},
 		"web-3": func(row []string) bool {
 			return row[6] == "-" && row[7] == "-" && strings.HasPrefix(row[8], "prod 2 clusters "+day(24*time.Hour)) && strings.Contains(row[8], "; prod 1 cluster "+day(48*time.Hour))
 		},
-		"web-1": func(row []string) bool { return row[5] == "1" && row[4] == "6.1.0" },
+		"web-1": func(row []string) bool {
+			return row[5] == "1" && row[4] == "6.1.0" && row[9] == "no provenance: rendered before Kokumi signed one; sources not verified"
+		},
 	}
 	for _, row := range table[1:] {
-		if check, ok := checks[row[0]]; ok && (len(row) != 9 || !check(row)) {
+		if check, ok := checks[row[0]]; ok && (len(row) != 10 || !check(row)) {
 			t.Errorf("row %q", row)
 		}
 		if _, err := time.Parse("2006-01-02 15:04:05 UTC", row[1]); err != nil {
@@ -428,7 +432,8 @@ func TestHistoryListsTheOrdersPreparationsNewestFirst(t *testing.T) {
 	r = kubectlKokumi(t, "history", "web", "-n", ns, "-o", "json")
 	var entries []cli.HistoryEntry
 	must(t, json.Unmarshal([]byte(r.stdout), &entries))
-	if len(entries) != 5 || !entries[1].Running || len(entries[2].Deployments) != 2 || entries[2].Deployments[0].Clusters != 2 || entries[4].Images != 1 {
+	if len(entries) != 5 || !entries[1].Running || len(entries[2].Deployments) != 2 || entries[2].Deployments[0].Clusters != 2 || entries[4].Images != 1 ||
+		entries[1].Provenance == nil || entries[1].Provenance.Sources != v1.SourcesVerified || entries[0].Provenance != nil {
 		t.Errorf("json %+v", entries)
 	}
 }

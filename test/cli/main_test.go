@@ -151,6 +151,8 @@ type prepSpec struct {
 	ready   metav1.ConditionStatus
 	reason  string
 	records []v1.DeploymentRecord
+	// provenance is spec.provenance; nil for none.
+	provenance *v1.PreparationProvenance
 }
 
 // digest is a sha256 digest of one repeated hex digit.
@@ -180,7 +182,7 @@ func preparation(t *testing.T, ns, name string, p prepSpec) {
 		Source:          v1.PreparationSource{URL: "oci://ghcr.io/stefanprodan/charts/podinfo", Version: p.version, Digest: digest("5")},
 		TargetNamespace: p.targetNamespace, Images: p.images,
 		Artifact:   v1.Artifact{Ref: "oci://" + p.repository + "@" + p.digest, Digest: p.digest},
-		ConfigHash: p.configHash, ConfigurationDigest: p.values,
+		ConfigHash: p.configHash, ConfigurationDigest: p.values, Provenance: p.provenance,
 	}}
 	must(t, env.Client.Create(ctx, prep))
 	if p.ready != "" {

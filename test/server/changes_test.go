@@ -308,6 +308,9 @@ func TestRollbackDeploysWhatRanBeforeAndTheServingPageSaysWhat(t *testing.T) {
 	if deps := byName["web-2"].Deployments; deps == nil || len(deps) != 0 {
 		t.Errorf("web-2's deployments %+v, want none", deps)
 	}
+	if c := byName["web-2"].Custody; !strings.HasPrefix(c, "no provenance") {
+		t.Errorf("web-2's custody %q, want it to say it has no provenance", c)
+	}
 
 	path := servingPath(ns, "web") + "/rollback"
 	// A viewer may not roll back.

@@ -40,6 +40,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/preparation/recipe"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/shard"
+	"github.com/kokumi-dev/kokumi/internal/sourcesig"
 	"github.com/kokumi-dev/kokumi/internal/stages"
 	"github.com/kokumi-dev/kokumi/internal/text"
 	"github.com/kokumi-dev/kokumi/internal/whoami"
@@ -103,6 +104,8 @@ type Reconciler struct {
 	// every Order (tagCache).
 	tags     *images.TagCache
 	tagsOnce sync.Once
+	// verifier checks the inputs' signatures when a Product asks (verify.go).
+	verifier sourcesig.Verifier
 }
 
 // Setup registers the Order reconciler, whose Automatic promotions pass gate.
@@ -369,6 +372,11 @@ func (r *Reconciler) prepare(ctx context.Context, order *v1.Order, product *v1.P
 		return nil, f
 	}
 	if current != nil {
+		// Verified sources (verify.go): the inputs of an unchanged render are checked again,
+		// from the cache unless a signature or the trusted keys changed.
+		if _, f := r.verifySources(ctx, b.Sources, product, current.Spec.Source.URL, current.Spec.Source.Digest, pinsOf(current)); f != nil {
+			return nil, f
+		}
 		// A crash between creating a Preparation and marking it Ready leaves it not Ready, and
 		// Automatic promotion would wait for it forever: mark it now.
 		if err := r.markReady(ctx, current); err != nil {
@@ -393,6 +401,11 @@ func (r *Reconciler) prepare(ctx context.Context, order *v1.Order, product *v1.P
 	release()
 	if err != nil {
 		return nil, recipe.BuildFailure(err)
+	}
+	// Verified sources (verify.go): nothing unsigned becomes a Preparation.
+	verified, f := r.verifySources(ctx, b.Sources, product, in.SourceURL, built.SourceDigest, built.Images)
+	if f != nil {
+		return nil, f
 	}
 	order.Status.TargetNamespace = in.Render.TargetNamespace
 	inputs := recipe.InputsHash(in, built.SourceDigest, product)
@@ -420,7 +433,13 @@ func (r *Reconciler) prepare(ctx context.Context, order *v1.Order, product *v1.P
 	if err != nil {
 		return nil, recipe.BuildFailure(err)
 	}
+	// Provenance (provenance.go): signed and attached before the Preparation is made.
+	prov, f := r.attachProvenance(ctx, b, order, product, in, built, repository, artifactDigest, parent, verified)
+	if f != nil {
+		return nil, f
+	}
 	prep := recipe.New(order, product, in, built, recipe.Pushed{Repository: repository, Digest: artifactDigest, Parent: parent}, r.Config.BundledRegistry)
+	prep.Spec.Provenance = prov
 	if err := controllerutil.SetControllerReference(order, prep, r.Scheme()); err != nil {
 		return nil, &failure{Reason: v1.ReasonPushFailed, Message: fmt.Sprintf("own preparation: %v", err)}
 	}

@@ -74,7 +74,7 @@ func (s Skip) stillCurrent(ctx context.Context, order *v1.Order, name string) (*
 		return nil, nil
 	}
 	for i, p := range pins {
-		if refDigest(p.Pinned) != refDigest(latest.Spec.Images[i].Pinned) {
+		if RefDigest(p.Pinned) != RefDigest(latest.Spec.Images[i].Pinned) {
 			return nil, nil
 		}
 	}
@@ -106,8 +106,8 @@ func ResolveSource(ctx context.Context, sources *oci.Client, in build.Input) (st
 	return desc.Digest.String(), nil
 }
 
-// refDigest is the digest of an image reference by digest (after its @).
-func refDigest(ref string) string {
+// RefDigest is the digest of an image reference by digest (after its @).
+func RefDigest(ref string) string {
 	if i := strings.LastIndex(ref, "@"); i >= 0 {
 		return ref[i+1:]
 	}

@@ -11,7 +11,7 @@
 /** @typedef {{namespace: string, name: string, order: string, preparation?: string, revision?: string, deployedSince?: string, clusters: Counts, ready: Condition}} ServingSummary */
 /** @typedef {{cluster: string, application?: string, state: string, link?: string, health?: string, sync?: string, revision?: string, since?: string, reason?: string, message?: string}} ClusterRow */
 /** @typedef {{environment: string, clusters: number, time: string}} Deployed */
-/** @typedef {{name: string, created: string, digest: string, targetNamespace: string, ready: Condition, promoted?: boolean, running?: number, label?: string, blocked?: string, deployments?: Deployed[]}} PreparationSummary */
+/** @typedef {{name: string, created: string, digest: string, targetNamespace: string, ready: Condition, promoted?: boolean, running?: number, label?: string, blocked?: string, deployments?: Deployed[], custody?: string}} PreparationSummary */
 /** @typedef {{mode: string, environment?: string, preparations: PreparationSummary[], preparationsOmitted?: number, current?: string, rollbackTo?: string}} Promotion */
 /** @typedef {{allowed: boolean, reason?: string}} Can */
 /** @typedef {{namespace: string, name: string, product: string, environment: string, mode: string, latestPreparation?: string, serving?: string, ready: Condition}} OrderSummary */
@@ -1041,6 +1041,7 @@ function promotionSection(s, ui) {
         { label: "Target namespace", cell: x => x.targetNamespace },
         { label: "Ready", cell: x => [badge(x.ready.status), " ", x.ready.reason || ""], title: x => x.ready.message || "" },
         { label: "Deployed", cell: deployedWhere },
+        { label: "Custody", cell: x => x.custody || "", class: "msg" },
         {
           // Each button's name says its row: "Preview web-3", "Promote web-3 to edge".
           label: "Actions", class: "actions", cell: x => [
