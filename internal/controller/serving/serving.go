@@ -49,6 +49,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
+	"github.com/kokumi-dev/kokumi/internal/rollout/writes"
 	"github.com/kokumi-dev/kokumi/internal/shard"
 	"github.com/kokumi-dev/kokumi/internal/stages"
 	"github.com/kokumi-dev/kokumi/internal/text"
@@ -116,11 +117,11 @@ type Reconciler struct {
 	checked chan event.GenericEvent
 
 	// writes follows roll-outs made in slices (internal/rollout).
-	writes rollout.Writes
+	writes writes.Writes
 	// applied remembers which Applications were as wanted (internal/rollout).
-	applied rollout.Memo
+	applied writes.Memo
 	// unlisted remembers the clusters past status.targets' cap, with their times.
-	unlisted rollout.Unlisted
+	unlisted writes.Unlisted
 }
 
 // Setup registers the Serving reconciler.
@@ -693,7 +694,7 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 // reconcile), and returns what became of each (fleet.AfterWrites folds them in). A failed write
 // never stops the others; the errors are also returned together. One Event names the clusters
 // whose Applications it created.
-func (r *Reconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet.Decision, byName map[string]*argocd.Application, slice *rollout.Slice) ([]fleet.WriteResult, error) {
+func (r *Reconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet.Decision, byName map[string]*argocd.Application, slice *writes.Slice) ([]fleet.WriteResult, error) {
 	errs := make([]error, len(decisions))
 	ran := make([]bool, len(decisions))
 	w := r.writers()
@@ -945,8 +946,8 @@ func (r *Reconciler) deleteApplications(ctx context.Context, apps []*argocd.Appl
 }
 
 // writers returns a pool of Config.ApplicationWriters (at least one).
-func (r *Reconciler) writers() *rollout.Writers {
-	return rollout.NewWriters(r.Config.ApplicationWriters)
+func (r *Reconciler) writers() *writes.Writers {
+	return writes.NewWriters(r.Config.ApplicationWriters)
 }
 
 // recordTransition records an event when the Ready reason changes to Deployed or a failure.

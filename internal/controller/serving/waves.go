@@ -16,6 +16,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
+	"github.com/kokumi-dev/kokumi/internal/rollout/writes"
 	"github.com/kokumi-dev/kokumi/internal/shard"
 	"github.com/kokumi-dev/kokumi/internal/text"
 	"github.com/kokumi-dev/kokumi/internal/verify"
@@ -23,7 +24,7 @@ import (
 
 // observe fills req.Applications and req.Wanted from the Serving's Applications byName: what
 // exists under each planned name, and whether it is as req wants it.
-func (r *Reconciler) observe(s *v1.Serving, req *fleet.Request, byName map[string]*argocd.Application, applied *rollout.Round) {
+func (r *Reconciler) observe(s *v1.Serving, req *fleet.Request, byName map[string]*argocd.Application, applied *writes.Round) {
 	req.Applications = make(map[string]fleet.Observed, len(req.Clusters))
 	// The wanted spec of each cluster is computed once: compared here, planned by Decide.
 	req.Wanted = make(map[string]argocd.ApplicationSpec, len(req.Clusters))
