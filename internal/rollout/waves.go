@@ -120,8 +120,8 @@ type Gates struct {
 // Gated says whether the Environment asks for a verification or an approval of its own.
 func (g Gates) Gated() bool { return len(g.Verify) > 0 || g.Approval != nil }
 
-// Plan is what the roll-out does now.
-type Plan struct {
+// Course is what the roll-out in waves does now (Decide).
+type Course struct {
 	// Status is the Serving's status.rollout.
 	Status v1.RolloutStatus
 	// Waiting are the clusters whose Applications stay as they are, with why (the message of
@@ -264,7 +264,7 @@ func GoesBack(st *v1.RolloutStatus) bool {
 }
 
 // Decide plans the roll-out.
-func Decide(in Input) Plan {
+func Decide(in Input) Course {
 	names := waveNames(in.Policy)
 	byWave := make([][]*Member, len(names))
 	for i := range in.Members {
@@ -347,7 +347,7 @@ func Decide(in Input) Plan {
 	if implicit(in.Policy) {
 		budgetPart = ""
 	}
-	plan := Plan{Waiting: map[string]string{}}
+	plan := Course{Waiting: map[string]string{}}
 	goBack := func() (string, string) {
 		if in.RollbackTo == nil {
 			return "", "no Preparation to go back to is known"
@@ -669,7 +669,7 @@ func RolledBackWaiting(preparation string) string {
 
 // Note is what the Serving's Ready message adds while the roll-out progresses or is paused:
 // the current wave, since when it soaks, and what holds it back.
-func (p *Plan) Note() string {
+func (p *Course) Note() string {
 	st := p.Status
 	if st.State != v1.RolloutProgressing && st.State != v1.RolloutPaused {
 		return ""

@@ -46,7 +46,6 @@ import (
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/notify"
 	"github.com/kokumi-dev/kokumi/internal/oci"
-	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
 	"github.com/kokumi-dev/kokumi/internal/rollout/writes"
@@ -409,11 +408,13 @@ func (r *Reconciler) deploy(ctx context.Context, s *v1.Serving, deployed *[]depl
 	if verdict.Reason != "" {
 		return r.hold(ctx, s, verdict)
 	}
-	order, prep, project, tgt := in.order, in.prep, in.project, in.target
-	// The current bundled registry's address, should it have moved since the Preparation was made.
-	repository, revision := preparation.ArtifactLocation(r.Config.BundledRegistry, prep)
-	repoURL := "oci://" + repository
-	if revision != s.Status.Revision && r.Pipeline != nil {
+	order, prep, tgt := in.order, in.prep, in.target
+	// At the bundled registry's current address, should it have moved since the Preparation was made.
+	req := rollout.Request(fleet.Request{
+		ServingNamespace: s.Namespace, ServingName: s.Name, ServingUID: s.UID, ArgoCDNamespace: r.Config.ArgoCDNamespace,
+		Project: in.project, Clusters: tgt.clusters, Retry: r.Config.SyncRetry,
+	}, r.Config.BundledRegistry, prep)
+	if req.Revision != s.Status.Revision && r.Pipeline != nil {
 		// A Preparation not deployed yet passes its Environment's stages first, however it
 		// was promoted; what runs keeps running meanwhile.
 		stages, err := r.Pipeline.Check(ctx, s.Namespace, order.Spec.EnvironmentRef.Name, prep)
@@ -424,17 +425,13 @@ func (r *Reconciler) deploy(ctx context.Context, s *v1.Serving, deployed *[]depl
 			return r.hold(ctx, s, gate.AwaitingStage(prep.Name, order.Spec.EnvironmentRef.Name, stages.Message, stages.RecheckAfter))
 		}
 	}
-	if r.PullSecrets != nil && r.PullSecrets.Serves(repoURL) {
+	if r.PullSecrets != nil && r.PullSecrets.Serves(req.RepoURL) {
 		// Before the Applications, which read through it.
-		if err := r.PullSecrets.Keep(ctx, s, repoURL, project.Name); err != nil {
+		if err := r.PullSecrets.Keep(ctx, s, req.RepoURL, in.project.Name); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	return r.rollOut(ctx, s, prep, deployed, fleet.Request{
-		ServingNamespace: s.Namespace, ServingName: s.Name, ServingUID: s.UID, ArgoCDNamespace: r.Config.ArgoCDNamespace,
-		Preparation: prep.Name, RepoURL: repoURL, Revision: revision, TargetNamespace: prep.Spec.TargetNamespace,
-		ImagesInBundledRegistry: prep.Spec.ImagesInBundledRegistry, Project: project, Clusters: tgt.clusters, Retry: r.Config.SyncRetry,
-	}, tgt)
+	return r.rollOut(ctx, s, prep, deployed, req, tgt)
 }
 
 // reading is what one reconcile of a Serving reads before it decides anything: the gate's facts
@@ -590,30 +587,28 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	}
 	applied := r.applied.Round(key, len(req.Clusters))
 	defer applied.Done()
-	r.observe(s, &req, byName, applied)
 
 	now := metav1.NewTime(r.Now().Truncate(time.Second))
 	// What the status lists, and the clusters past its cap this process remembers: the
 	// deadline and each cluster's time reach every cluster.
 	previous := r.unlisted.With(key, s.Status.Targets)
-	var plan *rollout.Plan
-	if tgt.rollout = rollout.Effective(tgt.rollout, s.Spec.Rollout, tgt.pace, prep.Name, gatesOf(tgt.env, s, prep).Gated()); tgt.rollout != nil {
-		if plan, err = r.planWaves(ctx, s, prep, &req, tgt, byName, previous, now); err != nil {
-			return ctrl.Result{}, err
-		}
+	var listErr error
+	in, err := r.planInputs(ctx, s, prep, req, tgt, byName, applied, previous, now, &listErr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	out, err := rollout.Plan(in)
+	if err = errors.Join(listErr, err); err != nil {
+		return ctrl.Result{}, err
+	}
+	plan := out.Course
+	if plan != nil {
 		if err := r.verifyGate(ctx, s, prep, tgt, plan); err != nil {
 			return ctrl.Result{}, err
 		}
-		if rollout.GoesBack(&plan.Status) {
-			if req, err = r.rollbackRequest(ctx, s, req, plan.Status.RollbackTo, byName); err != nil {
-				return ctrl.Result{}, err
-			}
-			r.observe(s, &req, byName, applied)
-		}
 	}
 
-	// Decide, write (each write's result apart), fold: the plan is not edited by the writes.
-	planned := fleet.Decide(req)
+	// Write (each write's result apart), fold: the plan is not edited by the writes.
 	entry := s.Status.DeepCopy()
 	s.Status.Rollout = nil
 	if plan != nil {
@@ -621,28 +616,10 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 		// After the status is set: the webhooks are told where the roll-out stands now.
 		r.rolloutEvents(s, tgt.env, entry.Rollout, &plan.Status)
 	}
-	slice := r.startSlice(s, planned, byName)
-	results, writeErr := r.apply(ctx, s, planned, byName, slice)
-	decisions := fleet.AfterWrites(planned, results, r.Config.ArgoCDNamespace)
-	optIn := false
-	for _, d := range decisions {
-		optIn = optIn || d.Reason == v1.ReasonOptInRequired
-	}
-
-	recheck := fleet.ApplyDeadline(decisions, previous, now, r.Config.ProgressDeadline)
-	sum := fleet.Fold(req.Preparation, environment, decisions, previous, now)
-	if plan != nil {
-		switch {
-		case plan.Ready != nil:
-			// Halted or rolled back: never Deployed, so no record and no stage passed.
-			sum.Ready = *plan.Ready
-		case sum.Ready.Reason != v1.ReasonDeployed:
-			sum.Ready.Message += plan.Note()
-		}
-		if plan.RecheckAfter > 0 && (recheck == 0 || plan.RecheckAfter < recheck) {
-			recheck = plan.RecheckAfter // the soak of the current wave ends
-		}
-	}
+	slice := r.startSlice(s, out.Decisions, byName)
+	results, writeErr := r.apply(ctx, s, out.Decisions, byName, slice)
+	sum := rollout.Fold(in, out, results, environment)
+	req = out.Request
 	r.unlisted.Remember(key, sum.Unlisted)
 	s.Status.Revision = req.Revision
 	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = sum.Clusters, sum.Targets, sum.Omitted
@@ -679,12 +656,12 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 		// Written before and not in the cache yet: its watch event comes, or this.
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
-	if optIn {
+	if sum.OptIn {
 		return ctrl.Result{RequeueAfter: gate.RecheckArgoCD}, nil
 	}
-	if recheck > 0 {
+	if sum.RecheckAfter > 0 {
 		// A cluster still Progressing fails at its deadline even if Argo CD reports nothing new.
-		return ctrl.Result{RequeueAfter: recheck + time.Second}, nil
+		return ctrl.Result{RequeueAfter: sum.RecheckAfter + time.Second}, nil
 	}
 	return ctrl.Result{}, nil
 }
