@@ -27,12 +27,23 @@ type EnvironmentFacts struct {
 	ArgoCDInstalled bool
 	// ProjectFound reports whether the AppProject exists.
 	ProjectFound bool
+	// PipelineReason and PipelineMessage say why the promotion pipeline the Environment takes
+	// part in can never pass (empty when it can).
+	PipelineReason, PipelineMessage string
+	// VerificationProblem says what is wrong with the Environment's verifications
+	// (verify.Problem; empty when nothing is).
+	VerificationProblem string
 }
 
-// EnvironmentReady decides the Environment's Ready condition: the first of InvalidSelector,
+// EnvironmentReady decides the Environment's Ready condition: the first of InvalidVerification,
+// the pipeline's problem (the admin's to fix first, whatever else holds), InvalidSelector,
 // NoClusters, ArgoCDNotInstalled and ProjectNotFound that holds, else Ready.
 func EnvironmentReady(f EnvironmentFacts) (status metav1.ConditionStatus, reason, message string) {
 	switch {
+	case f.VerificationProblem != "":
+		return metav1.ConditionFalse, v1.ReasonInvalidVerification, f.VerificationProblem
+	case f.PipelineReason != "":
+		return metav1.ConditionFalse, f.PipelineReason, f.PipelineMessage
 	case f.SelectorError != nil:
 		return metav1.ConditionFalse, v1.ReasonInvalidSelector, f.SelectorError.Error()
 	case f.Selected == 0:

@@ -286,16 +286,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
-	ready, reason, message := gate.EnvironmentReady(facts)
 	// A pipeline that can never pass is the admin's to fix first, whatever else holds.
-	if preason, pmessage, err := r.pipelineProblem(ctx, &env); err != nil {
+	var err error
+	if facts.PipelineReason, facts.PipelineMessage, err = r.pipelineProblem(ctx, &env); err != nil {
 		return ctrl.Result{}, err
-	} else if preason != "" {
-		ready, reason, message = metav1.ConditionFalse, preason, pmessage
 	}
-	if problem := verify.Problem(&env); problem != "" {
-		ready, reason, message = metav1.ConditionFalse, v1.ReasonInvalidVerification, problem
-	}
+	facts.VerificationProblem = verify.Problem(&env)
+	ready, reason, message := gate.EnvironmentReady(facts)
 	if err := r.checkKeys(ctx, &env); err != nil {
 		return ctrl.Result{}, err
 	}
