@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,6 +13,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/cluster"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/gate"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
@@ -122,23 +122,8 @@ func (r *Reconciler) readTarget(ctx context.Context, in *reading) error {
 	if t.rollout != nil {
 		t.waves = make(map[string]int, len(list.Items))
 	}
-	for i := range list.Items {
-		c := &list.Items[i]
-		if !c.DeletionTimestamp.IsZero() {
-			continue // a Cluster being deleted has left the Environment
-		}
-		fc := fleet.Cluster{Name: c.Name, Server: c.Spec.Server}
-		if cond := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady); cond != nil {
-			fc.Ready = cond.Status == metav1.ConditionTrue
-			if !fc.Ready {
-				// The reason only: the probe's error (server URL, addresses, TLS details) stays on
-				// the Cluster, which tenants cannot read; Servings are theirs to read.
-				fc.NotReadyMessage = cond.Reason + " (an admin sees why on the Cluster)"
-			}
-		} else {
-			fc.NotReadyMessage = "not probed yet"
-		}
-		t.clusters = append(t.clusters, fc)
+	for _, c := range cluster.Members(selector, list.Items) {
+		t.clusters = append(t.clusters, cluster.Fleet(c))
 		if t.rollout != nil {
 			t.waves[c.Name] = rollout.WaveOf(t.rollout, c.Labels)
 		}
