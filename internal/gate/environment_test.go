@@ -60,9 +60,11 @@ func TestEnvironmentReadyPutsTheVerificationsAndThePipelineFirst(t *testing.T) {
 		facts        gate.EnvironmentFacts
 		reason, text string
 	}{
-		{"the pipeline's problem over no Cluster", gate.EnvironmentFacts{Selector: sel, PipelineReason: "PipelineBroken", PipelineMessage: "the stage cycles"},
-			"PipelineBroken", "the stage cycles"},
-		{"the verifications' problem over the pipeline's", gate.EnvironmentFacts{Selector: sel, Selected: 1, PipelineReason: "PipelineBroken", PipelineMessage: "cycle", VerificationProblem: "spec.verify[0].http.url is empty"},
+		{"a required Environment missing, over no Cluster", gate.EnvironmentFacts{Selector: sel, Namespace: "team", MissingRequired: []string{"staging"}},
+			v1.ReasonRequiredEnvironmentNotFound, "spec.requires names staging, which does not exist in namespace team"},
+		{"a cycle of requirements", gate.EnvironmentFacts{Selector: sel, Selected: 1, RequirementCycle: []string{"prod", "staging", "prod"}},
+			v1.ReasonRequirementCycle, "spec.requires forms a cycle (prod → staging → prod)"},
+		{"the verifications' problem over the pipeline's", gate.EnvironmentFacts{Selector: sel, Selected: 1, MissingRequired: []string{"staging"}, VerificationProblem: "spec.verify[0].http.url is empty"},
 			v1.ReasonInvalidVerification, "spec.verify[0].http.url"},
 		{"no problem of either: the first other reason", gate.EnvironmentFacts{Selector: sel}, v1.ReasonNoClusters, "selects no Cluster"},
 	} {
