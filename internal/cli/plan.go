@@ -118,7 +118,7 @@ func planOf(ctx context.Context, c client.Client, ns, name string, now time.Time
 		p.Summary, p.Windows = rollout.PolicySentences(envt.Spec.Rollout, now)
 		return p, nil
 	}
-	p.PlanPreview = rollout.PreviewEnvironment(&envt, order.Spec.RolloutPace, rollout.PreviewClusters(list.Items), now)
+	p.PlanPreview = rollout.PreviewSelected(&envt, order.Spec.RolloutPace, selector, list.Items, now)
 	return p, nil
 }
 

@@ -120,46 +120,79 @@ func Decide(req Request) []Decision {
 	owners := ServerOwners(clusters)
 	out := make([]Decision, 0, len(clusters))
 	for _, c := range clusters {
-		name := ApplicationName(req.ServingNamespace, req.ServingName, c.Name)
-		spec, ok := req.Wanted[c.Name]
-		if !ok {
-			spec = req.Spec(c)
-		}
-		d := Decision{Cluster: c.Name, Application: name, Spec: spec}
-		app, exists := req.Applications[name]
-		if exists {
-			d.Revision = app.Status.Sync.Revision
-		}
-		switch owner := owners[c.Name]; {
-		case owner != c.Name:
-			d.hold(v1.ReasonClusterConflict, fmt.Sprintf(
-				"Cluster %s connects to the same server %s as Cluster %s, which sorts first by name: Argo CD keeps one identity per server, so only %s deploys there. Delete one of the two Clusters, or fix the spec.server of the one that names the wrong server.",
-				c.Name, c.Server, owner, owner))
-			d.Remove = true
-		case exists && !app.Ours:
-			d.NotOurs(req.ArgoCDNamespace)
-		case !c.Ready:
-			// The Application stays exactly as it is until the Cluster is Ready again.
-			msg := "Cluster " + c.Name + " is not Ready"
-			if c.NotReadyMessage != "" {
-				msg += ": " + c.NotReadyMessage
-			}
-			d.hold(v1.ReasonClusterNotReady, msg)
-		case req.ImagesInBundledRegistry && c.Server != v1.InClusterServer:
-			d.hold(v1.ReasonRegistryUnreachable, "the images of Preparation "+req.Preparation+" are vendored into the bundled registry, which only the cluster Kokumi runs in reaches. Pin images where they are published, or vendor them into a registry every cluster reaches.")
-			d.Remove = true
-		case !req.Project.PermitsDestination(c.Server, c.Name, req.TargetNamespace):
-			d.hold(v1.ReasonRejected, argocd.DestinationRefusal(c.Server, req.TargetNamespace, req.Project.Name))
-			d.Remove = true
-		case req.Waiting[c.Name] != "":
-			d.State, d.Reason, d.Message = Progressing, v1.ReasonWaiting, req.Waiting[c.Name]
-		default:
-			d.Write = !exists || !app.UpToDate
-			d.deployed(app, exists, req.Revision)
-		}
-		out = append(out, d)
+		out = append(out, req.decide(c, owners[c.Name]))
 	}
 	return out
+}
+
+// Revise decides again, in decisions (Decide's, of an earlier req), the clusters named in
+// clusters, for req: those whose Waiting or Wanted changed since. The others stay as decided.
+func Revise(req Request, decisions []Decision, clusters map[string]bool) {
+	if len(clusters) == 0 {
+		return
+	}
+	sorted := append([]Cluster(nil), req.Clusters...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	owners := ServerOwners(sorted)
+	byName := make(map[string]Cluster, len(clusters))
+	for _, c := range req.Clusters {
+		if clusters[c.Name] {
+			byName[c.Name] = c
+		}
+	}
+	for i := range decisions {
+		if c, ok := byName[decisions[i].Cluster]; ok {
+			decisions[i] = req.decide(c, owners[c.Name])
+		}
+	}
+}
+
+// decide is the Decision of cluster c, whose server owner (ServerOwners) is owner.
+func (req Request) decide(c Cluster, owner string) Decision {
+	name := ApplicationName(req.ServingNamespace, req.ServingName, c.Name)
+	spec, ok := req.Wanted[c.Name]
+	if !ok {
+		spec = req.Spec(c)
+	}
+	d := Decision{Cluster: c.Name, Application: name, Spec: spec}
+	app, exists := req.Applications[name]
+	if exists {
+		d.Revision = app.Status.Sync.Revision
+	}
+	switch {
+	case owner != c.Name:
+		d.hold(v1.ReasonClusterConflict, fmt.Sprintf(
+			"Cluster %s connects to the same server %s as Cluster %s, which sorts first by name: Argo CD keeps one identity per server, so only %s deploys there. Delete one of the two Clusters, or fix the spec.server of the one that names the wrong server.",
+			c.Name, c.Server, owner, owner))
+		d.Remove = true
+	case exists && !app.Ours:
+		d.NotOurs(req.ArgoCDNamespace)
+	case !c.Ready:
+		// The Application stays exactly as it is until the Cluster is Ready again.
+		d.hold(v1.ReasonClusterNotReady, NotReadyMessage(c))
+	case req.ImagesInBundledRegistry && c.Server != v1.InClusterServer:
+		d.hold(v1.ReasonRegistryUnreachable, "the images of Preparation "+req.Preparation+" are vendored into the bundled registry, which only the cluster Kokumi runs in reaches. Pin images where they are published, or vendor them into a registry every cluster reaches.")
+		d.Remove = true
+	case !req.Project.PermitsDestination(c.Server, c.Name, req.TargetNamespace):
+		d.hold(v1.ReasonRejected, argocd.DestinationRefusal(c.Server, req.TargetNamespace, req.Project.Name))
+		d.Remove = true
+	case req.Waiting[c.Name] != "":
+		d.State, d.Reason, d.Message = Progressing, v1.ReasonWaiting, req.Waiting[c.Name]
+	default:
+		d.Write = !exists || !app.UpToDate
+		d.deployed(app, exists, req.Revision)
+	}
+	return d
+}
+
+// NotReadyMessage is the message of a cluster held because its Cluster is not Ready
+// (ClusterNotReady): the one wording every view of it uses.
+func NotReadyMessage(c Cluster) string {
+	msg := "Cluster " + c.Name + " is not Ready"
+	if c.NotReadyMessage != "" {
+		msg += ": " + c.NotReadyMessage
+	}
+	return msg
 }
 
 // NotOurs holds the cluster because an Application of the name Kokumi would write exists and

@@ -50,3 +50,29 @@ func TestEnvironmentReadyNamesTheFirstProblem(t *testing.T) {
 		})
 	}
 }
+
+// The pipeline's problem and the verifications' come before every other reason, the
+// verifications' first: the admin fixes them first, whatever else holds.
+func TestEnvironmentReadyPutsTheVerificationsAndThePipelineFirst(t *testing.T) {
+	sel, _ := cluster.Selector(&metav1.LabelSelector{MatchLabels: map[string]string{"tier": "edge"}})
+	for _, tc := range []struct {
+		name         string
+		facts        gate.EnvironmentFacts
+		reason, text string
+	}{
+		{"a required Environment missing, over no Cluster", gate.EnvironmentFacts{Selector: sel, Namespace: "team", MissingRequired: []string{"staging"}},
+			v1.ReasonRequiredEnvironmentNotFound, "spec.requires names staging, which does not exist in namespace team"},
+		{"a cycle of requirements", gate.EnvironmentFacts{Selector: sel, Selected: 1, RequirementCycle: []string{"prod", "staging", "prod"}},
+			v1.ReasonRequirementCycle, "spec.requires forms a cycle (prod → staging → prod)"},
+		{"the verifications' problem over the pipeline's", gate.EnvironmentFacts{Selector: sel, Selected: 1, MissingRequired: []string{"staging"}, VerificationProblem: "spec.verify[0].http.url is empty"},
+			v1.ReasonInvalidVerification, "spec.verify[0].http.url"},
+		{"no problem of either: the first other reason", gate.EnvironmentFacts{Selector: sel}, v1.ReasonNoClusters, "selects no Cluster"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, reason, msg := gate.EnvironmentReady(tc.facts)
+			if status != metav1.ConditionFalse || reason != tc.reason || !strings.Contains(msg, tc.text) {
+				t.Fatalf("got %s/%s (%s), want False/%s saying %q", status, reason, msg, tc.reason, tc.text)
+			}
+		})
+	}
+}

@@ -1,10 +1,12 @@
 // Package gate decides what holds a deployment back, in one place: the Environment's Ready
-// condition (what an admin reads) and the Serving's gate (what a tenant reads), from facts the
-// reconcilers read. Reasons, their order and their messages live here and nowhere else.
+// condition (what an admin reads: its verifications, its pipeline of requirements, its
+// selector, Argo CD and its AppProject) and the Serving's gate (what a tenant reads), from facts
+// the reconcilers read. Reasons, their order and their messages live here and nowhere else.
 package gate
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,12 +29,31 @@ type EnvironmentFacts struct {
 	ArgoCDInstalled bool
 	// ProjectFound reports whether the AppProject exists.
 	ProjectFound bool
+	// Namespace is the Environment's namespace. MissingRequired are the Environments its
+	// spec.requires names that do not exist there; RequirementCycle, when not empty, is the cycle
+	// its requirements form (it first and last): a pipeline that can never pass.
+	Namespace        string
+	MissingRequired  []string
+	RequirementCycle []string
+	// VerificationProblem says what is wrong with the Environment's verifications
+	// (verify.Problem; empty when nothing is).
+	VerificationProblem string
 }
 
-// EnvironmentReady decides the Environment's Ready condition: the first of InvalidSelector,
+// EnvironmentReady decides the Environment's Ready condition: the first of InvalidVerification,
+// the pipeline's problem (the admin's to fix first, whatever else holds), InvalidSelector,
 // NoClusters, ArgoCDNotInstalled and ProjectNotFound that holds, else Ready.
 func EnvironmentReady(f EnvironmentFacts) (status metav1.ConditionStatus, reason, message string) {
 	switch {
+	case f.VerificationProblem != "":
+		return metav1.ConditionFalse, v1.ReasonInvalidVerification, f.VerificationProblem
+	case len(f.MissingRequired) > 0:
+		return metav1.ConditionFalse, v1.ReasonRequiredEnvironmentNotFound, fmt.Sprintf(
+			"spec.requires names %s, which does not exist in namespace %s: create it or remove it from spec.requires; until then no release is promoted here",
+			strings.Join(f.MissingRequired, ", "), f.Namespace)
+	case len(f.RequirementCycle) > 0:
+		return metav1.ConditionFalse, v1.ReasonRequirementCycle, fmt.Sprintf(
+			"spec.requires forms a cycle (%s): no release could ever pass it; remove one of the requirements", strings.Join(f.RequirementCycle, " → "))
 	case f.SelectorError != nil:
 		return metav1.ConditionFalse, v1.ReasonInvalidSelector, f.SelectorError.Error()
 	case f.Selected == 0:

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/cluster"
 )
 
 // This file holds the preview of a roll-out: what an Environment's policy does with its
@@ -306,17 +306,14 @@ func clusterCount(n int) string {
 	return fmt.Sprintf("%d clusters", n)
 }
 
-// PreviewClusters are the Clusters of a list as a plan reads them: those not being deleted (a
-// Cluster being deleted has left the Environment), Ready as their Ready condition says.
-func PreviewClusters(items []v1.Cluster) []PreviewCluster {
-	out := make([]PreviewCluster, 0, len(items))
-	for i := range items {
-		c := &items[i]
-		if !c.DeletionTimestamp.IsZero() {
-			continue
-		}
-		cond := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady)
-		out = append(out, PreviewCluster{Name: c.Name, Labels: c.Labels, Ready: cond != nil && cond.Status == metav1.ConditionTrue})
+// PreviewSelected previews a roll-out to env at now over its member Clusters: those of clusters
+// its selector (sel, parsed from env.Spec.ClusterSelector) picks (cluster.Members), Ready as
+// their Ready condition says. The plan the server and the plugin show.
+func PreviewSelected(env *v1.Environment, pace *v1.RolloutPace, sel labels.Selector, clusters []v1.Cluster, now time.Time) PlanPreview {
+	members := cluster.Members(sel, clusters)
+	out := make([]PreviewCluster, len(members))
+	for i, c := range members {
+		out[i] = PreviewCluster{Name: c.Name, Labels: c.Labels, Ready: cluster.IsReady(c)}
 	}
-	return out
+	return PreviewEnvironment(env, pace, out, now)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -120,8 +119,8 @@ type Gates struct {
 // Gated says whether the Environment asks for a verification or an approval of its own.
 func (g Gates) Gated() bool { return len(g.Verify) > 0 || g.Approval != nil }
 
-// Plan is what the roll-out does now.
-type Plan struct {
+// Course is what the roll-out in waves does now (Decide).
+type Course struct {
 	// Status is the Serving's status.rollout.
 	Status v1.RolloutStatus
 	// Waiting are the clusters whose Applications stay as they are, with why (the message of
@@ -263,317 +262,24 @@ func GoesBack(st *v1.RolloutStatus) bool {
 	return st != nil && st.RollbackTo != "" && (st.State == v1.RolloutRolledBack || st.State == v1.RolloutAborted)
 }
 
-// Decide plans the roll-out.
-func Decide(in Input) Plan {
-	names := waveNames(in.Policy)
-	byWave := make([][]*Member, len(names))
-	for i := range in.Members {
-		m := &in.Members[i]
-		w := min(max(m.Wave, 0), len(names)-1)
-		byWave[w] = append(byWave[w], m)
-	}
-	for _, ms := range byWave {
-		sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
-	}
-	control := v1.RolloutControl{}
-	if in.Control != nil {
-		control = *in.Control
-	}
-	aborted := control.Abort != "" && control.Abort == in.Preparation
-
-	fresh := v1.RolloutStatus{Preparation: in.Preparation, From: in.From, State: v1.RolloutProgressing, Attempt: in.Generation}
-	st := fresh
-	if p := in.Previous; p != nil && p.Preparation == in.Preparation {
-		st = *p.DeepCopy()
-		st.Waves, st.NextWindow = nil, nil
-	}
-	if st.State == v1.RolloutAborted && !aborted {
-		// The abort was cleared: the roll-out starts again from its first wave.
-		st = fresh
-		st.From = in.Previous.From
-	}
-	if st.State == v1.RolloutPaused && !control.Paused {
-		st.State, st.By, st.Message = v1.RolloutProgressing, "", ""
-	}
-	st.Awaiting, st.Authors = "", in.Gates.Authors
-	gates := gateRule{in: &in, names: names, byWave: byWave, attempt: st.Attempt}
-
-	windows, windowErr := ParseWindows(in.Policy.Windows)
-	open := windowErr == nil && windows.Open(in.Now)
-	var nextWindow time.Time
-	if !open && windowErr == nil {
-		nextWindow, _ = windows.NextOpen(in.Now)
-	}
-
-	current := -1
-	for i, n := range names {
-		if n == st.Wave {
-			current = i
-		}
-	}
-	// waitsFor says why the next wave does not start, when a gate holds it.
-	waitsFor := ""
-	if st.Wave == "" && (open || touchedAny(byWave)) {
-		// The Environment's approval, and the first wave's, come before the first cluster.
-		gate, msg := gates.awaiting(-1)
-		if gate == "" {
-			gate, msg = gates.awaiting(0)
-		}
-		if gate == "" || touchedAny(byWave) {
-			current, st.Wave = 0, names[0]
-		} else if !Stopped(st.State) {
-			st.Awaiting, waitsFor = gate, msg
-		}
-	}
-
-	var failed []string
-	for _, m := range in.Members {
-		if m.Standing == Failed {
-			failed = append(failed, m.Name+" ("+m.Reason+")")
-		}
-	}
-	sort.Strings(failed)
-	failedChecks := 0
-	for _, v := range st.Verifications {
-		if v.Phase == v1.VerificationFailed {
-			failed = append(failed, "verification "+v.Name+" of "+GateName(v.Wave))
-			failedChecks++
-		}
-	}
-	// Without a policy of its own (the one implicit wave), no failed cluster stops a roll-out,
-	// as the spec deploys it; a failed verification does.
-	budget := len(failed) > int(in.Policy.FailureBudget) || (implicit(in.Policy) && failedChecks > 0)
-	budgetPart := fmt.Sprintf(", past the failure budget of %d", in.Policy.FailureBudget)
-	if implicit(in.Policy) {
-		budgetPart = ""
-	}
-	plan := Plan{Waiting: map[string]string{}}
-	goBack := func() (string, string) {
-		if in.RollbackTo == nil {
-			return "", "no Preparation to go back to is known"
-		}
-		return in.RollbackTo()
-	}
-	switch {
-	case aborted && !Stopped(st.State) || aborted && st.State == v1.RolloutHalted:
-		st.State, st.By, st.RollbackTo = v1.RolloutAborted, control.By, ""
-		if to, why := goBack(); to != "" {
-			st.RollbackTo = to
-			st.Message = fmt.Sprintf("%s aborted the roll-out of Preparation %s: every cluster it changed goes back to Preparation %s, the last with a deployment record in the Environment",
-				who(control.By), in.Preparation, to) + passedOver(why)
-		} else {
-			st.Message = fmt.Sprintf("%s aborted the roll-out of Preparation %s: no further cluster is changed; it cannot roll back: %s", who(control.By), in.Preparation, why)
-		}
-		st.Message = text.Truncate(st.Message, 1024)
-	case (st.State == v1.RolloutProgressing || st.State == v1.RolloutPaused) && budget:
-		at := st.Wave
-		if at == "" {
-			at = names[0]
-		}
-		st.State, st.By = v1.RolloutHalted, ""
-		st.Message = fmt.Sprintf("the roll-out of Preparation %s halted in wave %s: it failed on %s%s; no further cluster is changed",
-			in.Preparation, at, text.Names(failed), budgetPart)
-		if in.Policy.OnFailure == v1.RolloutRollback {
-			if to, why := goBack(); to != "" {
-				st.State, st.RollbackTo = v1.RolloutRolledBack, to
-				st.Message = fmt.Sprintf("the roll-out of Preparation %s failed in wave %s on %s%s: every cluster it changed goes back to Preparation %s, the last with a deployment record in the Environment",
-					in.Preparation, at, text.Names(failed), budgetPart, to) + passedOver(why)
-			} else {
-				st.Message += "; it cannot roll back: " + why
-			}
-		}
-		st.Message = text.Truncate(st.Message, 1024)
-	case st.State == v1.RolloutProgressing && control.Paused:
-		st.State = v1.RolloutPaused
-	}
-	if st.State == v1.RolloutPaused {
-		st.By = control.By
-	}
-
-	// held says why the windows hold the roll-out back, or "" when they do not.
-	held := ""
-	if !open {
-		switch {
-		case windowErr != nil:
-			held = "no wave starts: " + windowErr.Error()
-		case nextWindow.IsZero():
-			held = "no roll-out window opens within a year"
-		default:
-			held = "outside the roll-out windows: the next opens at " + nextWindow.UTC().Format(time.RFC3339)
-			st.NextWindow = &metav1.Time{Time: nextWindow}
-			plan.RecheckAfter = nextWindow.Sub(in.Now)
-		}
-	}
-
-	if st.State == v1.RolloutProgressing || st.State == v1.RolloutPaused {
-		// A wave some of whose clusters run the release was reached, whatever the status says:
-		// a status write lost after the Applications' is no step back.
-		for w := len(names) - 1; w > current; w-- {
-			if touched(byWave[w]) {
-				current, st.WaveHealthySince = w, nil
-				st.Wave = names[w]
-				break
-			}
-		}
-		for current >= 0 {
-			healthy, members := waveHealthy(byWave[current])
-			if !healthy {
-				st.WaveHealthySince = nil
-				break
-			}
-			if current == len(names)-1 {
-				// The Environment's own verifications, once every wave is healthy.
-				if step, msg := gates.verify(st.Verifications, -1); step != nil {
-					plan.Verify, waitsFor = step, msg
-					break
-				}
-				st.State, st.By, st.Message = v1.RolloutComplete, "", ""
-				break
-			}
-			// The wave's verifications run while it soaks.
-			step, verifying := gates.verify(st.Verifications, current)
-			plan.Verify = step
-			soak := time.Duration(0)
-			if members > 0 {
-				soak = waveSoak(in.Policy, in.Pace, current)
-			}
-			if st.WaveHealthySince == nil || st.WaveHealthySince.After(in.Now) {
-				// A time ahead of the clock (another replica's, skewed) is not believed.
-				st.WaveHealthySince = &metav1.Time{Time: in.Now.Truncate(time.Second)}
-			}
-			if left := st.WaveHealthySince.Add(soak).Sub(in.Now); left > 0 {
-				if plan.RecheckAfter == 0 || left < plan.RecheckAfter {
-					plan.RecheckAfter = left
-				}
-				waitsFor = verifying
-				break
-			}
-			if step != nil {
-				waitsFor = verifying
-				break
-			}
-			if gate, msg := gates.awaiting(current + 1); gate != "" {
-				st.Awaiting, waitsFor = gate, msg
-				break
-			}
-			if st.State == v1.RolloutPaused || !open {
-				break // the next wave starts once resumed, or once a window opens
-			}
-			current++
-			st.Wave, st.WaveHealthySince = names[current], nil
-		}
-	}
-	switch st.State {
-	case v1.RolloutPaused:
-		msg := who(st.By) + " paused the roll-out of Preparation " + in.Preparation + ": no further cluster is changed until it is resumed"
-		if held != "" {
-			msg += "; " + held
-		}
-		st.Message = text.Truncate(msg, 1024)
-	case v1.RolloutProgressing:
-		st.Message = text.Truncate(joinParts(waitsFor, held), 1024)
-	}
-	if held == "" || Stopped(st.State) || st.State == v1.RolloutComplete {
-		st.NextWindow = nil
-		if held != "" {
-			plan.RecheckAfter = 0
-		}
-	}
-
-	// frozen: no cluster of a reached wave is changed (paused, or the windows closed on a
-	// policy that pauses then).
-	frozen := st.State == v1.RolloutPaused || (held != "" && in.Policy.OnWindowClose == v1.WindowClosePause)
-	reached := func(w int) bool { return w <= current || st.State == v1.RolloutComplete }
-	for w, ms := range byWave {
-		count := v1.WaveCount{Name: names[w], Selected: int32(len(ms))}
-		allowed := 0
-		if reached(w) && !Stopped(st.State) && !frozen {
-			unavailable, active := 0, 0
-			for _, m := range ms {
-				if m.Standing != Held {
-					active++
-				}
-				if m.Standing == Updating || m.Standing == Failed {
-					unavailable++
-				}
-			}
-			allowed = waveMaxUnavailable(in.Policy, in.Pace, w, active) - unavailable
-		}
-		for _, m := range ms {
-			switch m.Standing {
-			case Held:
-			case Healthy:
-				count.Healthy++
-			case Updating:
-				count.Progressing++
-			case Failed:
-				count.Failed++
-			case Untouched:
-				count.Waiting++
-				switch {
-				case st.State == v1.RolloutHalted || (st.State == v1.RolloutAborted && st.RollbackTo == ""):
-					plan.Waiting[m.Name] = "the roll-out of Preparation " + in.Preparation + " " + strings.ToLower(string(st.State)) + ": this cluster is not changed"
-				case GoesBack(&st):
-					// The reconciler deploys the rollback to the clusters the roll-out changed.
-				case reached(w) && st.State == v1.RolloutPaused:
-					plan.Waiting[m.Name] = "the roll-out is paused: this cluster is not changed until it is resumed"
-				case reached(w) && frozen:
-					plan.Waiting[m.Name] = "the roll-out waits for a window: " + held
-				case reached(w) && allowed > 0:
-					allowed--
-					count.Waiting--
-					count.Progressing++
-				case reached(w):
-					plan.Waiting[m.Name] = fmt.Sprintf("wave %s has as many clusters updating as its maxUnavailable allows%s", names[w], pacePart(in.Pace))
-				case !m.HasApplication && st.From != "":
-					plan.Joiners = append(plan.Joiners, m.Name)
-				case current < 0:
-					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits for the roll-out to start: %s", names[w], joinParts(waitsFor, held))
-				case waitsFor != "" && w == current+1:
-					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits: %s", names[w], waitsFor)
-				case held != "" && w == current+1:
-					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits for a roll-out window: %s", names[w], held)
-				default:
-					plan.Waiting[m.Name] = fmt.Sprintf("wave %s waits for wave %s to be healthy%s", names[w], names[current], soakPart(waveSoak(in.Policy, in.Pace, current)))
-				}
-			}
-		}
-		st.Waves = append(st.Waves, count)
-	}
-
-	switch st.State {
-	case v1.RolloutHalted:
-		plan.Ready = &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonRolloutHalted, Message: st.Message}
-	case v1.RolloutRolledBack:
-		plan.Ready = &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonRolledBack, Message: st.Message}
-	case v1.RolloutAborted:
-		plan.Ready = &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonRolloutAborted, Message: st.Message}
-	}
-	plan.Status = st
-	last := -1 // the last wave with clusters: its record would be the Environment's
-	for w, ms := range byWave {
-		if len(ms) > 0 {
-			last = w
-		}
-	}
-	var healthy []string
-	for w, name := range PassedWaves(&st, in.Preparation) {
-		if w >= last {
-			break
-		}
-		for _, m := range byWave[w] {
-			if m.Standing == Healthy {
-				healthy = append(healthy, m.Name)
-			}
-		}
-		if len(healthy) > 0 {
-			plan.Passed = append(plan.Passed, PassedWave{Name: name, Healthy: slices.Sorted(slices.Values(healthy)),
-				Evidence: gates.evidence(st.Verifications, w, false)})
-		}
-	}
-	plan.Evidence = gates.evidence(st.Verifications, len(names)-1, st.State == v1.RolloutComplete)
-	plan.Status.Approvals = plan.Evidence.Approvals
-	return plan
+// Decide plans the roll-out in named steps, each a method of one round (as Argo CD's
+// applicationset progressivesync steps its waves): control (the last status and what a person
+// asks), windows, gates (those before the first wave), budget (an abort, or failures past the
+// failure budget, stop the roll-out), rollback (a stopped roll-out goes back, when it may),
+// advance (the waves healthy, soaked and let through by their gates), admit (which clusters of
+// the waves reached change now, as maxUnavailable allows) and conclude (Ready, the waves passed,
+// the evidence). The failure budget comes before the advance: a roll-out it stops advances no
+// further.
+func Decide(in Input) Course {
+	r := newRound(in)
+	r.stepControl()
+	r.stepWindows()
+	r.stepGates()
+	r.stepBudget()
+	r.stepRollback()
+	r.stepAdvance()
+	r.stepAdmit()
+	return r.conclude()
 }
 
 // implicit says whether the policy is the one wave Effective gives a Serving whose Environment
@@ -669,7 +375,7 @@ func RolledBackWaiting(preparation string) string {
 
 // Note is what the Serving's Ready message adds while the roll-out progresses or is paused:
 // the current wave, since when it soaks, and what holds it back.
-func (p *Plan) Note() string {
+func (p *Course) Note() string {
 	st := p.Status
 	if st.State != v1.RolloutProgressing && st.State != v1.RolloutPaused {
 		return ""

@@ -80,5 +80,5 @@ func (s *Server) planOf(ctx context.Context, ns, name string, pace *v1.RolloutPa
 	if err := s.client.List(ctx, &list, client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return nil, fmt.Errorf("list the Clusters of Environment %s/%s: %w", ns, name, err)
 	}
-	return &Plan{Environment: name, Found: true, PlanPreview: rollout.PreviewEnvironment(&envt, pace, rollout.PreviewClusters(list.Items), now)}, nil
+	return &Plan{Environment: name, Found: true, PlanPreview: rollout.PreviewSelected(&envt, pace, selector, list.Items, now)}, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/cluster"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 )
@@ -435,17 +436,11 @@ func applyTarget(row *ClusterRow, t v1.Target) {
 // holdNotReady holds the row of a cluster whose Cluster is not Ready, as the Serving
 // reconciler does (fleet.Decide): Argo CD's last health and sync stay beside the reason.
 func holdNotReady(row *ClusterRow, c *v1.Cluster) {
-	row.State, row.Reason, row.Message = fleet.Held.String(), v1.ReasonClusterNotReady, "Cluster "+c.Name+" is not Ready"
-	cond := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady)
-	if cond == nil {
-		row.Message += ": not probed yet"
-		return
+	row.State, row.Reason, row.Message = fleet.Held.String(), v1.ReasonClusterNotReady, fleet.NotReadyMessage(cluster.Fleet(c))
+	if cond := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady); cond != nil {
+		since := cond.LastTransitionTime.Time
+		row.Since = &since
 	}
-	if cond.Reason != "" {
-		row.Message += ": " + cond.Reason
-	}
-	since := cond.LastTransitionTime.Time
-	row.Since = &since
 }
 
 // settle gives a row the Serving's status says nothing of the state fleet.Observe decides from

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -286,16 +285,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
-	ready, reason, message := gate.EnvironmentReady(facts)
 	// A pipeline that can never pass is the admin's to fix first, whatever else holds.
-	if preason, pmessage, err := r.pipelineProblem(ctx, &env); err != nil {
+	facts.Namespace = env.Namespace
+	if err := r.readPipeline(ctx, &env, &facts); err != nil {
 		return ctrl.Result{}, err
-	} else if preason != "" {
-		ready, reason, message = metav1.ConditionFalse, preason, pmessage
 	}
-	if problem := verify.Problem(&env); problem != "" {
-		ready, reason, message = metav1.ConditionFalse, v1.ReasonInvalidVerification, problem
-	}
+	facts.VerificationProblem = verify.Problem(&env)
+	ready, reason, message := gate.EnvironmentReady(facts)
 	if err := r.checkKeys(ctx, &env); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -361,26 +357,22 @@ func (r *Reconciler) checkKeys(ctx context.Context, env *v1.Environment) error {
 	return nil
 }
 
-// pipelineProblem says why the Environment's spec.requires cannot be passed: a required
-// Environment does not exist, or the requirements lead back to it.
-func (r *Reconciler) pipelineProblem(ctx context.Context, env *v1.Environment) (reason, message string, err error) {
+// readPipeline reads what the Environment's spec.requires leads to (gate.EnvironmentFacts): the
+// required Environments that do not exist, and the cycle the requirements form, if any.
+func (r *Reconciler) readPipeline(ctx context.Context, env *v1.Environment, facts *gate.EnvironmentFacts) error {
 	if len(env.Spec.Requires) == 0 {
-		return "", "", nil
+		return nil
 	}
 	var list v1.EnvironmentList
 	if err := r.Client.List(ctx, &list, client.InNamespace(env.Namespace)); err != nil {
-		return "", "", fmt.Errorf("list the Environments of namespace %s: %w", env.Namespace, err)
+		return fmt.Errorf("list the Environments of namespace %s: %w", env.Namespace, err)
 	}
 	graph := promotion.NewGraph(list.Items)
-	if missing := graph.Missing(env.Name); len(missing) > 0 {
-		return v1.ReasonRequiredEnvironmentNotFound, fmt.Sprintf("spec.requires names %s, which does not exist in namespace %s: create it or remove it from spec.requires; until then no release is promoted here",
-			strings.Join(missing, ", "), env.Namespace), nil
+	facts.MissingRequired = graph.Missing(env.Name)
+	if len(facts.MissingRequired) == 0 {
+		facts.RequirementCycle = graph.Cycle(env.Name)
 	}
-	if cycle := graph.Cycle(env.Name); len(cycle) > 0 {
-		return v1.ReasonRequirementCycle, fmt.Sprintf("spec.requires forms a cycle (%s): no release could ever pass it; remove one of the requirements",
-			strings.Join(cycle, " → ")), nil
-	}
-	return "", "", nil
+	return nil
 }
 
 // pipelinesOfNamespace maps an Environment to the Environments of its namespace that have

@@ -11,7 +11,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
-	"github.com/kokumi-dev/kokumi/internal/rollout"
+	"github.com/kokumi-dev/kokumi/internal/rollout/writes"
 	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
@@ -19,15 +19,15 @@ import (
 const maxEventNames = 10
 
 // startSlice sizes this reconcile's share of the writes the decisions ask for.
-func (r *Reconciler) startSlice(s *v1.Serving, decisions []fleet.Decision, byName map[string]*argocd.Application) *rollout.Slice {
+func (r *Reconciler) startSlice(s *v1.Serving, decisions []fleet.Decision, byName map[string]*argocd.Application) *writes.Slice {
 	key := client.ObjectKeyFromObject(s)
-	return rollout.NewSlice(key, r.Config.ApplicationWriteSlice, decisions, byName, r.writes.InFlight(key, byName, time.Now()))
+	return writes.NewSlice(key, r.Config.ApplicationWriteSlice, decisions, byName, r.writes.InFlight(key, byName, time.Now()))
 }
 
 // sliceOutcome says whether the roll-out goes on in another slice. When it does, Ready says how
 // far the writes got ("writing Applications: 4,000 of 10,000"), and the status stays as it was
-// at entry if the last progress was written less than rollout.ProgressInterval ago.
-func (r *Reconciler) sliceOutcome(s *v1.Serving, sl *rollout.Slice, preparation string, entry *v1.ServingStatus) bool {
+// at entry if the last progress was written less than writes.ProgressInterval ago.
+func (r *Reconciler) sliceOutcome(s *v1.Serving, sl *writes.Slice, preparation string, entry *v1.ServingStatus) bool {
 	more := sl.More()
 	if !r.writes.ProgressDue(sl.Key(), time.Now(), !more) {
 		s.Status = *entry.DeepCopy()

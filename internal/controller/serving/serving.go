@@ -5,22 +5,15 @@ package serving
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -30,8 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -45,11 +36,9 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/gate"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/notify"
-	"github.com/kokumi-dev/kokumi/internal/oci"
-	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
-	"github.com/kokumi-dev/kokumi/internal/shard"
+	"github.com/kokumi-dev/kokumi/internal/rollout/writes"
 	"github.com/kokumi-dev/kokumi/internal/stages"
 	"github.com/kokumi-dev/kokumi/internal/text"
 	"github.com/kokumi-dev/kokumi/internal/verify"
@@ -116,11 +105,11 @@ type Reconciler struct {
 	checked chan event.GenericEvent
 
 	// writes follows roll-outs made in slices (internal/rollout).
-	writes rollout.Writes
+	writes writes.Writes
 	// applied remembers which Applications were as wanted (internal/rollout).
-	applied rollout.Memo
+	applied writes.Memo
 	// unlisted remembers the clusters past status.targets' cap, with their times.
-	unlisted rollout.Unlisted
+	unlisted writes.Unlisted
 }
 
 // Setup registers the Serving reconciler.
@@ -232,20 +221,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// and every Serving looks again then.
 	argo.OnInstalled(func(context.Context) error { return r.watchArgoCD(c) })
 	return nil
-}
-
-// watchArgoCD watches Applications and AppProjects and enqueues every Serving.
-func (r *Reconciler) watchArgoCD(c controller.Controller) error {
-	project := &unstructured.Unstructured{}
-	project.SetGroupVersionKind(argocd.AppProjectGVK)
-	if err := c.Watch(source.Kind(r.ArgoCD.Cache, client.Object(&argocd.Application{}), handler.EnqueueRequestsFromMapFunc(servingOfApplication))); err != nil {
-		return fmt.Errorf("watch Applications: %w", err)
-	}
-	if err := c.Watch(source.Kind(r.ArgoCD.Cache, client.Object(project), handler.EnqueueRequestsFromMapFunc(r.servingsOfProject))); err != nil {
-		return fmt.Errorf("watch AppProjects: %w", err)
-	}
-	// The Servings that said ArgoCDNotInstalled look again now.
-	return c.Watch(argocache.EnqueueAll(r, &v1.ServingList{}))
 }
 
 // Reconcile deploys one Serving.
@@ -408,11 +383,13 @@ func (r *Reconciler) deploy(ctx context.Context, s *v1.Serving, deployed *[]depl
 	if verdict.Reason != "" {
 		return r.hold(ctx, s, verdict)
 	}
-	order, prep, project, tgt := in.order, in.prep, in.project, in.target
-	// The current bundled registry's address, should it have moved since the Preparation was made.
-	repository, revision := preparation.ArtifactLocation(r.Config.BundledRegistry, prep)
-	repoURL := "oci://" + repository
-	if revision != s.Status.Revision && r.Pipeline != nil {
+	order, prep, tgt := in.order, in.prep, in.target
+	// At the bundled registry's current address, should it have moved since the Preparation was made.
+	req := rollout.Request(fleet.Request{
+		ServingNamespace: s.Namespace, ServingName: s.Name, ServingUID: s.UID, ArgoCDNamespace: r.Config.ArgoCDNamespace,
+		Project: in.project, Clusters: tgt.clusters, Retry: r.Config.SyncRetry,
+	}, r.Config.BundledRegistry, prep)
+	if req.Revision != s.Status.Revision && r.Pipeline != nil {
 		// A Preparation not deployed yet passes its Environment's stages first, however it
 		// was promoted; what runs keeps running meanwhile.
 		stages, err := r.Pipeline.Check(ctx, s.Namespace, order.Spec.EnvironmentRef.Name, prep)
@@ -423,154 +400,13 @@ func (r *Reconciler) deploy(ctx context.Context, s *v1.Serving, deployed *[]depl
 			return r.hold(ctx, s, gate.AwaitingStage(prep.Name, order.Spec.EnvironmentRef.Name, stages.Message, stages.RecheckAfter))
 		}
 	}
-	if r.PullSecrets != nil && r.PullSecrets.Serves(repoURL) {
+	if r.PullSecrets != nil && r.PullSecrets.Serves(req.RepoURL) {
 		// Before the Applications, which read through it.
-		if err := r.PullSecrets.Keep(ctx, s, repoURL, project.Name); err != nil {
+		if err := r.PullSecrets.Keep(ctx, s, req.RepoURL, in.project.Name); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	return r.rollOut(ctx, s, prep, deployed, fleet.Request{
-		ServingNamespace: s.Namespace, ServingName: s.Name, ServingUID: s.UID, ArgoCDNamespace: r.Config.ArgoCDNamespace,
-		Preparation: prep.Name, RepoURL: repoURL, Revision: revision, TargetNamespace: prep.Spec.TargetNamespace,
-		ImagesInBundledRegistry: prep.Spec.ImagesInBundledRegistry, Project: project, Clusters: tgt.clusters, Retry: r.Config.SyncRetry,
-	}, tgt)
-}
-
-// reading is what one reconcile of a Serving reads before it decides anything: the gate's facts
-// and the objects behind them.
-type reading struct {
-	facts   gate.ServingFacts
-	order   *v1.Order
-	target  target
-	project argocd.Project
-	prep    *v1.Preparation
-}
-
-// read reads the facts the Serving's gate decides from (gate.ServingFacts), in the gate's
-// order: it stops where a later read needs what an earlier one did not find, which the gate
-// looks at first.
-func (r *Reconciler) read(ctx context.Context, s *v1.Serving) (reading, error) {
-	in := reading{facts: gate.ServingFacts{ArgoCDNamespace: r.Config.ArgoCDNamespace, Namespace: s.Namespace,
-		Order: s.Spec.OrderRef.Name, Preparation: s.Spec.PreparationName, LocalEnabled: r.Config.LocalProject != ""}}
-	f := &in.facts
-	if f.ArgoCDInstalled = r.ArgoCD.Installed(); !f.ArgoCDInstalled {
-		return in, nil
-	}
-	var ns corev1.Namespace
-	found, err := exists(ctx, r.Client, client.ObjectKey{Name: r.Config.ArgoCDNamespace}, &ns, "Argo CD namespace")
-	if f.ArgoCDNamespaceFound = found; err != nil || !found {
-		return in, err
-	}
-	in.order = &v1.Order{}
-	found, err = exists(ctx, r.Client, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.OrderRef.Name}, in.order, "Order")
-	if f.OrderFound = found; err != nil || !found {
-		return in, err
-	}
-	f.Environment = in.order.Spec.EnvironmentRef.Name
-	if err := r.readTarget(ctx, &in); err != nil || f.SelectorError != nil || f.Clusters == 0 {
-		return in, err
-	}
-	in.target.pace = in.order.Spec.RolloutPace
-	f.Project = in.target.project
-	projectObj := &unstructured.Unstructured{}
-	projectObj.SetGroupVersionKind(argocd.AppProjectGVK)
-	found, err = exists(ctx, r.ArgoCD.Client, client.ObjectKey{Namespace: r.Config.ArgoCDNamespace, Name: in.target.project}, projectObj, "AppProject")
-	if f.ProjectFound = found; err != nil || !found {
-		return in, err
-	}
-	if in.project, err = readProject(projectObj); err != nil {
-		return in, err
-	}
-	f.ProjectAdmitsNamespace = in.project.PermitsSourceNamespace(s.Namespace)
-	if s.Spec.PreparationName == "" {
-		return in, nil
-	}
-	in.prep = &v1.Preparation{}
-	found, err = exists(ctx, r.Client, client.ObjectKey{Namespace: s.Namespace, Name: s.Spec.PreparationName}, in.prep, "Preparation")
-	if f.PreparationFound = found; found {
-		f.PreparationOrder = in.prep.Spec.OrderRef.Name
-	}
-	return in, err
-}
-
-// exists gets key into obj through c: false when it does not exist.
-func exists(ctx context.Context, c client.Reader, key client.ObjectKey, obj client.Object, what string) (bool, error) {
-	if err := c.Get(ctx, key, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("get %s %q: %w", what, key.Name, err)
-	}
-	return true, nil
-}
-
-// readTarget reads the Environment the Order deploys to, or the Environment local Kokumi
-// provides, and the Clusters it selects.
-func (r *Reconciler) readTarget(ctx context.Context, in *reading) error {
-	f := &in.facts
-	name := f.Environment
-	var env v1.Environment
-	found, err := exists(ctx, r.Client, client.ObjectKey{Namespace: f.Namespace, Name: name}, &env, "Environment")
-	if err != nil {
-		return err
-	}
-	if f.EnvironmentFound = found; !found {
-		if name == v1.LocalEnvironmentName && f.LocalEnabled {
-			in.target = target{environment: name, project: r.Config.LocalProject, clusters: []fleet.Cluster{
-				{Name: argocd.InClusterName, Server: v1.InClusterServer, Ready: true},
-			}}
-			f.Clusters = 1
-		}
-		return nil
-	}
-	selector, err := metav1.LabelSelectorAsSelector(&env.Spec.ClusterSelector)
-	if err != nil {
-		f.SelectorError = err
-		return nil
-	}
-	var list v1.ClusterList
-	// Read-only: the cache's objects are not copied.
-	if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: selector}, client.UnsafeDisableDeepCopy); err != nil {
-		return fmt.Errorf("list Clusters of Environment %q: %w", name, err)
-	}
-	t := target{environment: name, project: env.Spec.Project, rollout: env.Spec.Rollout, env: &env}
-	f.GateProblem = verify.Problem(&env)
-	if t.rollout != nil {
-		t.waves = make(map[string]int, len(list.Items))
-	}
-	for i := range list.Items {
-		c := &list.Items[i]
-		if !c.DeletionTimestamp.IsZero() {
-			continue // a Cluster being deleted has left the Environment
-		}
-		fc := fleet.Cluster{Name: c.Name, Server: c.Spec.Server}
-		if cond := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady); cond != nil {
-			fc.Ready = cond.Status == metav1.ConditionTrue
-			if !fc.Ready {
-				// The reason only: the probe's error (server URL, addresses, TLS details) stays on
-				// the Cluster, which tenants cannot read; Servings are theirs to read.
-				fc.NotReadyMessage = cond.Reason + " (an admin sees why on the Cluster)"
-			}
-		} else {
-			fc.NotReadyMessage = "not probed yet"
-		}
-		t.clusters = append(t.clusters, fc)
-		if t.rollout != nil {
-			t.waves[c.Name] = rollout.WaveOf(t.rollout, c.Labels)
-		}
-	}
-	in.target, f.Clusters = t, len(t.clusters)
-	return nil
-}
-
-func readProject(u *unstructured.Unstructured) (argocd.Project, error) {
-	p := argocd.Project{Name: u.GetName()}
-	if spec, ok := u.Object["spec"].(map[string]any); ok {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &p.Spec); err != nil {
-			return p, fmt.Errorf("read AppProject %q: %w", u.GetName(), err)
-		}
-	}
-	return p, nil
+	return r.rollOut(ctx, s, prep, deployed, req, tgt)
 }
 
 // rollOut writes the Applications the fleet plan asks for, removes those of clusters that
@@ -589,30 +425,28 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	}
 	applied := r.applied.Round(key, len(req.Clusters))
 	defer applied.Done()
-	r.observe(s, &req, byName, applied)
 
 	now := metav1.NewTime(r.Now().Truncate(time.Second))
 	// What the status lists, and the clusters past its cap this process remembers: the
 	// deadline and each cluster's time reach every cluster.
 	previous := r.unlisted.With(key, s.Status.Targets)
-	var plan *rollout.Plan
-	if tgt.rollout = rollout.Effective(tgt.rollout, s.Spec.Rollout, tgt.pace, prep.Name, gatesOf(tgt.env, s, prep).Gated()); tgt.rollout != nil {
-		if plan, err = r.planWaves(ctx, s, prep, &req, tgt, byName, previous, now); err != nil {
-			return ctrl.Result{}, err
-		}
+	var listErr error
+	in, err := r.planInputs(ctx, s, prep, req, tgt, byName, applied, previous, now, &listErr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	out, err := rollout.Plan(in)
+	if err = errors.Join(listErr, err); err != nil {
+		return ctrl.Result{}, err
+	}
+	plan := out.Course
+	if plan != nil {
 		if err := r.verifyGate(ctx, s, prep, tgt, plan); err != nil {
 			return ctrl.Result{}, err
 		}
-		if rollout.GoesBack(&plan.Status) {
-			if req, err = r.rollbackRequest(ctx, s, req, plan.Status.RollbackTo, byName); err != nil {
-				return ctrl.Result{}, err
-			}
-			r.observe(s, &req, byName, applied)
-		}
 	}
 
-	// Decide, write (each write's result apart), fold: the plan is not edited by the writes.
-	planned := fleet.Decide(req)
+	// Write (each write's result apart), fold: the plan is not edited by the writes.
 	entry := s.Status.DeepCopy()
 	s.Status.Rollout = nil
 	if plan != nil {
@@ -620,28 +454,10 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 		// After the status is set: the webhooks are told where the roll-out stands now.
 		r.rolloutEvents(s, tgt.env, entry.Rollout, &plan.Status)
 	}
-	slice := r.startSlice(s, planned, byName)
-	results, writeErr := r.apply(ctx, s, planned, byName, slice)
-	decisions := fleet.AfterWrites(planned, results, r.Config.ArgoCDNamespace)
-	optIn := false
-	for _, d := range decisions {
-		optIn = optIn || d.Reason == v1.ReasonOptInRequired
-	}
-
-	recheck := fleet.ApplyDeadline(decisions, previous, now, r.Config.ProgressDeadline)
-	sum := fleet.Fold(req.Preparation, environment, decisions, previous, now)
-	if plan != nil {
-		switch {
-		case plan.Ready != nil:
-			// Halted or rolled back: never Deployed, so no record and no stage passed.
-			sum.Ready = *plan.Ready
-		case sum.Ready.Reason != v1.ReasonDeployed:
-			sum.Ready.Message += plan.Note()
-		}
-		if plan.RecheckAfter > 0 && (recheck == 0 || plan.RecheckAfter < recheck) {
-			recheck = plan.RecheckAfter // the soak of the current wave ends
-		}
-	}
+	slice := r.startSlice(s, out.Decisions, byName)
+	results, writeErr := r.apply(ctx, s, out.Decisions, byName, slice)
+	sum := rollout.Fold(in, out, results, environment)
+	req = out.Request
 	r.unlisted.Remember(key, sum.Unlisted)
 	s.Status.Revision = req.Revision
 	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = sum.Clusters, sum.Targets, sum.Omitted
@@ -678,66 +494,14 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 		// Written before and not in the cache yet: its watch event comes, or this.
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
-	if optIn {
+	if sum.OptIn {
 		return ctrl.Result{RequeueAfter: gate.RecheckArgoCD}, nil
 	}
-	if recheck > 0 {
+	if sum.RecheckAfter > 0 {
 		// A cluster still Progressing fails at its deadline even if Argo CD reports nothing new.
-		return ctrl.Result{RequeueAfter: recheck + time.Second}, nil
+		return ctrl.Result{RequeueAfter: sum.RecheckAfter + time.Second}, nil
 	}
 	return ctrl.Result{}, nil
-}
-
-// apply writes and removes the Applications the decisions ask for, at most
-// Config.ApplicationWriters at a time, and those of the slice only (the rest wait for the next
-// reconcile), and returns what became of each (fleet.AfterWrites folds them in). A failed write
-// never stops the others; the errors are also returned together. One Event names the clusters
-// whose Applications it created.
-func (r *Reconciler) apply(ctx context.Context, s *v1.Serving, decisions []fleet.Decision, byName map[string]*argocd.Application, slice *rollout.Slice) ([]fleet.WriteResult, error) {
-	errs := make([]error, len(decisions))
-	ran := make([]bool, len(decisions))
-	w := r.writers()
-	for i := range decisions {
-		d := &decisions[i]
-		existing := byName[d.Application]
-		var op func() error
-		switch {
-		case d.Write:
-			op = func() error { return r.writeApplication(ctx, s, *d, existing) }
-		case d.Remove && existing != nil && argocd.BelongsTo(existing, s):
-			op = func() error { return r.deleteApplication(ctx, existing) }
-		default:
-			continue
-		}
-		if !slice.Take(d) {
-			continue
-		}
-		ran[i] = true
-		w.Run(func() { errs[i] = op() })
-	}
-	w.Wait()
-	var joined []string
-	for i := range decisions {
-		if !ran[i] || errs[i] != nil {
-			continue
-		}
-		existing := byName[decisions[i].Application]
-		if decisions[i].Write && existing == nil {
-			joined = append(joined, decisions[i].Cluster)
-		}
-		slice.Wrote(&decisions[i], existing)
-	}
-	r.writes.Record(slice)
-	r.joinedEvent(s, joined)
-	results := make([]fleet.WriteResult, len(decisions))
-	for i, err := range errs {
-		if errors.Is(err, errNotOurs) {
-			results[i].NotOurs, errs[i] = true, nil
-			continue
-		}
-		results[i].Err = err
-	}
-	return results, errors.Join(errs...)
 }
 
 // setServingMetrics sets the Serving's series from the status it is about to write: its
@@ -748,205 +512,6 @@ func setServingMetrics(s *v1.Serving) {
 	kmetrics.SetServing(s.Namespace, s.Name,
 		kmetrics.ClusterCounts{Selected: c.Selected, Healthy: c.Healthy, Progressing: c.Progressing, Degraded: c.Degraded, Held: c.Held},
 		ready != nil && ready.Status == metav1.ConditionTrue, ready != nil && ready.Reason == v1.ReasonAwaitingStage)
-}
-
-// errNotOurs says that an Application of the name Kokumi would create exists and is not the
-// Serving's.
-var errNotOurs = errors.New("the Application exists and is not Kokumi's")
-
-// writeApplication creates the Application of decision d, or updates existing to it. A create
-// that finds one of that name the cache does not hold reads it from the API server: the
-// Serving's own (labelled for another shard, or not cached yet) is updated, and any other is
-// remembered and left alone (errNotOurs).
-func (r *Reconciler) writeApplication(ctx context.Context, s *v1.Serving, d fleet.Decision, existing *argocd.Application) (err error) {
-	start := time.Now()
-	defer func() {
-		if !errors.Is(err, errNotOurs) {
-			kmetrics.ObserveApplicationWrite(err, time.Since(start))
-		}
-	}()
-	if existing == nil {
-		app := d.Spec.Build()
-		shard.SetApplication(app, r.Config.Shard)
-		err := r.Create(ctx, app)
-		if err == nil {
-			return nil // apply records one Event for the clusters that joined
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
-		}
-		live := &argocd.Application{}
-		if err := r.ArgoCD.Reader.Get(ctx, client.ObjectKeyFromObject(app), live); err != nil {
-			return fmt.Errorf("read Application %q for Cluster %s, which exists: %w", d.Application, d.Cluster, err)
-		}
-		if !argocd.BelongsTo(live, s) {
-			r.writes.RememberForeign(client.ObjectKeyFromObject(s), live, time.Now())
-			return errNotOurs
-		}
-		existing = live
-	}
-	app := existing.DeepCopy()
-	d.Spec.Apply(app)
-	shard.SetApplication(app, r.Config.Shard)
-	// A merge patch from the cached copy, never an Update: the cache holds what Kokumi reads of
-	// an Application (argocd.Application), and the Application CRD has no status subresource, so
-	// writing one whole would wipe Argo CD's status. The lock keeps the old Update's conflict on
-	// a stale copy.
-	if err := r.Patch(ctx, app, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("update Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
-	}
-	return nil
-}
-
-// deleteApplication deletes app, as Kokumi read it, so that what runs on its cluster keeps
-// running; every delete of an Application goes through it. An Application someone gave one of
-// Argo CD's resources finalizers (argocd.CascadeFinalizers) after Kokumi last wrote it would make
-// Argo CD delete what it deployed: the finalizer is patched away first, at the UID and
-// resourceVersion read, so that a change made meanwhile is not overwritten. The delete carries the UID and the
-// resourceVersion Kokumi read or patched it at: an Application that changed since, such as one
-// given the finalizer after the cache's copy, is not deleted but tried again, as it is then.
-func (r *Reconciler) deleteApplication(ctx context.Context, app *argocd.Application) error {
-	if argocd.Cascades(app) {
-		// A JSON patch that applies only to the Application at the UID and resourceVersion read:
-		// anything changed since, a finalizer added among them, fails it (a conflict).
-		patch, err := json.Marshal([]map[string]any{
-			{"op": "test", "path": "/metadata/uid", "value": app.UID},
-			{"op": "test", "path": "/metadata/resourceVersion", "value": app.ResourceVersion},
-			{"op": "replace", "path": "/metadata/finalizers", "value": argocd.WithoutCascade(app.Finalizers)},
-		})
-		if err != nil {
-			return fmt.Errorf("remove the resources finalizer of Application %q: %w", app.Name, err)
-		}
-		stripped := app.DeepCopy()
-		err = r.Patch(ctx, stripped, client.RawPatch(types.JSONPatchType, patch))
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("remove the resources finalizer of Application %q before deleting it: %w", app.Name, err)
-		}
-		app = stripped
-	}
-	unchanged := client.Preconditions{UID: ptr.To(app.UID)}
-	if app.ResourceVersion != "" {
-		unchanged.ResourceVersion = ptr.To(app.ResourceVersion)
-	}
-	err := r.Delete(ctx, app, unchanged)
-	if apierrors.IsConflict(err) {
-		return fmt.Errorf("delete Application %q: it changed since it was read, and is deleted as it is now on the next try: %w", app.Name, err)
-	}
-	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete Application %q: %w", app.Name, err)
-	}
-	return nil
-}
-
-// clusterRef is the Cluster an event relates to; events of one reason stay apart per Cluster.
-func clusterRef(name string) *v1.Cluster {
-	c := &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	c.SetGroupVersionKind(v1.GroupVersion.WithKind("Cluster"))
-	return c
-}
-
-// applications lists the Serving's own Applications.
-func (r *Reconciler) applications(ctx context.Context, s *v1.Serving) ([]argocd.Application, error) {
-	list := &argocd.ApplicationList{}
-	// By index, not a walk of the namespace. Read-only: writes go to copies (writeApplication),
-	// so the cache's objects are not copied.
-	if err := r.ArgoCD.ListApplications(ctx, list, r.Config.ArgoCDNamespace, client.MatchingLabels{
-		argocd.LabelServing: s.Name, argocd.LabelServingNamespace: s.Namespace,
-	}); err != nil {
-		if apimeta.IsNoMatchError(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("list Applications of Serving %s/%s: %w", s.Namespace, s.Name, err)
-	}
-	out := list.Items[:0:0]
-	left := false
-	for _, app := range list.Items {
-		if argocd.BelongsTo(&app, s) {
-			out = append(out, app)
-		} else {
-			left = left || argocd.Orphaned(&app, s.Namespace, s.Name, s)
-		}
-	}
-	if left {
-		// A former Serving of this name wrote them: they go, and this one writes its own.
-		if err := r.sweep(ctx, client.ObjectKeyFromObject(s), s); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// removeDepartures deletes the Serving's Applications of clusters its Environment no longer
-// selects, with one Event naming them; what runs there keeps running.
-func (r *Reconciler) removeDepartures(ctx context.Context, s *v1.Serving, tgt target) error {
-	ours, err := r.applications(ctx, s)
-	if err != nil {
-		return err
-	}
-	byName := make(map[string]*argocd.Application, len(ours))
-	names := make([]string, len(ours))
-	for i := range ours {
-		byName[ours[i].Name], names[i] = &ours[i], ours[i].Name
-	}
-	// One failed delete does not keep the others, nor the rest of the reconcile, waiting.
-	leaving := fleet.Leaving(s.Namespace, s.Name, tgt.clusters, names)
-	apps := make([]*argocd.Application, len(leaving))
-	for i, name := range leaving {
-		apps[i] = byName[name]
-	}
-	errs := r.deleteApplications(ctx, apps)
-	var left, deleted []string
-	for i, app := range apps {
-		if errs[i] == nil {
-			left, deleted = append(left, app.Labels[argocd.LabelCluster]), append(deleted, app.Name)
-		}
-	}
-	r.leftEvent(s, tgt.environment, left, deleted)
-	return errors.Join(errs...)
-}
-
-// removeApplications deletes every Application of the Serving and says so once.
-func (r *Reconciler) removeApplications(ctx context.Context, s *v1.Serving, why string) error {
-	ours, err := r.applications(ctx, s)
-	if err != nil {
-		return err
-	}
-	apps := make([]*argocd.Application, len(ours))
-	for i := range ours {
-		apps[i] = &ours[i]
-	}
-	errs := r.deleteApplications(ctx, apps)
-	deleted := 0
-	for _, err := range errs {
-		if err == nil {
-			deleted++
-		}
-	}
-	if deleted > 0 {
-		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, "ApplicationsDeleted", "DeleteApplications",
-			"%s: deleted %d Argo CD Applications; what runs on the clusters keeps running", why, deleted)
-	}
-	return errors.Join(errs...)
-}
-
-// deleteApplications deletes apps, Config.ApplicationWriters at a time, and returns the error
-// of each delete (nil for one that went through); one failed delete does not stop the others.
-func (r *Reconciler) deleteApplications(ctx context.Context, apps []*argocd.Application) []error {
-	errs := make([]error, len(apps))
-	w := r.writers()
-	for i, app := range apps {
-		w.Run(func() { errs[i] = r.deleteApplication(ctx, app) })
-	}
-	w.Wait()
-	return errs
-}
-
-// writers returns a pool of Config.ApplicationWriters (at least one).
-func (r *Reconciler) writers() *rollout.Writers {
-	return rollout.NewWriters(r.Config.ApplicationWriters)
 }
 
 // recordTransition records an event when the Ready reason changes to Deployed or a failure.
@@ -965,120 +530,4 @@ func (r *Reconciler) recordTransition(s *v1.Serving, before *v1.ServingStatus) {
 	default:
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, now.Reason, "Deploy", "%s", now.Message)
 	}
-}
-
-// clusterChangeServingsRead passes the Cluster changes a Serving reads (labels, server,
-// deletion, Ready and its reason) and not the others, such as a probe's time: a quiet fleet
-// reconciles no Serving.
-var clusterChangeServingsRead = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-	was, ok1 := e.ObjectOld.(*v1.Cluster)
-	now, ok2 := e.ObjectNew.(*v1.Cluster)
-	if !ok1 || !ok2 {
-		return true
-	}
-	ready := func(c *v1.Cluster) string {
-		if cond := apimeta.FindStatusCondition(c.Status.Conditions, v1.ConditionReady); cond != nil {
-			return string(cond.Status) + "/" + cond.Reason
-		}
-		return ""
-	}
-	return !equality.Semantic.DeepEqual(was.Labels, now.Labels) || was.Spec.Server != now.Spec.Server ||
-		!was.DeletionTimestamp.Equal(now.DeletionTimestamp) || ready(was) != ready(now)
-}}
-
-func servingOfApplication(_ context.Context, o client.Object) []reconcile.Request {
-	key, ok := argocd.ServingOf(o)
-	if !ok {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: key}}
-}
-
-// servingsOfSecret maps a repository Secret of Kokumi's to its Serving, and the registry's
-// credentials Secret (a rotation) to every Serving.
-func (r *Reconciler) servingsOfSecret(ctx context.Context, s *corev1.Secret) []reconcile.Request {
-	if s.Namespace != r.Config.Namespace || s.Name != oci.RegistryCredentialsSecret {
-		return servingOfApplication(ctx, s)
-	}
-	var list v1.ServingList
-	if err := r.List(ctx, &list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list Servings, for the rotated credentials of the bundled registry")
-		return nil
-	}
-	reqs := make([]reconcile.Request, len(list.Items))
-	for i := range list.Items {
-		reqs[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
-	}
-	return reqs
-}
-
-func (r *Reconciler) servingsOfPreparation(ctx context.Context, o client.Object) []reconcile.Request {
-	var list v1.ServingList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexServingPreparation: o.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list Servings of Preparation", "preparation", o.GetName())
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items)+1)
-	for _, s := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
-	}
-	// A new Preparation of an Order may be the one its Serving waits for.
-	if order := o.(*v1.Preparation).Spec.OrderRef.Name; order != "" {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: order}})
-	}
-	return out
-}
-
-// servingsOfOrdersTo lists the Servings of the Orders of namespace that deploy to environment.
-func (r *Reconciler) servingsOfOrdersTo(ctx context.Context, namespace, environment string) []reconcile.Request {
-	var list v1.OrderList
-	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexOrderEnvironment: environment}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list Orders of Environment", "environment", environment)
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for _, o := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&o)})
-	}
-	return out
-}
-
-func (r *Reconciler) servingsOfEnvironment(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.servingsOfOrdersTo(ctx, o.GetNamespace(), o.GetName())
-}
-
-// servingsOfCluster maps a Cluster to the Servings of every Environment that selects it.
-func (r *Reconciler) servingsOfCluster(ctx context.Context, o client.Object) []reconcile.Request {
-	var envs v1.EnvironmentList
-	if err := r.List(ctx, &envs); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list Environments")
-		return nil
-	}
-	var out []reconcile.Request
-	for _, e := range envs.Items {
-		sel, err := metav1.LabelSelectorAsSelector(&e.Spec.ClusterSelector)
-		if err != nil || !sel.Matches(labels.Set(o.GetLabels())) {
-			continue
-		}
-		out = append(out, r.servingsOfOrdersTo(ctx, e.Namespace, e.Name)...)
-	}
-	return out
-}
-
-// servingsOfProject maps an AppProject to the Servings of the Environments that use it, and
-// of the Environment local when it is local's project.
-func (r *Reconciler) servingsOfProject(ctx context.Context, o client.Object) []reconcile.Request {
-	var envs v1.EnvironmentList
-	if err := r.List(ctx, &envs, client.MatchingFields{indexEnvironmentProject: o.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list Environments of AppProject", "project", o.GetName())
-		return nil
-	}
-	var out []reconcile.Request
-	for _, e := range envs.Items {
-		out = append(out, r.servingsOfOrdersTo(ctx, e.Namespace, e.Name)...)
-	}
-	if o.GetName() == r.Config.LocalProject {
-		out = append(out, r.servingsOfOrdersTo(ctx, "", v1.LocalEnvironmentName)...)
-	}
-	return out
 }

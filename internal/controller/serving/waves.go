@@ -16,64 +16,49 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/promotion"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
+	"github.com/kokumi-dev/kokumi/internal/rollout/writes"
 	"github.com/kokumi-dev/kokumi/internal/shard"
 	"github.com/kokumi-dev/kokumi/internal/text"
 	"github.com/kokumi-dev/kokumi/internal/verify"
 )
 
-// observe fills req.Applications and req.Wanted from the Serving's Applications byName: what
-// exists under each planned name, and whether it is as req wants it.
-func (r *Reconciler) observe(s *v1.Serving, req *fleet.Request, byName map[string]*argocd.Application, applied *rollout.Round) {
-	req.Applications = make(map[string]fleet.Observed, len(req.Clusters))
-	// The wanted spec of each cluster is computed once: compared here, planned by Decide.
-	req.Wanted = make(map[string]argocd.ApplicationSpec, len(req.Clusters))
+// planInputs is what rollout.Plan decides the Serving's roll-out of prep from: the
+// Applications (byName, from the cache, and those a create met elsewhere), the memo of which are
+// as wanted (applied), the waves, the gates and what the roll-out goes back to. listErr holds
+// the error of a list of Preparations that the lookup RollbackTo made, if any.
+func (r *Reconciler) planInputs(ctx context.Context, s *v1.Serving, prep *v1.Preparation, req fleet.Request, tgt target,
+	byName map[string]*argocd.Application, applied *writes.Round, previous []v1.Target, now metav1.Time, listErr *error) (rollout.Inputs, error) {
 	key := client.ObjectKeyFromObject(s)
+	elsewhere := map[string]*argocd.Application{}
 	for _, c := range req.Clusters {
 		name := fleet.ApplicationName(s.Namespace, s.Name, c.Name)
-		app := byName[name]
-		if app == nil {
-			// Not in the cache, which holds only Kokumi's Applications of this shard. No lookup per
-			// Application here: the write creates it, and a create that finds one of that name
-			// (not Kokumi's, or labelled for another shard) reads it then (writeApplication).
-			if app = r.writes.Foreign(key, name, time.Now()); app == nil {
-				continue
+		// Not in the cache, which holds only Kokumi's Applications of this shard. No lookup per
+		// Application here: the write creates it, and a create that finds one of that name (not
+		// Kokumi's, or labelled for another shard) reads it then (writeApplication).
+		if byName[name] == nil {
+			if app := r.writes.Foreign(key, name, time.Now()); app != nil {
+				elsewhere[name] = app
 			}
 		}
-		spec := req.Spec(c)
-		req.Wanted[c.Name] = spec
-		req.Applications[name] = fleet.Observed{Ours: argocd.BelongsTo(app, s),
-			UpToDate: applied.UpToDate(spec, app) && shard.ApplicationIn(app, r.Config.Shard), Status: app.Status}
 	}
-}
-
-// planWaves plans the roll-out of req in the waves of the Environment's policy: it reads where
-// each cluster stands from its Application (the revision it targets, and what Argo CD reports
-// of it), and sets req.Waiting to the clusters left as they are, and req.Wanted of the clusters
-// that join a wave not reached yet to the Preparation that wave runs.
-func (r *Reconciler) planWaves(ctx context.Context, s *v1.Serving, prep *v1.Preparation, req *fleet.Request, tgt target,
-	byName map[string]*argocd.Application, previous []v1.Target, now metav1.Time) (*rollout.Plan, error) {
-	// Every cluster as if it were updated at once: Held, or its state at the new revision.
-	observed := fleet.Decide(*req)
-	fleet.ApplyDeadline(observed, previous, now, r.Config.ProgressDeadline)
-	members := make([]rollout.Member, len(observed))
-	for i, d := range observed {
-		app := byName[d.Application]
-		m := rollout.Member{Name: d.Cluster, Wave: tgt.waves[d.Cluster], HasApplication: app != nil, Reason: d.Reason}
-		switch {
-		case d.State == fleet.Held:
-			m.Standing = rollout.Held
-		case app == nil || !argocd.SameRevision(app.TargetRevision(), req.Revision):
-			m.Standing = rollout.Untouched
-		case d.State == fleet.Healthy:
-			m.Standing = rollout.Healthy
-		case d.State == fleet.Degraded:
-			m.Standing = rollout.Failed
-		default:
-			m.Standing = rollout.Updating
-		}
-		members[i] = m
+	in := rollout.Inputs{Request: req, Applications: byName, Elsewhere: elsewhere,
+		Ours: func(app *argocd.Application) bool { return argocd.BelongsTo(app, s) },
+		UpToDate: func(spec argocd.ApplicationSpec, app *argocd.Application) bool {
+			return applied.UpToDate(spec, app) && shard.ApplicationIn(app, r.Config.Shard)
+		},
+		Targets: previous, Deadline: r.Config.ProgressDeadline, Now: now, Waves: tgt.waves, BundledRegistry: r.Config.BundledRegistry,
+		Preparation: func(name string) (*v1.Preparation, error) {
+			var p v1.Preparation
+			if err := r.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &p); err != nil {
+				return nil, err
+			}
+			return &p, nil
+		},
 	}
-
+	gates := gatesOf(tgt.env, s, prep)
+	if in.Rollout.Policy = rollout.Effective(tgt.rollout, s.Spec.Rollout, tgt.pace, prep.Name, gates.Gated()); in.Rollout.Policy == nil {
+		return in, nil
+	}
 	var preps []v1.Preparation
 	listPreps := func() ([]v1.Preparation, error) {
 		if preps != nil {
@@ -86,19 +71,16 @@ func (r *Reconciler) planWaves(ctx context.Context, s *v1.Serving, prep *v1.Prep
 		preps = promotion.OrderPreparations(list.Items, s.Spec.OrderRef.Name)
 		return preps, nil
 	}
-	from, err := r.rolloutFrom(s, prep, listPreps)
+	from, err := rollout.From(s.Status.Rollout, s.Status.Revision, prep, listPreps)
 	if err != nil {
-		return nil, err
+		return in, err
 	}
-	var listErr error
-	plan := rollout.Decide(rollout.Input{
-		Gates:  gatesOf(tgt.env, s, prep),
-		Policy: tgt.rollout, Preparation: prep.Name, From: from, Previous: s.Status.Rollout, Control: s.Spec.Rollout, Pace: tgt.pace, Members: members, Now: now.Time,
-		Generation: s.Generation,
+	in.Rollout = rollout.Input{Policy: in.Rollout.Policy, Gates: gates, Preparation: prep.Name, From: from, Previous: s.Status.Rollout,
+		Control: s.Spec.Rollout, Pace: tgt.pace, Generation: s.Generation,
 		RollbackTo: func() (string, string) {
 			all, err := listPreps()
 			if err != nil {
-				listErr = err
+				*listErr = err
 				return "", err.Error()
 			}
 			to, skipped, err := promotion.RollbackTargetChecked(all, prep.Name, tgt.environment, func(p *v1.Preparation) string {
@@ -112,95 +94,8 @@ func (r *Reconciler) planWaves(ctx context.Context, s *v1.Serving, prep *v1.Prep
 			}
 			return to.Name, text.Names(skipped)
 		},
-	})
-	if listErr != nil {
-		return nil, listErr
 	}
-
-	req.Waiting = plan.Waiting
-	if len(plan.Joiners) > 0 {
-		// A cluster that joins a wave not reached yet gets what that wave runs.
-		var fromPrep v1.Preparation
-		found, err := exists(ctx, r.Client, client.ObjectKey{Namespace: s.Namespace, Name: plan.Status.From}, &fromPrep, "Preparation")
-		if err != nil {
-			return nil, err
-		}
-		fromReq := withPreparation(*req, r.Config.BundledRegistry, &fromPrep)
-		for _, c := range req.Clusters {
-			if !found {
-				break
-			}
-			for _, j := range plan.Joiners {
-				if j == c.Name {
-					req.Wanted[c.Name] = fromReq.Spec(c)
-				}
-			}
-		}
-		if !found {
-			for _, j := range plan.Joiners {
-				req.Waiting[j] = "the Preparation " + plan.Status.From + " its wave runs no longer exists: it joins when its wave is reached"
-			}
-		}
-	}
-	return &plan, nil
-}
-
-// rolloutFrom returns the Preparation the clusters of the waves not reached yet run: the one the
-// roll-out in progress keeps, or the one rolled out before; without a roll-out before, the
-// Order's Preparation whose artifact the status says runs.
-func (r *Reconciler) rolloutFrom(s *v1.Serving, prep *v1.Preparation, listPreps func() ([]v1.Preparation, error)) (string, error) {
-	prev := s.Status.Rollout
-	switch {
-	case prev != nil && prev.Preparation == prep.Name:
-		return prev.From, nil
-	case prev != nil && prev.State == v1.RolloutComplete:
-		return prev.Preparation, nil
-	case prev != nil:
-		return prev.From, nil
-	case s.Status.Revision == "" || s.Status.Revision == prep.Spec.Artifact.Digest:
-		return "", nil
-	}
-	preps, err := listPreps()
-	if err != nil {
-		return "", err
-	}
-	for _, p := range preps {
-		if p.Name != prep.Name && p.Spec.Artifact.Digest == s.Status.Revision {
-			return p.Name, nil
-		}
-	}
-	return "", nil
-}
-
-// rollbackRequest is req for the Preparation named to, which a rolled-back roll-out deploys to
-// the clusters it changed and to those that join; the others are left as they are.
-func (r *Reconciler) rollbackRequest(ctx context.Context, s *v1.Serving, req fleet.Request, to string, byName map[string]*argocd.Application) (fleet.Request, error) {
-	var rb v1.Preparation
-	if err := r.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: to}, &rb); err != nil {
-		return req, fmt.Errorf("get Preparation %s to roll back to: %w", to, err)
-	}
-	failed := req.Revision
-	out := withPreparation(req, r.Config.BundledRegistry, &rb)
-	out.Waiting = map[string]string{}
-	for _, c := range req.Clusters {
-		app := byName[fleet.ApplicationName(s.Namespace, s.Name, c.Name)]
-		if app == nil {
-			continue
-		}
-		if rev := app.TargetRevision(); !argocd.SameRevision(rev, failed) && !argocd.SameRevision(rev, out.Revision) {
-			out.Waiting[c.Name] = rollout.RolledBackWaiting(req.Preparation)
-		}
-	}
-	return out, nil
-}
-
-// withPreparation is req deploying prep instead.
-func withPreparation(req fleet.Request, bundledRegistry string, prep *v1.Preparation) fleet.Request {
-	repository, revision := preparation.ArtifactLocation(bundledRegistry, prep)
-	req.Preparation, req.RepoURL, req.Revision = prep.Name, "oci://"+repository, revision
-	req.TargetNamespace, req.ImagesInBundledRegistry = prep.Spec.TargetNamespace, prep.Spec.ImagesInBundledRegistry
-	req.Wanted = nil
-	return req
+	return in, nil
 }
 
 // Notifier tells an Environment's webhooks (spec.notifications) of a transition of a Serving's
@@ -258,7 +153,7 @@ func gatesOf(env *v1.Environment, s *v1.Serving, prep *v1.Preparation) rollout.G
 // verifyGate steps the verifications the plan runs now (internal/verify), writes their results
 // into the plan's status, and looks again when a run is due or under way. A verification that
 // passed or failed is decided on by the next reconcile, at once.
-func (r *Reconciler) verifyGate(ctx context.Context, s *v1.Serving, prep *v1.Preparation, tgt target, plan *rollout.Plan) error {
+func (r *Reconciler) verifyGate(ctx context.Context, s *v1.Serving, prep *v1.Preparation, tgt target, plan *rollout.Course) error {
 	step := plan.Verify
 	if step == nil || r.Verifier == nil {
 		return nil

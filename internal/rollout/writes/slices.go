@@ -1,8 +1,10 @@
-// Package rollout holds the mechanics of a Serving's roll-out, apart from its reconciler (as Argo
-// CD keeps applicationset/progressivesync apart from its controller): writes in slices that hold
-// no worker for long, the memory of writes the cache has not shown yet and of Applications that
-// are someone else's, the memo of which Applications are as wanted, and the pool of writers.
-package rollout
+// Package writes holds the stateful mechanics of a Serving's roll-out writes, apart from its
+// reconciler and from the rules of internal/rollout: writes in slices that hold no worker for
+// long, the memory of writes the cache has not shown yet and of Applications that are someone
+// else's, the memo of which Applications are as wanted, the clusters past status.targets' cap,
+// and the pool of writers. Each remembers, per Serving, under its own mutex. Nothing here
+// decides what the roll-out does: internal/rollout and internal/fleet do.
+package writes
 
 import (
 	"sync"
