@@ -4,7 +4,7 @@
 // never ends) takes the controller's memory or holds one of its workers beyond the timeout.
 //
 // The parent writes each request (the source's layers and the render options) as a frame of
-// JSON on the child's stdin and reads the rendered manifests from its stdout, no more than the
+// JSON on the child's stdin and reads the rendered objects from its stdout, no more than the
 // output budget allows; the child is the binary itself, started with ChildFlag as its only
 // argument (MainIfChild runs it), so that the child is the same code as the controller, with no
 // other file to install. A child renders one request after another (up to ChildRenders), each
@@ -31,7 +31,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kokumi-dev/kokumi/internal/manifests"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/render"
 )
@@ -92,14 +93,14 @@ type request struct {
 	Options render.Options `json:"options"`
 }
 
-// response is what the child writes on its stdout for a request: the manifests, or the
-// failure; and whether it exits after it (Retire).
+// response is what the child writes on its stdout for a request: whether the source was a
+// chart, or the failure; and whether it exits after it (Retire). The objects follow it in the
+// same frame, as JSON values one after the other (decoder), when there is no failure.
 type response struct {
-	Chart     bool            `json:"chart"`
-	Manifests []byte          `json:"manifests,omitempty"`
-	Error     string          `json:"error,omitempty"`
-	Limit     *oci.LimitError `json:"limit,omitempty"`
-	Retire    bool            `json:"retire,omitempty"`
+	Chart  bool            `json:"chart"`
+	Error  string          `json:"error,omitempty"`
+	Limit  *oci.LimitError `json:"limit,omitempty"`
+	Retire bool            `json:"retire,omitempty"`
 }
 
 // Render renders layers with o in a child process, as render.Render does in this one. A child
@@ -133,7 +134,21 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 	if err != nil {
 		return nil, err
 	}
-	out, tooMuch, readErr := c.exchange(ctx, in, most)
+	var res response
+	var objs []*unstructured.Unstructured
+	read := func(r io.Reader) error {
+		dec := json.NewDecoder(r)
+		if err := dec.Decode(&res); err != nil {
+			return noEOF(err)
+		}
+		if res.Error != "" {
+			return nil
+		}
+		var err error
+		objs, err = newDecoder(dec, o.Limits).all()
+		return err
+	}
+	tooMuch, readErr := c.exchange(ctx, in, most, read)
 	if kept && errors.Is(readErr, errNotSent) && ctx.Err() == nil {
 		// A kept child that died while it waited (killed from outside) took no part in this
 		// render: a new one renders it.
@@ -141,8 +156,9 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		if c, err = p.startLive(); err != nil {
 			return nil, err
 		}
-		out, tooMuch, readErr = c.exchange(ctx, in, most)
+		tooMuch, readErr = c.exchange(ctx, in, most, read)
 	}
+	var le *oci.LimitError
 	switch {
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && p.Timeout > 0:
 		p.discard(c)
@@ -153,6 +169,10 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 	case tooMuch:
 		p.discard(c)
 		return nil, &oci.LimitError{Limit: render.LimitOutputBytes, Max: o.Limits.OutputBytes}
+	case errors.As(readErr, &le):
+		// The parent's budget of the objects is spent: the child's output is left unread.
+		p.discard(c)
+		return nil, fmt.Errorf("read the render's objects: %w", le)
 	case readErr != nil && !errors.Is(readErr, io.EOF) && !errors.Is(readErr, io.ErrUnexpectedEOF) && !errors.Is(readErr, errNotSent):
 		// The child answered what is no frame: it renders nothing more.
 		p.discard(c)
@@ -167,11 +187,6 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		}
 		return nil, fmt.Errorf("read the render's output: %w", readErr)
 	}
-	var res response
-	if err := json.Unmarshal(out, &res); err != nil {
-		p.discard(c)
-		return nil, fmt.Errorf("read the render's output: %w", err)
-	}
 	if res.Retire {
 		p.discard(c)
 	} else {
@@ -182,10 +197,6 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		return nil, fmt.Errorf("%s: %w", strings.TrimSuffix(res.Error, ": "+res.Limit.Error()), res.Limit)
 	case res.Error != "":
 		return nil, errors.New(res.Error)
-	}
-	objs, err := manifests.ParseLimited(res.Manifests, o.Limits.Objects)
-	if err != nil {
-		return nil, err
 	}
 	return &render.Result{Chart: res.Chart, Objects: objs}, nil
 }
@@ -198,9 +209,10 @@ type child struct {
 	stderr bytes.Buffer
 }
 
-// exchange writes the request in to the child and reads its answer, at most most bytes of it
-// (tooMuch when it says more), killing the child when ctx ends first.
-func (c *child) exchange(ctx context.Context, in []byte, most int64) (out []byte, tooMuch bool, err error) {
+// exchange writes the request in to the child and reads its answer with read, which is given
+// the answer's frame, at most most bytes of it (tooMuch when it says more), killing the child
+// when ctx ends first. What read leaves of the frame is read past.
+func (c *child) exchange(ctx context.Context, in []byte, most int64, read func(io.Reader) error) (tooMuch bool, err error) {
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -216,21 +228,27 @@ func (c *child) exchange(ctx context.Context, in []byte, most int64) (out []byte
 	}()
 	if err := writeFrame(c.stdin, in); err != nil {
 		// A child that died before reading it all says why on its own: its error is Wait's.
-		return nil, false, fmt.Errorf("%w: %w", errNotSent, err)
+		return false, fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	n, err := readFrameSize(c.stdout)
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
 	if n > most {
 		_ = c.cmd.Process.Kill()
-		return nil, true, nil
+		return true, nil
 	}
-	out = make([]byte, n)
-	if _, err := io.ReadFull(c.stdout, out); err != nil {
-		return nil, false, err
+	frame := io.LimitReader(c.stdout, n)
+	if err := read(frame); err != nil {
+		return false, err
 	}
-	return out, false, nil
+	if _, err := io.Copy(io.Discard, frame); err != nil {
+		return false, err
+	}
+	if frame.(*io.LimitedReader).N > 0 {
+		return false, io.ErrUnexpectedEOF
+	}
+	return false, nil
 }
 
 // errNotSent is a request the child did not take: it had exited.
@@ -484,14 +502,22 @@ func runChild(stdin io.Reader, stdout io.Writer) int {
 		}
 		// The request is read: from here on the render alone grows, held to its limits.
 		lim.hold()
-		res := renderRequest(req)
+		res, objs := renderRequest(req)
 		// A child whose heap grew (a render that came near its limit leaves its heap mapped),
 		// or that went over a budget, or has rendered enough, renders nothing more.
 		res.Retire = lim.once || renders >= ChildRenders || res.Limit != nil ||
 			(lim.memory > 0 && data() > lim.data+uint64(lim.memory)/2)
-		b, err := json.Marshal(res)
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		err = enc.Encode(res)
+		for _, o := range objs {
+			if err != nil {
+				break
+			}
+			err = enc.Encode(o.Object)
+		}
 		if err == nil {
-			err = writeFrame(stdout, b)
+			err = writeFrame(stdout, b.Bytes())
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "write the render's output:", err)
@@ -542,22 +568,20 @@ func setSoft(resource int, v uint64) {
 	_ = syscall.Setrlimit(resource, &r)
 }
 
-// renderRequest renders req in this process, as the response.
-func renderRequest(req request) response {
+// renderRequest renders req in this process, as the response and its objects.
+func renderRequest(req request) (response, []*unstructured.Unstructured) {
 	var res response
 	out, err := render.Render(context.Background(), req.Layers, req.Options)
 	if err == nil {
 		res.Chart = out.Chart
-		res.Manifests, err = manifests.Marshal(out.Objects)
+		return res, out.Objects
 	}
-	if err != nil {
-		res.Error = err.Error()
-		var le *oci.LimitError
-		if errors.As(err, &le) {
-			res.Limit = le
-		}
+	res.Error = err.Error()
+	var le *oci.LimitError
+	if errors.As(err, &le) {
+		res.Limit = le
 	}
-	return res
+	return res, nil
 }
 
 // data is this process's data segment, as RLIMIT_DATA counts it (VmData), or 2 GiB when it

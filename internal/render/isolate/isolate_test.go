@@ -282,3 +282,26 @@ func TestAKeptChildGivesARenderNothingOfTheOneBefore(t *testing.T) {
 		t.Errorf("the renders ran in children %v and %v, want one kept child", first, second)
 	}
 }
+
+// manyKeys is a chart of configMaps ConfigMaps of keys short keys each: some 13 bytes of YAML a
+// key, within the output budget, and some 90 bytes of the heap of whoever reads it.
+func manyKeys(t *testing.T, configMaps, keys int) []oci.Layer {
+	t.Helper()
+	return bomb(t, "{{ range $i := until "+strconv.Itoa(configMaps)+" }}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: m{{ $i }}\ndata:\n{{ range until "+strconv.Itoa(keys)+" }}  k{{ . }}: v\n{{ end }}{{ end }}")
+}
+
+// A chart of ConfigMaps of hundreds of thousands of short keys, within the output budget, would
+// cost this process hundreds of MiB to read: its read stops at its budget (twice the output
+// budget), named, and this process's heap stays below it.
+func TestTheParentsReadOfARendersObjectsStopsAtItsBudget(t *testing.T) {
+	p := isolate.Process{Memory: 512 << 20, Timeout: time.Minute}
+	limits := render.Limits{OutputBytes: 32 << 20}
+	before := heap()
+	_, err := p.Render(context.Background(), manyKeys(t, 30, 30_000), render.Options{ReleaseName: "k", TargetNamespace: "k", Limits: limits})
+	le := ocitest.LimitError(t, err, render.LimitDecodedBytes, isolate.DecodedBytes(limits.OutputBytes))
+	t.Logf("%v; this process's heap %d MiB → %d MiB", le, before>>20, heap()>>20)
+	got, err := p.Render(context.Background(), manyKeys(t, 3, 1000), render.Options{ReleaseName: "k", TargetNamespace: "k", Limits: limits})
+	if err != nil || len(got.Objects) != 3 {
+		t.Fatalf("an ordinary chart of the same budgets: %v", err)
+	}
+}
