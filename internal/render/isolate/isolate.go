@@ -78,8 +78,11 @@ type Process struct {
 	// address-space limits are set from it for each render). Zero means no limit.
 	Memory int64
 	// Timeout is the most wall time a render takes; the child is killed then, and its CPU
-	// time for the render is held to it too. Zero means no timeout.
+	// time for the render is held to it too (unless CPU is set). Zero means no timeout.
 	Timeout time.Duration
+	// CPU is the most CPU time a render takes, in whole seconds (at least one): Timeout when
+	// zero. A render that runs out of it fails with a *TimeoutError of CPU.
+	CPU time.Duration
 	// Warm is how many children are kept waiting for a request between renders, so that a
 	// render does not wait for its child's start (some 80 ms for Kokumi's binary, most of what a
 	// small chart's render costs) nor pay its CPU time; as many as renders run at a time is
@@ -108,14 +111,10 @@ type response struct {
 // Timeout, or past its CPU time, with a *TimeoutError; a render failure with the child's error,
 // an *oci.LimitError of the render's own budgets kept as one.
 func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Options) (*render.Result, error) {
-	exe := p.Executable
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("find Kokumi's binary to render in: %w", err)
-		}
+	p, err := p.resolved()
+	if err != nil {
+		return nil, err
 	}
-	p.Executable = exe
 	in, err := json.Marshal(request{Layers: layers, Options: o})
 	if err != nil {
 		return nil, fmt.Errorf("encode the render request: %w", err)
@@ -394,8 +393,8 @@ func (p Process) childFailed(err error, stderr string) error {
 		outOfMemory := strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") ||
 			strings.Contains(stderr, "pthread_create failed") || strings.Contains(stderr, "failed to create new OS thread")
 		switch {
-		case p.Timeout > 0 && status.Exited() && status.ExitStatus() == exitCPU:
-			return &TimeoutError{After: p.Timeout}
+		case p.cpu() > 0 && status.Exited() && status.ExitStatus() == exitCPU:
+			return &TimeoutError{After: p.cpu()}
 		case p.Memory > 0 && (outOfMemory || (status.Signaled() && status.Signal() == syscall.SIGKILL)):
 			return &oci.LimitError{Limit: render.LimitMemory, Max: p.Memory}
 		}
@@ -410,13 +409,47 @@ func childEnv(p Process) []string {
 	if p.Memory > 0 {
 		env = append(env, "GOMEMLIMIT="+strconv.FormatInt(p.Memory, 10), "KOKUMI_RENDER_MEMORY="+strconv.FormatInt(p.Memory, 10))
 	}
-	if p.Timeout > 0 {
-		env = append(env, "KOKUMI_RENDER_CPU_SECONDS="+strconv.Itoa(max(int(p.Timeout.Seconds()), 1)))
+	if cpu := p.cpu(); cpu > 0 {
+		env = append(env, "KOKUMI_RENDER_CPU_SECONDS="+strconv.Itoa(max(int(cpu.Seconds()), 1)))
 	}
 	if p.Warm <= 0 {
 		env = append(env, "KOKUMI_RENDER_ONCE=1")
 	}
 	return env
+}
+
+// cpu is the most CPU time of a render: CPU, else Timeout.
+func (p Process) cpu() time.Duration {
+	if p.CPU > 0 {
+		return p.CPU
+	}
+	return p.Timeout
+}
+
+// resolved is p with its Executable: Kokumi's own binary unless set.
+func (p Process) resolved() (Process, error) {
+	if p.Executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return p, fmt.Errorf("find Kokumi's binary to render in: %w", err)
+		}
+		p.Executable = exe
+	}
+	return p, nil
+}
+
+// Kept returns the process IDs of the children p keeps waiting for a request (Warm), the one
+// kept last first.
+func (p Process) Kept() []int {
+	p, _ = p.resolved()
+	pool.Lock()
+	defer pool.Unlock()
+	idle := pool.idle[p]
+	pids := make([]int, 0, len(idle))
+	for i := len(idle) - 1; i >= 0; i-- {
+		pids = append(pids, idle[i].cmd.Process.Pid)
+	}
+	return pids
 }
 
 // IsChild reports whether args (os.Args) start a render child.
