@@ -59,3 +59,51 @@ func TestANamespaceHoldsAtMostHalfTheRenderSlots(t *testing.T) {
 		t.Fatalf("a free slot refused on a done context: %v", err)
 	}
 }
+
+// Two namespaces whose renders hold every slot longer than an ordinary render keep a third
+// namespace's render no longer than that: it takes the spare, and only a namespace that runs
+// none does; at most size + 1 renders run.
+func TestTheSpareSlotTakesARenderOfANamespaceThatRunsNone(t *testing.T) {
+	ctx := context.Background()
+	s := newSlots(2)
+	s.share = 100 * time.Millisecond
+	a, _, _ := s.take(ctx, "bomb-a")
+	b, _, _ := s.take(ctx, "bomb-b")
+	defer a()
+	defer b()
+	got := make(chan func())
+	go func() {
+		release, ok, err := s.take(ctx, "calm")
+		if !ok || err != nil {
+			t.Errorf("calm: ok %v, %v", ok, err)
+		}
+		got <- release
+	}()
+	var calm func()
+	select {
+	case calm = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("calm waited 10s for the spare, share being 100ms")
+	}
+	// The spare is taken: a fourth namespace waits for a slot given back.
+	waiting, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, ok, err := s.take(waiting, "other"); ok || err == nil {
+		t.Errorf("a fourth render took a slot beside 3 of 2 slots and the spare: ok %v, %v", ok, err)
+	}
+	calm()
+	// A namespace that runs a render already does not take the spare.
+	bombA := newSlots(2)
+	bombA.share = time.Millisecond
+	x, _, _ := bombA.take(ctx, "a")
+	y, _, _ := bombA.take(ctx, "b")
+	defer x()
+	defer y()
+	bombA.perNamespace = 2
+	time.Sleep(5 * time.Millisecond)
+	waiting, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, ok, _ := bombA.take(waiting, "a"); ok {
+		t.Error("a namespace that runs a render took the spare")
+	}
+}
