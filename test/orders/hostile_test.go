@@ -242,3 +242,46 @@ func TestASourceRegistryThatTricklesFailsTheOrderAtTheRenderTimeout(t *testing.T
 		t.Errorf("the trickled Order failed after %s, its render timeout being 15s", took)
 	}
 }
+
+// A controller killed while it renders (at its memory limit, by a tenant's chart) wrote before
+// the render what the render would be as a failure: the controller that starts again finds the
+// Order's status.renderRetry due later and renders its other Orders meanwhile, rather than
+// rendering at once, and dying of, the same input again.
+func TestAControllerKilledInARenderIsFollowedByOneThatWaits(t *testing.T) {
+	ctx := context.Background()
+	ns := movedNamespace
+	if err := env.CreateNamespace(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	src := newSource(t)
+	stop := startOrdersWith(t, bundled.Addr, time.Hour)
+	hostileChart(t, src, ns, "inflight", "{{ range until 4000000 }}{{ range until 400 }}{{ end }}{{ end }}\n", nil)
+	order(t, ns, "inflight", "inflight", "", v1.PromotionManual)
+	t.Cleanup(func() {
+		for _, name := range []string{"inflight", "calm"} {
+			_ = env.Client.Delete(context.Background(), &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}})
+		}
+	})
+	var marked *v1.Order
+	eventually(t, "the render in flight marked in status.renderRetry", func() (bool, string) {
+		marked = getOrder(t, ns, "inflight")
+		return marked.Status.RenderRetry != nil, readyReason(marked)
+	})
+	rr := marked.Status.RenderRetry
+	if rr.Failures != 1 || time.Until(rr.NotBefore.Time) < 50*time.Minute || readyReason(marked) == v1.ReasonRenderTimeout {
+		t.Fatalf("in flight: status.renderRetry %+v, Ready %s: want 1 failure due in an hour, the render not ended", rr, readyReason(marked))
+	}
+	// The controller dies in the render: nothing it does after is written.
+	stop()
+
+	src.product(t, ns, "calm", "", src.values("calm"))
+	order(t, ns, "calm", "calm", "", v1.PromotionManual)
+	startOrdersWith(t, bundled.Addr, time.Hour)
+	waitReady(t, ns, "calm", v1.ReasonRendered)
+	// A render of the marked input would mark a second failure as it starts.
+	time.Sleep(2 * time.Second)
+	again := getOrder(t, ns, "inflight")
+	if got := again.Status.RenderRetry; got == nil || got.Failures != 1 || !got.NotBefore.Equal(&rr.NotBefore) {
+		t.Errorf("after the restart status.renderRetry is %+v, was %+v: the render the controller died in was tried again at once", got, rr)
+	}
+}

@@ -232,7 +232,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if wait := r.retries.wait(req.NamespacedName, input, time.Now()); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	prep, failure := r.prepare(ctx, &order, product)
+	prep, failure := r.prepare(ctx, &order, product, r.inFlight(ctx, &order, base, input))
 	if failure == busy {
 		return ctrl.Result{RequeueAfter: busyRetry}, nil
 	}
@@ -329,8 +329,8 @@ func (r *Reconciler) product(ctx context.Context, order *deliveryv1alpha1.Order)
 
 // prepare renders the Order and returns its Preparation, new or existing, and records it in
 // the status; or returns why it failed. When nothing the render reads changed since the latest
-// Preparation, it renders nothing and returns that one.
-func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Product) (_ *deliveryv1alpha1.Preparation, failed *failure) {
+// Preparation, it renders nothing and returns that one; else it calls inFlight before it renders.
+func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order, product *deliveryv1alpha1.Product, inFlight func() error) (_ *deliveryv1alpha1.Preparation, failed *failure) {
 	// Skipped until a render runs (nothing the render reads changed); Failure whatever failed.
 	start, result := time.Now(), kmetrics.Skipped
 	defer func() {
@@ -380,6 +380,9 @@ func (r *Reconciler) prepare(ctx context.Context, order *deliveryv1alpha1.Order,
 		return nil, busy
 	}
 	defer release()
+	if err := inFlight(); err != nil {
+		return nil, busy // the Order changed meanwhile, or the API server failed: tried again a moment later
+	}
 	result = kmetrics.Success
 	built, err := b.Build(ctx, in)
 	// The slot bounds the pull, the render and the images' resolution; the push and the
