@@ -490,6 +490,11 @@ func runChild(stdin io.Reader, stdout io.Writer) int {
 	// And the controller's own work (roll-outs, probes, records) comes before any render's on
 	// a busy CPU.
 	_ = syscall.Setpriority(syscall.PRIO_PROCESS, 0, childNice)
+	// Nothing of the file system but what a render reads, no network.
+	if err := Restrict(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	lim := childLimits()
 	if lim.cpuSeconds > 0 {
 		// The CPU limit is the soft one, moved for each render (a hard one could not be raised

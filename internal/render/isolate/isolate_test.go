@@ -21,11 +21,14 @@ import (
 // The renders these tests start run this very test binary as their child.
 func TestMain(m *testing.M) {
 	isolate.MainIfChild()
+	if path := os.Getenv(envReadRestricted); path != "" {
+		os.Exit(readRestricted(path))
+	}
 	os.Exit(m.Run())
 }
 
 // bomb is a chart whose one template is body.
-func bomb(t *testing.T, body string) []oci.Layer {
+func bomb(t testing.TB, body string) []oci.Layer {
 	t.Helper()
 	return []oci.Layer{{MediaType: oci.MediaTypeHelmChart, Data: ocitest.Chart(t, "bomb", map[string]string{"Chart.yaml": "apiVersion: v2\nname: bomb\nversion: 0.1.0\n", "templates/cm.yaml": body})}}
 }
@@ -255,21 +258,24 @@ func TestAKeptChildGivesARenderNothingOfTheOneBefore(t *testing.T) {
 
 // manyKeys is a chart of configMaps ConfigMaps of keys short keys each: some 13 bytes of YAML a
 // key, within the output budget, and some 90 bytes of the heap of whoever reads it.
-func manyKeys(t *testing.T, configMaps, keys int) []oci.Layer {
+func manyKeys(t testing.TB, configMaps, keys int) []oci.Layer {
 	t.Helper()
 	return bomb(t, "{{ range $i := until "+strconv.Itoa(configMaps)+" }}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: m{{ $i }}\ndata:\n{{ range until "+strconv.Itoa(keys)+" }}  k{{ . }}: v\n{{ end }}{{ end }}")
 }
 
-// A chart of ConfigMaps of hundreds of thousands of short keys, within the output budget, would
-// cost this process hundreds of MiB to read: its read stops at its budget (twice the output
-// budget), named, and this process's heap stays below it.
+// A chart of ConfigMaps of many short keys, within the output budget (4 MiB here, 2 MiB of
+// YAML), would cost this process six times as much to read: its read stops at its budget (twice
+// the output budget), named, and this process's heap stays below it.
 func TestTheParentsReadOfARendersObjectsStopsAtItsBudget(t *testing.T) {
-	p := isolate.Process{Memory: 512 << 20, Timeout: time.Minute}
-	limits := render.Limits{OutputBytes: 32 << 20}
+	p := isolate.Process{Memory: 512 << 20, Timeout: 5 * time.Minute}
+	limits := render.Limits{OutputBytes: 4 << 20}
 	before := heap()
-	_, err := p.Render(context.Background(), manyKeys(t, 30, 30_000), render.Options{ReleaseName: "k", TargetNamespace: "k", Limits: limits})
+	_, err := p.Render(context.Background(), manyKeys(t, 10, 15_000), render.Options{ReleaseName: "k", TargetNamespace: "k", Limits: limits})
 	le := ocitest.LimitError(t, err, render.LimitDecodedBytes, isolate.DecodedBytes(limits.OutputBytes))
 	t.Logf("%v; this process's heap %d MiB → %d MiB", le, before>>20, heap()>>20)
+	if grown := int64(heap()) - int64(before); grown > isolate.DecodedBytes(limits.OutputBytes) {
+		t.Errorf("this process's heap grew by %d MiB", grown>>20)
+	}
 	got, err := p.Render(context.Background(), manyKeys(t, 3, 1000), render.Options{ReleaseName: "k", TargetNamespace: "k", Limits: limits})
 	if err != nil || len(got.Objects) != 3 {
 		t.Fatalf("an ordinary chart of the same budgets: %v", err)
