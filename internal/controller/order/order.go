@@ -819,19 +819,20 @@ func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespa
 		Images:  &images.Resolver{Credentials: creds, PlainHTTP: plain, Namespace: namespace, Allow: own, Tags: r.tagCache()},
 		Budgets: r.Config.RenderBudgets,
 		Allowed: r.Config.RegistryAllowed,
-		Render:  r.renderer().Render,
+		Render:  r.renderer(namespace).Render,
 	}, nil
 }
 
-// renderer renders in a process of its own, held to the render budgets' memory and timeout,
-// with a child started ahead for each render slot so that no render waits for its start.
-func (r *Reconciler) renderer() isolate.Process {
+// renderer renders namespace's Orders in a process of its own, held to the render budgets'
+// memory and timeout, with a child started ahead for each render slot so that no render waits
+// for its start; a child kept after a render renders only namespace's.
+func (r *Reconciler) renderer(namespace string) isolate.Process {
 	b := r.Config.RenderBudgets.WithDefaults()
 	workers := r.Config.RenderWorkers
 	if workers <= 0 {
 		workers = config.DefaultRenderWorkers
 	}
-	return isolate.Process{Memory: b.Memory, Timeout: b.Timeout, Warm: workers}
+	return isolate.Process{Memory: b.Memory, Timeout: b.Timeout, Warm: workers, Namespace: namespace}
 }
 
 // bundled says whether images vendored into registry live in the bundled registry.

@@ -88,6 +88,13 @@ type Process struct {
 	// small chart's render costs) nor pay its CPU time; as many as renders run at a time is
 	// enough. Zero starts a child for each render, which exits after it.
 	Warm int
+	// Namespace is the namespace whose render this is: a child that rendered for one namespace
+	// is kept for that namespace's renders only, so that nothing one tenant's render leaves in a
+	// child (Helm's engine keeps nothing, but a flaw might) reaches another's. Children started
+	// ahead have rendered nothing and take any namespace's first render. The Warm children
+	// waiting are shared by all namespaces: when a render of another namespace would keep one
+	// more, the one that waited longest exits.
+	Namespace string
 }
 
 // request is what the parent writes on the child's stdin, one frame per render.
@@ -275,21 +282,52 @@ func readFrameSize(r *bufio.Reader) (int64, error) {
 	return n, nil
 }
 
-// pool holds, for each Process, its children waiting for a request (idle), and how many it has
-// started and not seen exit (live).
+// pool holds, for each Process but its Namespace (base), its children: those started ahead
+// (fresh), which have rendered nothing yet, those kept after a render of a namespace (used), which
+// render that namespace's only, and how many it has started and not seen exit (live).
 var pool = struct {
 	sync.Mutex
-	idle map[Process][]*child
-	live map[Process]int
-}{idle: map[Process][]*child{}, live: map[Process]int{}}
+	of map[Process]*children
+}{of: map[Process]*children{}}
 
-// take returns a child waiting for its request: one kept from an earlier render, or one
-// started ahead (kept), when there is one, else one started now.
+// children are a Process's children (pool).
+type children struct {
+	fresh []*child
+	used  map[string][]*child
+	idle  int
+	live  int
+}
+
+// base is p without its Namespace: the key of its children in pool.
+func (p Process) base() Process {
+	p.Namespace = ""
+	return p
+}
+
+// children are p's children; pool is held.
+func (p Process) children() *children {
+	k := pool.of[p.base()]
+	if k == nil {
+		k = &children{used: map[string][]*child{}}
+		pool.of[p.base()] = k
+	}
+	return k
+}
+
+// take returns a child waiting for its request: one kept from an earlier render of p's
+// Namespace, or one started ahead (kept), when there is one, else one started now.
 func (p Process) take() (c *child, kept bool, err error) {
 	pool.Lock()
-	if idle := pool.idle[p]; len(idle) > 0 {
-		c = idle[len(idle)-1]
-		pool.idle[p] = idle[:len(idle)-1]
+	k := p.children()
+	if used := k.used[p.Namespace]; len(used) > 0 {
+		c = used[len(used)-1]
+		k.used[p.Namespace] = used[:len(used)-1]
+	} else if len(k.fresh) > 0 {
+		c = k.fresh[len(k.fresh)-1]
+		k.fresh = k.fresh[:len(k.fresh)-1]
+	}
+	if c != nil {
+		k.idle--
 		pool.Unlock()
 		return c, true, nil
 	}
@@ -307,22 +345,55 @@ func (p Process) startLive() (*child, error) {
 		return nil, err
 	}
 	pool.Lock()
-	pool.live[p]++
+	p.children().live++
 	pool.Unlock()
 	return c, nil
 }
 
-// put keeps c, which has answered its request and waits for the next, for a later render;
-// or lets it exit when Warm children wait already.
+// put keeps c, which has answered a request of p's Namespace and waits for the next, for a
+// later render of that namespace; when Warm children wait already, one of another namespace
+// (or one started ahead) exits instead, else c.
 func (p Process) put(c *child) {
 	pool.Lock()
-	if len(pool.idle[p]) < p.Warm {
-		pool.idle[p] = append(pool.idle[p], c)
+	k := p.children()
+	if p.Warm <= 0 {
 		pool.Unlock()
+		p.discard(c)
 		return
 	}
+	k.used[p.Namespace] = append(k.used[p.Namespace], c)
+	k.idle++
+	var evicted *child
+	if k.idle > p.Warm {
+		evicted = k.evict(p.Namespace)
+		k.idle--
+	}
 	pool.Unlock()
-	p.discard(c)
+	if evicted != nil {
+		p.discard(evicted)
+	}
+}
+
+// evict takes out the child that waits longest of a namespace other than ns, else one started
+// ahead, else the one of ns that waits longest; pool is held.
+func (k *children) evict(ns string) *child {
+	for other, used := range k.used {
+		if other != ns && len(used) > 0 {
+			c := used[0]
+			if k.used[other] = used[1:]; len(k.used[other]) == 0 {
+				delete(k.used, other)
+			}
+			return c
+		}
+	}
+	if len(k.fresh) > 0 {
+		c := k.fresh[0]
+		k.fresh = k.fresh[1:]
+		return c
+	}
+	c := k.used[ns][0]
+	k.used[ns] = k.used[ns][1:]
+	return c
 }
 
 // discard lets c exit (its stdin closed) or kills it, and starts another for a later render
@@ -338,10 +409,11 @@ func (p Process) discard(c *child) {
 // Warm live.
 func (p Process) gone() {
 	pool.Lock()
-	pool.live[p]--
-	refill := pool.live[p] < p.Warm
+	k := p.children()
+	k.live--
+	refill := k.live < p.Warm
 	if refill {
-		pool.live[p]++
+		k.live++
 	}
 	pool.Unlock()
 	if refill {
@@ -349,16 +421,24 @@ func (p Process) gone() {
 	}
 }
 
-// refill starts a child for a later render (a live one, counted already).
+// refill starts a child for a later render of any namespace (a live one, counted already).
 func (p Process) refill() {
 	c, err := p.start()
+	pool.Lock()
+	k := p.children()
 	if err != nil {
-		pool.Lock()
-		pool.live[p]--
+		k.live--
 		pool.Unlock()
 		return // the next render starts its own, and says what fails
 	}
-	p.put(c)
+	if k.idle < p.Warm {
+		k.fresh = append(k.fresh, c)
+		k.idle++
+		pool.Unlock()
+		return
+	}
+	pool.Unlock()
+	p.discard(c)
 }
 
 // start starts a child of p.Executable. A child waiting for its request uses no CPU time, and
@@ -438,13 +518,13 @@ func (p Process) resolved() (Process, error) {
 	return p, nil
 }
 
-// Kept returns the process IDs of the children p keeps waiting for a request (Warm), the one
-// kept last first.
+// Kept returns the process IDs of the children p keeps waiting for a request of its Namespace
+// after one (Warm), the one kept last first.
 func (p Process) Kept() []int {
 	p, _ = p.resolved()
 	pool.Lock()
 	defer pool.Unlock()
-	idle := pool.idle[p]
+	idle := p.children().used[p.Namespace]
 	pids := make([]int, 0, len(idle))
 	for i := len(idle) - 1; i >= 0; i-- {
 		pids = append(pids, idle[i].cmd.Process.Pid)
