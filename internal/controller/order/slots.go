@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -29,6 +30,10 @@ type slots struct {
 	// namespace that runs none (ordinaryRender).
 	share   time.Duration
 	running map[string]int
+	// turn are the namespaces that wait for a slot, in the order they take one, and waiting how
+	// many of each wait.
+	turn    []string
+	waiting map[string]int
 	// held are the times the slots held were taken, by the slot.
 	held map[uint64]time.Time
 	// taken counts the slots ever taken: each one's key in held.
@@ -41,13 +46,23 @@ type slots struct {
 // (at least one), and the spare.
 func newSlots(size int) *slots {
 	size = max(size, 1)
-	return &slots{size: size, perNamespace: max(size/2, 1), share: ordinaryRender, running: map[string]int{},
+	return &slots{size: size, perNamespace: max(size/2, 1), share: ordinaryRender, running: map[string]int{}, waiting: map[string]int{},
 		held: map[uint64]time.Time{}, freed: make(chan struct{})}
 }
 
 // take takes a slot for a render of namespace, waiting while other namespaces hold every slot;
 // ok is false, at once, when namespace holds its share already. release gives the slot back.
+// Namespaces that wait take the slots given back in turn (turn), however many of their Orders
+// wait: a namespace with fifty Orders waiting takes one slot, then waits behind the others.
 func (s *slots) take(ctx context.Context, namespace string) (release func(), ok bool, err error) {
+	queued := false
+	defer func() {
+		if queued {
+			s.mu.Lock()
+			s.leave(namespace, ok)
+			s.mu.Unlock()
+		}
+	}()
 	for {
 		s.mu.Lock()
 		if s.running[namespace] >= s.perNamespace {
@@ -57,7 +72,7 @@ func (s *slots) take(ctx context.Context, namespace string) (release func(), ok 
 		now := time.Now()
 		youngest := s.youngest()
 		spare := len(s.held) == s.size && s.running[namespace] == 0 && now.Sub(youngest) >= s.share
-		if len(s.held) < s.size || spare {
+		if (len(s.held) < s.size && (len(s.turn) == 0 || s.turn[0] == namespace)) || spare {
 			s.taken++
 			slot := s.taken
 			s.running[namespace]++
@@ -65,6 +80,12 @@ func (s *slots) take(ctx context.Context, namespace string) (release func(), ok 
 			s.mu.Unlock()
 			var once sync.Once
 			return func() { once.Do(func() { s.give(namespace, slot) }) }, true, nil
+		}
+		if !queued {
+			queued = true
+			if s.waiting[namespace]++; s.waiting[namespace] == 1 {
+				s.turn = append(s.turn, namespace)
+			}
 		}
 		// The spare may be this namespace's once the youngest slot is older than share.
 		var aged <-chan time.Time
@@ -88,6 +109,24 @@ func (s *slots) take(ctx context.Context, namespace string) (release func(), ok 
 			return nil, false, err
 		}
 	}
+}
+
+// leave counts a waiter of namespace that stops waiting, having taken a slot or not: namespace
+// leaves the turn when none of its waits, and goes to its end when it took a slot and more of it
+// wait; s.mu is held.
+func (s *slots) leave(namespace string, took bool) {
+	s.waiting[namespace]--
+	i := slices.Index(s.turn, namespace)
+	switch {
+	case s.waiting[namespace] <= 0:
+		delete(s.waiting, namespace)
+		s.turn = slices.Delete(s.turn, i, i+1)
+	case took:
+		s.turn = append(slices.Delete(s.turn, i, i+1), namespace)
+	}
+	// Whoever is first in the turn now may find a slot free.
+	close(s.freed)
+	s.freed = make(chan struct{})
 }
 
 // youngest is when the slot taken last was taken (zero when none is held); s.mu is held.

@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 )
@@ -105,5 +106,53 @@ func TestTheSpareSlotTakesARenderOfANamespaceThatRunsNone(t *testing.T) {
 	defer cancel()
 	if _, ok, _ := bombA.take(waiting, "a"); ok {
 		t.Error("a namespace that runs a render took the spare")
+	}
+}
+
+// Namespaces waiting for a slot take the slots given back in turn: a namespace with many Orders
+// waiting takes one, then the namespace that waited after it takes the next.
+func TestNamespacesWaitingTakeTheSlotsInTurn(t *testing.T) {
+	ctx := context.Background()
+	s := newSlots(1)
+	s.perNamespace = 10
+	s.share = time.Hour // no spare here
+	hold, _, _ := s.take(ctx, "x")
+	took := make(chan string, 8)
+	releases := make(chan func(), 8)
+	wait := func(ns string) {
+		release, ok, err := s.take(ctx, ns)
+		if !ok || err != nil {
+			t.Errorf("%s: ok %v, %v", ns, ok, err)
+			return
+		}
+		took <- ns
+		releases <- release
+	}
+	waiters := func(ns string, n int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.waiting[ns] != n {
+			t.Fatalf("%s: %d waiting, want %d", ns, s.waiting[ns], n)
+		}
+	}
+	for range 3 {
+		go wait("many")
+	}
+	for !func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.waiting["many"] == 3 }() {
+		time.Sleep(time.Millisecond)
+	}
+	go wait("one")
+	for !func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.waiting["one"] == 1 }() {
+		time.Sleep(time.Millisecond)
+	}
+	waiters("many", 3)
+	hold()
+	var order []string
+	for range 4 {
+		order = append(order, <-took)
+		(<-releases)()
+	}
+	if !slices.Equal(order, []string{"many", "one", "many", "many"}) {
+		t.Errorf("the slots went to %v, want many, one, many, many", order)
 	}
 }
