@@ -165,7 +165,8 @@ func TestARestartedControllerDoesNotRetryAFailedRenderBeforeItIsDue(t *testing.T
 
 // spinInMoved starts an Order reconciler of movedNamespace whose failed renders wait an hour, and
 // an Order name there of a chart that spins until the render timeout; the Orders name and good
-// go when the test ends. It returns the source, the reconciler's stop and the chart's URL.
+// go when the test ends, with their Products, so that the test runs again (go test -count=2).
+// It returns the source, the reconciler's stop and the chart's URL.
 func spinInMoved(t *testing.T, name, good string) (src *source, stop func(), url string) {
 	t.Helper()
 	ns := movedNamespace
@@ -179,6 +180,7 @@ func spinInMoved(t *testing.T, name, good string) (src *source, stop func(), url
 	t.Cleanup(func() {
 		for _, n := range []string{name, good} {
 			_ = env.Client.Delete(context.Background(), &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns}})
+			_ = env.Client.Delete(context.Background(), &v1.Product{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns}})
 		}
 	})
 	return src, stop, url
