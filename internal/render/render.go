@@ -47,6 +47,13 @@ const (
 	// LimitMemory counts the bytes of memory a render takes, in its own process
 	// (internal/render/isolate).
 	LimitMemory = "memory bytes"
+	// LimitDecodedBytes counts the bytes of the controller's memory a render's objects take
+	// when it reads them from the render's process: each key and value some 32 to 48 bytes
+	// beyond its text (internal/render/isolate).
+	LimitDecodedBytes = "decoded bytes"
+	// LimitObjectBytes counts the bytes of JSON one rendered object takes, as the controller
+	// reads it from the render's process (internal/render/isolate).
+	LimitObjectBytes = "object bytes"
 )
 
 // Limits bound a render so that a large or hostile source fails with an *oci.LimitError rather

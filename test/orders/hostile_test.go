@@ -144,20 +144,8 @@ func readyReason(o *v1.Order) string {
 // each render to its limits, or a crash) does not render it first: the Order's status says when
 // it is due, and the restarted controller renders the other Orders meanwhile.
 func TestARestartedControllerDoesNotRetryAFailedRenderBeforeItIsDue(t *testing.T) {
-	ctx := context.Background()
 	ns := movedNamespace
-	if err := env.CreateNamespace(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	src := newSource(t)
-	stop := startOrdersWith(t, bundled.Addr, time.Hour)
-	spin := hostileChart(t, src, ns, "spin", "{{ range until 4000000 }}{{ range until 400 }}{{ end }}{{ end }}\n", nil)
-	order(t, ns, "spin", "spin", "", v1.PromotionManual)
-	t.Cleanup(func() {
-		for _, name := range []string{"spin", "good"} {
-			_ = env.Client.Delete(context.Background(), &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}})
-		}
-	})
+	src, stop, spin := spinInMoved(t, "spin", "good")
 	failed := waitFailed(t, ns, "spin")
 	rr := failed.Status.RenderRetry
 	if rr == nil || rr.Failures != 1 || rr.Input == "" || time.Until(rr.NotBefore.Time) < 50*time.Minute {
@@ -166,18 +154,48 @@ func TestARestartedControllerDoesNotRetryAFailedRenderBeforeItIsDue(t *testing.T
 	stop()
 
 	// Started again, with an empty memory: the good Order renders, the failed one waits.
-	src.product(t, ns, "podinfo", "", src.values("good"))
-	order(t, ns, "good", "podinfo", "", v1.PromotionManual)
-	startOrdersWith(t, bundled.Addr, time.Hour)
-	waitReady(t, ns, "good", v1.ReasonRendered)
-	time.Sleep(2 * time.Second)
-	again := getOrder(t, ns, "spin")
+	again := restartAndRender(t, src, "good", "spin")
 	if got := again.Status.RenderRetry; got == nil || got.Failures != 1 || !got.NotBefore.Equal(&rr.NotBefore) {
 		t.Errorf("after the restart status.renderRetry is %+v, was %+v: the failed render was tried again before it was due", got, rr)
 	}
 	if readyMessage(again) != readyMessage(failed) {
 		t.Errorf("after the restart the Ready message changed:\n%s\nwas\n%s", readyMessage(again), readyMessage(failed))
 	}
+}
+
+// spinInMoved starts an Order reconciler of movedNamespace whose failed renders wait an hour, and
+// an Order name there of a chart that spins until the render timeout; the Orders name and good
+// go when the test ends, with their Products, so that the test runs again (go test -count=2).
+// It returns the source, the reconciler's stop and the chart's URL.
+func spinInMoved(t *testing.T, name, good string) (src *source, stop func(), url string) {
+	t.Helper()
+	ns := movedNamespace
+	if err := env.CreateNamespace(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	src = newSource(t)
+	stop = startOrdersWith(t, bundled.Addr, time.Hour)
+	url = hostileChart(t, src, ns, name, "{{ range until 4000000 }}{{ range until 400 }}{{ end }}{{ end }}\n", nil)
+	order(t, ns, name, name, "", v1.PromotionManual)
+	t.Cleanup(func() {
+		for _, n := range []string{name, good} {
+			_ = env.Client.Delete(context.Background(), &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns}})
+			_ = env.Client.Delete(context.Background(), &v1.Product{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns}})
+		}
+	})
+	return src, stop, url
+}
+
+// restartAndRender starts the Order reconciler of movedNamespace again (spinInMoved's stopped),
+// waits for a good Order to render there, then 2 s more, and returns the Order watched.
+func restartAndRender(t *testing.T, src *source, good, watched string) *v1.Order {
+	t.Helper()
+	src.product(t, movedNamespace, good, "", src.values(good))
+	order(t, movedNamespace, good, good, "", v1.PromotionManual)
+	startOrdersWith(t, bundled.Addr, time.Hour)
+	waitReady(t, movedNamespace, good, v1.ReasonRendered)
+	time.Sleep(2 * time.Second)
+	return getOrder(t, movedNamespace, watched)
 }
 
 // trickle passes each response body on a byte every interval.
@@ -240,5 +258,66 @@ func TestASourceRegistryThatTricklesFailsTheOrderAtTheRenderTimeout(t *testing.T
 	}
 	if took > 45*time.Second {
 		t.Errorf("the trickled Order failed after %s, its render timeout being 15s", took)
+	}
+}
+
+// A controller killed while it renders (at its memory limit, by a tenant's chart) wrote before
+// the render what the render would be as a failure: the controller that starts again finds the
+// Order's status.renderRetry due later and renders its other Orders meanwhile, rather than
+// rendering at once, and dying of, the same input again.
+func TestAControllerKilledInARenderIsFollowedByOneThatWaits(t *testing.T) {
+	ns := movedNamespace
+	src, stop, _ := spinInMoved(t, "inflight", "calm")
+	var marked *v1.Order
+	eventually(t, "the render in flight marked in status.renderRetry", func() (bool, string) {
+		marked = getOrder(t, ns, "inflight")
+		return marked.Status.RenderRetry != nil, readyReason(marked)
+	})
+	rr := marked.Status.RenderRetry
+	if rr.Failures != 1 || time.Until(rr.NotBefore.Time) < 50*time.Minute || readyReason(marked) == v1.ReasonRenderTimeout {
+		t.Fatalf("in flight: status.renderRetry %+v, Ready %s: want 1 failure due in an hour, the render not ended", rr, readyReason(marked))
+	}
+	// The controller dies in the render: nothing it does after is written.
+	stop()
+
+	// A render of the marked input would mark a second failure as it starts.
+	again := restartAndRender(t, src, "calm", "inflight")
+	if got := again.Status.RenderRetry; got == nil || got.Failures != 1 || !got.NotBefore.Equal(&rr.NotBefore) {
+		t.Errorf("after the restart status.renderRetry is %+v, was %+v: the render the controller died in was tried again at once", got, rr)
+	}
+}
+
+// Two tenants' Orders whose renders run to the render timeout hold both render slots; a third
+// tenant's ordinary Order takes the spare slot once they have held theirs longer than an
+// ordinary render, and is Rendered within 5 s rather than after their timeout (15 s here).
+func TestATenantsRenderFindsASlotBesideTwoTenantsBombs(t *testing.T) {
+	src := newSource(t)
+	alone := medianGood(t, src)
+	var bombs []string
+	for range 2 {
+		ns := newNamespace(t)
+		hostileChart(t, src, ns, "spin", "{{ range until 4000000 }}{{ range until 400 }}{{ end }}{{ end }}\n", nil)
+		order(t, ns, "spin", "spin", "", v1.PromotionManual)
+		bombs = append(bombs, ns)
+		t.Cleanup(func() {
+			_ = env.Client.Delete(context.Background(), &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: "spin", Namespace: ns}})
+		})
+	}
+	// Both bombs render: each marked its render in flight in status.renderRetry.
+	for _, ns := range bombs {
+		eventually(t, "the bomb of "+ns+" rendering", func() (bool, string) {
+			o := getOrder(t, ns, "spin")
+			return o.Status.RenderRetry != nil && readyReason(o) != v1.ReasonRenderTimeout, readyReason(o)
+		})
+	}
+	beside := renderGood(t, src)
+	t.Logf("a third tenant's Order: Rendered after %s beside two tenants' bombs, %s alone (median of 3)", beside.Round(time.Millisecond), alone.Round(time.Millisecond))
+	for _, ns := range bombs {
+		if r := readyReason(getOrder(t, ns, "spin")); r == v1.ReasonRenderTimeout {
+			t.Fatalf("the bomb of %s ended before the third tenant's render: the slots were not held", ns)
+		}
+	}
+	if beside > 5*time.Second {
+		t.Errorf("beside two tenants' bombs the third tenant's Order took %s, over 5s", beside)
 	}
 }

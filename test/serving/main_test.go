@@ -164,24 +164,51 @@ func (f *fixture) cluster(name string, ready bool) *v1.Cluster {
 
 func (f *fixture) clusterAt(name, server string, ready bool) *v1.Cluster {
 	f.t.Helper()
+	c, err := f.tryCluster(name, server, ready)
+	must(f.t, err)
+	return c
+}
+
+// tryCluster is clusterAt, which fails no test: manyClusters calls it from goroutines of its own.
+func (f *fixture) tryCluster(name, server string, ready bool) (*v1.Cluster, error) {
 	c := &v1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tier": f.tier}},
 		Spec:       v1.ClusterSpec{Server: server, CredentialsRef: v1.LocalObjectReference{Name: name}},
 	}
-	must(f.t, env.Client.Create(f.ctx, c))
-	f.setReady(c, ready)
-	return c
+	if err := f.createCluster(c); err != nil {
+		return nil, err
+	}
+	return c, f.trySetReady(c, ready)
+}
+
+// createCluster creates c, and deletes it when the test ends: Clusters have no namespace, and a
+// test run again in the same API server (go test -count=2) registers them again by name.
+func (f *fixture) createCluster(c *v1.Cluster) error {
+	if err := env.Client.Create(f.ctx, c); err != nil {
+		return fmt.Errorf("create Cluster %s: %w", c.Name, err)
+	}
+	f.t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: c.Name}})
+	})
+	return nil
 }
 
 func (f *fixture) setReady(c *v1.Cluster, ready bool) {
 	f.t.Helper()
-	must(f.t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(c), c))
+	must(f.t, f.trySetReady(c, ready))
+}
+
+// trySetReady is setReady, which fails no test.
+func (f *fixture) trySetReady(c *v1.Cluster, ready bool) error {
+	if err := env.Client.Get(f.ctx, client.ObjectKeyFromObject(c), c); err != nil {
+		return err
+	}
 	cond := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonConnected, Message: "v1.37.2"}
 	if !ready {
 		cond = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonUnreachable, Message: "dial tcp: connection refused"}
 	}
 	apimeta.SetStatusCondition(&c.Status.Conditions, cond)
-	must(f.t, env.Client.Status().Update(f.ctx, c))
+	return env.Client.Status().Update(f.ctx, c)
 }
 
 func digestOf(s string) string {

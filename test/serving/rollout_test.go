@@ -31,7 +31,7 @@ func (f *fixture) ringCluster(name, ring string, ready bool) {
 	if ring != "" {
 		c.Labels["ring"] = ring
 	}
-	must(f.t, env.Client.Create(f.ctx, c))
+	must(f.t, f.createCluster(c))
 	f.setReady(c, ready)
 }
 

@@ -30,14 +30,10 @@ func (f *fixture) manyClusters(prefix string, n int, ready func(i int) bool) {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				func() {
-					defer func() {
-						if r := recover(); r != nil {
-							errs <- fmt.Errorf("%v", r)
-						}
-					}()
-					f.cluster(fmt.Sprintf("%s-%05d", prefix, i), ready(i))
-				}()
+				name := fmt.Sprintf("%s-%05d", prefix, i)
+				if _, err := f.tryCluster(name, "https://"+name+".example:6443", ready(i)); err != nil {
+					errs <- err
+				}
 			}
 		}()
 	}

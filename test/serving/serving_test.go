@@ -291,7 +291,7 @@ func TestClustersJoinAndLeave(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "b7", Labels: map[string]string{"tier": "elsewhere"}},
 		Spec:       v1.ClusterSpec{Server: "https://b7.example:6443", CredentialsRef: v1.LocalObjectReference{Name: "b7"}},
 	}
-	must(t, env.Client.Create(f.ctx, joining))
+	must(t, f.createCluster(joining))
 	f.setReady(joining, true)
 	must(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(joining), joining))
 	joining.Labels["tier"] = f.tier

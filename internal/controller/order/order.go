@@ -226,7 +226,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if wait := r.retries.Wait(req.NamespacedName, input, time.Now()); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	prep, failure := r.prepare(ctx, &order, product)
+	prep, failure := r.prepare(ctx, &order, product, r.inFlight(ctx, &order, base, input))
 	if failure == busy {
 		return ctrl.Result{RequeueAfter: busyRetry}, nil
 	}
@@ -335,8 +335,8 @@ func (r *Reconciler) product(ctx context.Context, order *v1.Order) (*v1.Product,
 
 // prepare renders the Order and returns its Preparation, new or existing, and records it in
 // the status; or returns why it failed. When nothing the render reads changed since the latest
-// Preparation, it renders nothing and returns that one.
-func (r *Reconciler) prepare(ctx context.Context, order *v1.Order, product *v1.Product) (_ *v1.Preparation, failed *failure) {
+// Preparation, it renders nothing and returns that one; else it calls inFlight before it renders.
+func (r *Reconciler) prepare(ctx context.Context, order *v1.Order, product *v1.Product, inFlight func() error) (_ *v1.Preparation, failed *failure) {
 	// Skipped until a render runs (nothing the render reads changed); Failure whatever failed.
 	start, result := time.Now(), kmetrics.Skipped
 	defer func() {
@@ -393,6 +393,9 @@ func (r *Reconciler) prepare(ctx context.Context, order *v1.Order, product *v1.P
 		return nil, busy
 	}
 	defer release()
+	if err := inFlight(); err != nil {
+		return nil, busy // the Order changed meanwhile, or the API server failed: tried again a moment later
+	}
 	result = kmetrics.Success
 	built, err := b.Build(ctx, in)
 	// The slot bounds the pull, the render and the images' resolution; the push and the
@@ -528,17 +531,18 @@ func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespa
 		Images:  &images.Resolver{Credentials: creds, PlainHTTP: plain, Namespace: namespace, Allow: own, Tags: r.tagCache()},
 		Budgets: r.Config.RenderBudgets,
 		Allowed: r.Config.RegistryAllowed,
-		Render:  r.renderer().Render,
+		Render:  r.renderer(namespace).Render,
 	}, nil
 }
 
-// renderer renders in a process of its own, held to the render budgets' memory and timeout,
-// with a child started ahead for each render slot so that no render waits for its start.
-func (r *Reconciler) renderer() isolate.Process {
+// renderer renders namespace's Orders in a process of its own, held to the render budgets'
+// memory and timeout, with a child started ahead for each render slot so that no render waits
+// for its start; a child kept after a render renders only namespace's.
+func (r *Reconciler) renderer(namespace string) isolate.Process {
 	b := r.Config.RenderBudgets.WithDefaults()
 	workers := r.Config.RenderWorkers
 	config.OrDefault(&workers, config.DefaultRenderWorkers)
-	return isolate.Process{Memory: b.Memory, Timeout: b.Timeout, Warm: workers}
+	return isolate.Process{Memory: b.Memory, Timeout: b.Timeout, Warm: workers, Namespace: namespace}
 }
 
 // artifactRepository is where an Order's Preparations are pushed: the bundled registry,

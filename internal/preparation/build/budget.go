@@ -20,6 +20,8 @@ var budgetFixes = map[string]struct{ flag, smaller string }{
 	oci.LimitUncompressedBytes: {config.FlagUncompressedBytes, "make the chart or bundle smaller"},
 	manifests.LimitObjects:     {config.FlagObjects, "make the chart or bundle render fewer objects"},
 	render.LimitOutputBytes:    {config.FlagOutputBytes, "make the chart or bundle render less YAML"},
+	render.LimitDecodedBytes:   {config.FlagOutputBytes, "make the chart or bundle render fewer keys and values (each costs the controller some 32 to 48 bytes of memory beyond its text)"},
+	render.LimitObjectBytes:    {config.FlagOutputBytes, "make the chart or bundle render smaller objects"},
 	render.LimitMemory:         {config.FlagMemory, "make the chart's templates loop less (a range in a range, or a value passed through tpl, makes gigabytes)"},
 }
 

@@ -4,7 +4,7 @@
 // never ends) takes the controller's memory or holds one of its workers beyond the timeout.
 //
 // The parent writes each request (the source's layers and the render options) as a frame of
-// JSON on the child's stdin and reads the rendered manifests from its stdout, no more than the
+// JSON on the child's stdin and reads the rendered objects from its stdout, no more than the
 // output budget allows; the child is the binary itself, started with ChildFlag as its only
 // argument (MainIfChild runs it), so that the child is the same code as the controller, with no
 // other file to install. A child renders one request after another (up to ChildRenders), each
@@ -31,7 +31,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kokumi-dev/kokumi/internal/manifests"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/render"
 )
@@ -77,13 +78,23 @@ type Process struct {
 	// address-space limits are set from it for each render). Zero means no limit.
 	Memory int64
 	// Timeout is the most wall time a render takes; the child is killed then, and its CPU
-	// time for the render is held to it too. Zero means no timeout.
+	// time for the render is held to it too (unless CPU is set). Zero means no timeout.
 	Timeout time.Duration
+	// CPU is the most CPU time a render takes, in whole seconds (at least one): Timeout when
+	// zero. A render that runs out of it fails with a *TimeoutError of CPU.
+	CPU time.Duration
 	// Warm is how many children are kept waiting for a request between renders, so that a
 	// render does not wait for its child's start (some 80 ms for Kokumi's binary, most of what a
 	// small chart's render costs) nor pay its CPU time; as many as renders run at a time is
 	// enough. Zero starts a child for each render, which exits after it.
 	Warm int
+	// Namespace is the namespace whose render this is: a child that rendered for one namespace
+	// is kept for that namespace's renders only, so that nothing one tenant's render leaves in a
+	// child (Helm's engine keeps nothing, but a flaw might) reaches another's. Children started
+	// ahead have rendered nothing and take any namespace's first render. The Warm children
+	// waiting are shared by all namespaces: when a render of another namespace would keep one
+	// more, the one that waited longest exits.
+	Namespace string
 }
 
 // request is what the parent writes on the child's stdin, one frame per render.
@@ -92,14 +103,14 @@ type request struct {
 	Options render.Options `json:"options"`
 }
 
-// response is what the child writes on its stdout for a request: the manifests, or the
-// failure; and whether it exits after it (Retire).
+// response is what the child writes on its stdout for a request: whether the source was a
+// chart, or the failure; and whether it exits after it (Retire). The objects follow it in the
+// same frame, as JSON values one after the other (decoder), when there is no failure.
 type response struct {
-	Chart     bool            `json:"chart"`
-	Manifests []byte          `json:"manifests,omitempty"`
-	Error     string          `json:"error,omitempty"`
-	Limit     *oci.LimitError `json:"limit,omitempty"`
-	Retire    bool            `json:"retire,omitempty"`
+	Chart  bool            `json:"chart"`
+	Error  string          `json:"error,omitempty"`
+	Limit  *oci.LimitError `json:"limit,omitempty"`
+	Retire bool            `json:"retire,omitempty"`
 }
 
 // Render renders layers with o in a child process, as render.Render does in this one. A child
@@ -107,14 +118,10 @@ type response struct {
 // Timeout, or past its CPU time, with a *TimeoutError; a render failure with the child's error,
 // an *oci.LimitError of the render's own budgets kept as one.
 func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Options) (*render.Result, error) {
-	exe := p.Executable
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("find Kokumi's binary to render in: %w", err)
-		}
+	p, err := p.resolved()
+	if err != nil {
+		return nil, err
 	}
-	p.Executable = exe
 	in, err := json.Marshal(request{Layers: layers, Options: o})
 	if err != nil {
 		return nil, fmt.Errorf("encode the render request: %w", err)
@@ -133,7 +140,21 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 	if err != nil {
 		return nil, err
 	}
-	out, tooMuch, readErr := c.exchange(ctx, in, most)
+	var res response
+	var objs []*unstructured.Unstructured
+	read := func(r io.Reader) error {
+		dec := json.NewDecoder(r)
+		if err := dec.Decode(&res); err != nil {
+			return noEOF(err)
+		}
+		if res.Error != "" {
+			return nil
+		}
+		var err error
+		objs, err = newDecoder(dec, o.Limits).all()
+		return err
+	}
+	tooMuch, readErr := c.exchange(ctx, in, most, read)
 	if kept && errors.Is(readErr, errNotSent) && ctx.Err() == nil {
 		// A kept child that died while it waited (killed from outside) took no part in this
 		// render: a new one renders it.
@@ -141,8 +162,9 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		if c, err = p.startLive(); err != nil {
 			return nil, err
 		}
-		out, tooMuch, readErr = c.exchange(ctx, in, most)
+		tooMuch, readErr = c.exchange(ctx, in, most, read)
 	}
+	var le *oci.LimitError
 	switch {
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && p.Timeout > 0:
 		p.discard(c)
@@ -153,6 +175,10 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 	case tooMuch:
 		p.discard(c)
 		return nil, &oci.LimitError{Limit: render.LimitOutputBytes, Max: o.Limits.OutputBytes}
+	case errors.As(readErr, &le):
+		// The parent's budget of the objects is spent: the child's output is left unread.
+		p.discard(c)
+		return nil, fmt.Errorf("read the render's objects: %w", le)
 	case readErr != nil && !errors.Is(readErr, io.EOF) && !errors.Is(readErr, io.ErrUnexpectedEOF) && !errors.Is(readErr, errNotSent):
 		// The child answered what is no frame: it renders nothing more.
 		p.discard(c)
@@ -167,11 +193,6 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		}
 		return nil, fmt.Errorf("read the render's output: %w", readErr)
 	}
-	var res response
-	if err := json.Unmarshal(out, &res); err != nil {
-		p.discard(c)
-		return nil, fmt.Errorf("read the render's output: %w", err)
-	}
 	if res.Retire {
 		p.discard(c)
 	} else {
@@ -182,10 +203,6 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		return nil, fmt.Errorf("%s: %w", strings.TrimSuffix(res.Error, ": "+res.Limit.Error()), res.Limit)
 	case res.Error != "":
 		return nil, errors.New(res.Error)
-	}
-	objs, err := manifests.ParseLimited(res.Manifests, o.Limits.Objects)
-	if err != nil {
-		return nil, err
 	}
 	return &render.Result{Chart: res.Chart, Objects: objs}, nil
 }
@@ -198,9 +215,10 @@ type child struct {
 	stderr bytes.Buffer
 }
 
-// exchange writes the request in to the child and reads its answer, at most most bytes of it
-// (tooMuch when it says more), killing the child when ctx ends first.
-func (c *child) exchange(ctx context.Context, in []byte, most int64) (out []byte, tooMuch bool, err error) {
+// exchange writes the request in to the child and reads its answer with read, which is given
+// the answer's frame, at most most bytes of it (tooMuch when it says more), killing the child
+// when ctx ends first. What read leaves of the frame is read past.
+func (c *child) exchange(ctx context.Context, in []byte, most int64, read func(io.Reader) error) (tooMuch bool, err error) {
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -216,21 +234,27 @@ func (c *child) exchange(ctx context.Context, in []byte, most int64) (out []byte
 	}()
 	if err := writeFrame(c.stdin, in); err != nil {
 		// A child that died before reading it all says why on its own: its error is Wait's.
-		return nil, false, fmt.Errorf("%w: %w", errNotSent, err)
+		return false, fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	n, err := readFrameSize(c.stdout)
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
 	if n > most {
 		_ = c.cmd.Process.Kill()
-		return nil, true, nil
+		return true, nil
 	}
-	out = make([]byte, n)
-	if _, err := io.ReadFull(c.stdout, out); err != nil {
-		return nil, false, err
+	frame := io.LimitReader(c.stdout, n)
+	if err := read(frame); err != nil {
+		return false, err
 	}
-	return out, false, nil
+	if _, err := io.Copy(io.Discard, frame); err != nil {
+		return false, err
+	}
+	if frame.(*io.LimitedReader).N > 0 {
+		return false, io.ErrUnexpectedEOF
+	}
+	return false, nil
 }
 
 // errNotSent is a request the child did not take: it had exited.
@@ -258,21 +282,52 @@ func readFrameSize(r *bufio.Reader) (int64, error) {
 	return n, nil
 }
 
-// pool holds, for each Process, its children waiting for a request (idle), and how many it has
-// started and not seen exit (live).
+// pool holds, for each Process but its Namespace (base), its children: those started ahead
+// (fresh), which have rendered nothing yet, those kept after a render of a namespace (used), which
+// render that namespace's only, and how many it has started and not seen exit (live).
 var pool = struct {
 	sync.Mutex
-	idle map[Process][]*child
-	live map[Process]int
-}{idle: map[Process][]*child{}, live: map[Process]int{}}
+	of map[Process]*children
+}{of: map[Process]*children{}}
 
-// take returns a child waiting for its request: one kept from an earlier render, or one
-// started ahead (kept), when there is one, else one started now.
+// children are a Process's children (pool).
+type children struct {
+	fresh []*child
+	used  map[string][]*child
+	idle  int
+	live  int
+}
+
+// base is p without its Namespace: the key of its children in pool.
+func (p Process) base() Process {
+	p.Namespace = ""
+	return p
+}
+
+// children are p's children; pool is held.
+func (p Process) children() *children {
+	k := pool.of[p.base()]
+	if k == nil {
+		k = &children{used: map[string][]*child{}}
+		pool.of[p.base()] = k
+	}
+	return k
+}
+
+// take returns a child waiting for its request: one kept from an earlier render of p's
+// Namespace, or one started ahead (kept), when there is one, else one started now.
 func (p Process) take() (c *child, kept bool, err error) {
 	pool.Lock()
-	if idle := pool.idle[p]; len(idle) > 0 {
-		c = idle[len(idle)-1]
-		pool.idle[p] = idle[:len(idle)-1]
+	k := p.children()
+	if used := k.used[p.Namespace]; len(used) > 0 {
+		c = used[len(used)-1]
+		k.used[p.Namespace] = used[:len(used)-1]
+	} else if len(k.fresh) > 0 {
+		c = k.fresh[len(k.fresh)-1]
+		k.fresh = k.fresh[:len(k.fresh)-1]
+	}
+	if c != nil {
+		k.idle--
 		pool.Unlock()
 		return c, true, nil
 	}
@@ -290,22 +345,55 @@ func (p Process) startLive() (*child, error) {
 		return nil, err
 	}
 	pool.Lock()
-	pool.live[p]++
+	p.children().live++
 	pool.Unlock()
 	return c, nil
 }
 
-// put keeps c, which has answered its request and waits for the next, for a later render;
-// or lets it exit when Warm children wait already.
+// put keeps c, which has answered a request of p's Namespace and waits for the next, for a
+// later render of that namespace; when Warm children wait already, one of another namespace
+// (or one started ahead) exits instead, else c.
 func (p Process) put(c *child) {
 	pool.Lock()
-	if len(pool.idle[p]) < p.Warm {
-		pool.idle[p] = append(pool.idle[p], c)
+	k := p.children()
+	if p.Warm <= 0 {
 		pool.Unlock()
+		p.discard(c)
 		return
 	}
+	k.used[p.Namespace] = append(k.used[p.Namespace], c)
+	k.idle++
+	var evicted *child
+	if k.idle > p.Warm {
+		evicted = k.evict(p.Namespace)
+		k.idle--
+	}
 	pool.Unlock()
-	p.discard(c)
+	if evicted != nil {
+		p.discard(evicted)
+	}
+}
+
+// evict takes out the child that waits longest of a namespace other than ns, else one started
+// ahead, else the one of ns that waits longest; pool is held.
+func (k *children) evict(ns string) *child {
+	for other, used := range k.used {
+		if other != ns && len(used) > 0 {
+			c := used[0]
+			if k.used[other] = used[1:]; len(k.used[other]) == 0 {
+				delete(k.used, other)
+			}
+			return c
+		}
+	}
+	if len(k.fresh) > 0 {
+		c := k.fresh[0]
+		k.fresh = k.fresh[1:]
+		return c
+	}
+	c := k.used[ns][0]
+	k.used[ns] = k.used[ns][1:]
+	return c
 }
 
 // discard lets c exit (its stdin closed) or kills it, and starts another for a later render
@@ -321,10 +409,11 @@ func (p Process) discard(c *child) {
 // Warm live.
 func (p Process) gone() {
 	pool.Lock()
-	pool.live[p]--
-	refill := pool.live[p] < p.Warm
+	k := p.children()
+	k.live--
+	refill := k.live < p.Warm
 	if refill {
-		pool.live[p]++
+		k.live++
 	}
 	pool.Unlock()
 	if refill {
@@ -332,16 +421,24 @@ func (p Process) gone() {
 	}
 }
 
-// refill starts a child for a later render (a live one, counted already).
+// refill starts a child for a later render of any namespace (a live one, counted already).
 func (p Process) refill() {
 	c, err := p.start()
+	pool.Lock()
+	k := p.children()
 	if err != nil {
-		pool.Lock()
-		pool.live[p]--
+		k.live--
 		pool.Unlock()
 		return // the next render starts its own, and says what fails
 	}
-	p.put(c)
+	if k.idle < p.Warm {
+		k.fresh = append(k.fresh, c)
+		k.idle++
+		pool.Unlock()
+		return
+	}
+	pool.Unlock()
+	p.discard(c)
 }
 
 // start starts a child of p.Executable. A child waiting for its request uses no CPU time, and
@@ -376,8 +473,8 @@ func (p Process) childFailed(err error, stderr string) error {
 		outOfMemory := strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") ||
 			strings.Contains(stderr, "pthread_create failed") || strings.Contains(stderr, "failed to create new OS thread")
 		switch {
-		case p.Timeout > 0 && status.Exited() && status.ExitStatus() == exitCPU:
-			return &TimeoutError{After: p.Timeout}
+		case p.cpu() > 0 && status.Exited() && status.ExitStatus() == exitCPU:
+			return &TimeoutError{After: p.cpu()}
 		case p.Memory > 0 && (outOfMemory || (status.Signaled() && status.Signal() == syscall.SIGKILL)):
 			return &oci.LimitError{Limit: render.LimitMemory, Max: p.Memory}
 		}
@@ -392,13 +489,47 @@ func childEnv(p Process) []string {
 	if p.Memory > 0 {
 		env = append(env, "GOMEMLIMIT="+strconv.FormatInt(p.Memory, 10), "KOKUMI_RENDER_MEMORY="+strconv.FormatInt(p.Memory, 10))
 	}
-	if p.Timeout > 0 {
-		env = append(env, "KOKUMI_RENDER_CPU_SECONDS="+strconv.Itoa(max(int(p.Timeout.Seconds()), 1)))
+	if cpu := p.cpu(); cpu > 0 {
+		env = append(env, "KOKUMI_RENDER_CPU_SECONDS="+strconv.Itoa(max(int(cpu.Seconds()), 1)))
 	}
 	if p.Warm <= 0 {
 		env = append(env, "KOKUMI_RENDER_ONCE=1")
 	}
 	return env
+}
+
+// cpu is the most CPU time of a render: CPU, else Timeout.
+func (p Process) cpu() time.Duration {
+	if p.CPU > 0 {
+		return p.CPU
+	}
+	return p.Timeout
+}
+
+// resolved is p with its Executable: Kokumi's own binary unless set.
+func (p Process) resolved() (Process, error) {
+	if p.Executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return p, fmt.Errorf("find Kokumi's binary to render in: %w", err)
+		}
+		p.Executable = exe
+	}
+	return p, nil
+}
+
+// Kept returns the process IDs of the children p keeps waiting for a request of its Namespace
+// after one (Warm), the one kept last first.
+func (p Process) Kept() []int {
+	p, _ = p.resolved()
+	pool.Lock()
+	defer pool.Unlock()
+	idle := p.children().used[p.Namespace]
+	pids := make([]int, 0, len(idle))
+	for i := len(idle) - 1; i >= 0; i-- {
+		pids = append(pids, idle[i].cmd.Process.Pid)
+	}
+	return pids
 }
 
 // IsChild reports whether args (os.Args) start a render child.
@@ -439,6 +570,11 @@ func runChild(stdin io.Reader, stdout io.Writer) int {
 	// And the controller's own work (roll-outs, probes, records) comes before any render's on
 	// a busy CPU.
 	_ = syscall.Setpriority(syscall.PRIO_PROCESS, 0, childNice)
+	// Nothing of the file system but what a render reads, no network.
+	if err := Restrict(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	lim := childLimits()
 	if lim.cpuSeconds > 0 {
 		// The CPU limit is the soft one, moved for each render (a hard one could not be raised
@@ -484,14 +620,22 @@ func runChild(stdin io.Reader, stdout io.Writer) int {
 		}
 		// The request is read: from here on the render alone grows, held to its limits.
 		lim.hold()
-		res := renderRequest(req)
+		res, objs := renderRequest(req)
 		// A child whose heap grew (a render that came near its limit leaves its heap mapped),
 		// or that went over a budget, or has rendered enough, renders nothing more.
 		res.Retire = lim.once || renders >= ChildRenders || res.Limit != nil ||
 			(lim.memory > 0 && data() > lim.data+uint64(lim.memory)/2)
-		b, err := json.Marshal(res)
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		err = enc.Encode(res)
+		for _, o := range objs {
+			if err != nil {
+				break
+			}
+			err = enc.Encode(o.Object)
+		}
 		if err == nil {
-			err = writeFrame(stdout, b)
+			err = writeFrame(stdout, b.Bytes())
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "write the render's output:", err)
@@ -542,22 +686,20 @@ func setSoft(resource int, v uint64) {
 	_ = syscall.Setrlimit(resource, &r)
 }
 
-// renderRequest renders req in this process, as the response.
-func renderRequest(req request) response {
+// renderRequest renders req in this process, as the response and its objects.
+func renderRequest(req request) (response, []*unstructured.Unstructured) {
 	var res response
 	out, err := render.Render(context.Background(), req.Layers, req.Options)
 	if err == nil {
 		res.Chart = out.Chart
-		res.Manifests, err = manifests.Marshal(out.Objects)
+		return res, out.Objects
 	}
-	if err != nil {
-		res.Error = err.Error()
-		var le *oci.LimitError
-		if errors.As(err, &le) {
-			res.Limit = le
-		}
+	res.Error = err.Error()
+	var le *oci.LimitError
+	if errors.As(err, &le) {
+		res.Limit = le
 	}
-	return res
+	return res, nil
 }
 
 // data is this process's data segment, as RLIMIT_DATA counts it (VmData), or 2 GiB when it
