@@ -7,6 +7,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -319,5 +320,49 @@ func TestATenantsRenderFindsASlotBesideTwoTenantsBombs(t *testing.T) {
 	}
 	if beside > 5*time.Second {
 		t.Errorf("beside two tenants' bombs the third tenant's Order took %s, over 5s", beside)
+	}
+}
+
+// A tenant's twenty slow Orders take the render slots one after the other, a namespace's share
+// at a time: another tenant's single Order, created while they wait, takes the next slot and is
+// Rendered while the twenty have rendered at most two more (one render's time), not after them.
+func TestATenantsTwentySlowRendersDoNotQueueAnotherTenantsOne(t *testing.T) {
+	src := newSource(t)
+	a := newNamespace(t)
+	// About a second of template work, then one ConfigMap.
+	hostileChart(t, src, a, "slow", "{{ range until 2500 }}{{ range until 4000 }}{{ end }}{{ end }}\n"+
+		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slow\ndata: {}\n", nil)
+	const many = 20
+	names := make([]string, many)
+	for i := range names {
+		names[i] = "slow-" + strconv.Itoa(i)
+		order(t, a, names[i], "slow", "", v1.PromotionManual)
+		t.Cleanup(func() {
+			_ = env.Client.Delete(context.Background(), &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: names[i], Namespace: a}})
+		})
+	}
+	rendered := func() int {
+		n := 0
+		for _, name := range names {
+			if readyReason(getOrder(t, a, name)) == v1.ReasonRendered {
+				n++
+			}
+		}
+		return n
+	}
+	// The first of the twenty is through: the others wait their namespace's turn.
+	eventually(t, "the first of "+a+"'s slow Orders Rendered", func() (bool, string) {
+		n := rendered()
+		return n >= 1, strconv.Itoa(n) + " Rendered"
+	})
+	before := rendered()
+	took := renderGood(t, src)
+	after := rendered()
+	t.Logf("another tenant's Order: Rendered after %s, while %d of the %d slow Orders rendered (%d before it)", took.Round(time.Millisecond), after-before, many, before)
+	if after >= many {
+		t.Fatalf("all %d slow Orders rendered before the other tenant's: they are not slow enough to show the queue", many)
+	}
+	if after-before > 2 {
+		t.Errorf("while the other tenant's one Order waited, %d of the slow tenant's Orders rendered: it waited behind them, not one render's time", after-before)
 	}
 }
