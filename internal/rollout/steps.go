@@ -122,7 +122,7 @@ func (r *round) stepWindows() {
 }
 
 // stepGates starts the first wave, unless the Environment's approval or the first wave's holds
-// it (and no cluster runs the release yet).
+// it (GateAsked: no cluster runs the release yet).
 func (r *round) stepGates() {
 	if r.st.Wave != "" || (!r.open && !touchedAny(r.byWave)) {
 		return
@@ -132,7 +132,7 @@ func (r *round) stepGates() {
 	if gate == "" {
 		gate, msg = r.gates.awaiting(0)
 	}
-	if gate == "" || touchedAny(r.byWave) {
+	if gate == "" || !GateAsked(0, touchedWaves(r.byWave)) {
 		r.current, r.st.Wave = 0, r.names[0]
 	} else if !Stopped(r.st.State) {
 		r.st.Awaiting, r.waitsFor = gate, msg
