@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
+	"github.com/kokumi-dev/kokumi/internal/view"
 )
 
 // This file holds the preview of a roll-out: what an Environment's policy does with its
@@ -257,14 +258,18 @@ func waveSentence(w WavePreview, last bool) string {
 	return s
 }
 
-// PreviewEnvironment is PreviewPaced for the Environment env, its own gates included: what its
-// approval and its verifications ask before and after the waves, for a Preparation that running
+// PreviewEnvironment is PreviewPaced for the Environment env, its own gates included: the stages
+// it requires (view.RequiresSentence), what its approval and its verifications ask before and
+// after the waves, for a Preparation that running
 // of these clusters run already (a rollback to what they run): the approvals the roll-out goes
 // past without asking (GateAsked) are not asked for.
 func PreviewEnvironment(env *v1.Environment, pace *v1.RolloutPace, clusters []PreviewCluster, running int, now time.Time) PlanPreview {
 	runs := runsByWave(env.Spec.Rollout, clusters, running)
 	out := previewPaced(env.Spec.Rollout, pace, clusters, runs, now)
 	var before []string
+	if s := view.RequiresSentence(env); s != "" {
+		before = append(before, s)
+	}
 	switch {
 	case env.Spec.Approval != nil && GateAsked(-1, runs):
 		before = append(before, approvalSentence("the roll-out starts", env.Spec.Approval))

@@ -245,3 +245,17 @@ func TestGateAsked(t *testing.T) {
 		}
 	}
 }
+
+func TestThePlanNamesTheStagesTheEnvironmentRequires(t *testing.T) {
+	env := &v1.Environment{ObjectMeta: metav1.ObjectMeta{Name: "edge"}, Spec: v1.EnvironmentSpec{
+		Requires: []v1.StageRequirement{
+			{Environment: "staging", Soak: &metav1.Duration{Duration: 30 * time.Second}, Match: v1.MatchRelease},
+			{Environment: "qa"},
+		},
+	}}
+	p := PreviewEnvironment(env, nil, fleetOf(0, 2), 0, time.Now())
+	want := "Environment edge requires staging: soak 30s, match Release; qa: match Artifact (the stages a Preparation passes before it deploys here)"
+	if len(p.Summary) == 0 || p.Summary[0] != want {
+		t.Errorf("the plan's first sentence is not %q: %q", want, p.Summary)
+	}
+}
