@@ -20,6 +20,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/rollout"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -637,6 +638,20 @@ func promotedNotRunning(ctx context.Context) error {
 	}}); err != nil {
 		return err
 	}
+	// Its two Clusters, Ready: they run runs-1.
+	for _, name := range []string{"gated-1", "gated-2"} {
+		cl := &v1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"env": "one-gate"}},
+			Spec:       v1.ClusterSpec{Server: "https://" + name + ".example:6443", CredentialsRef: v1.LocalObjectReference{Name: name}},
+		}
+		if err := c.Create(ctx, cl); err != nil {
+			return err
+		}
+		apimeta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Reachable", Message: "the API server answers"})
+		if err := c.Status().Update(ctx, cl); err != nil {
+			return err
+		}
+	}
 	if err := c.Create(ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "runs"}, Spec: v1.OrderSpec{
 		ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: "one-gate"},
 		Promotion: v1.Promotion{Mode: v1.PromotionManual}}}); err != nil {
@@ -700,10 +715,17 @@ func runsState(ctx context.Context, state string) error {
 		sv.Status.Running = []v1.RevisionCount{{Revision: digest, Clusters: 2}}
 		sv.Status.Revision, sv.Status.DeployedRevision, sv.Status.DeployedSince = digest, digest, &since
 		sv.Status.Clusters = v1.ClusterCounts{Selected: 2, Healthy: 2}
+		// The roll-out's message, as the Serving reconciler decides it (rollout.Decide).
+		gate := &v1.ApprovalPolicy{Required: 1}
+		course := rollout.Decide(rollout.Input{Policy: rollout.Effective(nil, nil, nil, "runs-2", true), Preparation: "runs-2", From: "runs-1", Now: time.Now(),
+			Members: []rollout.Member{{Name: "gated-1", Standing: rollout.Untouched, HasApplication: true}, {Name: "gated-2", Standing: rollout.Untouched, HasApplication: true}},
+			Gates:   rollout.Gates{Approval: gate, Serving: "runs", PromotedBy: "erin"}})
 		ro := &v1.RolloutStatus{Preparation: "runs-2", From: "runs-1", Attempt: sv.Generation, State: v1.RolloutProgressing, Awaiting: v1.EnvironmentGate,
 			Waves:   []v1.WaveCount{{Name: "unselected", Selected: 2, Waiting: 2}},
-			Message: "the roll-out of Preparation runs-2 awaits 1 approval of the Environment's gate"}
-		ready := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonProgressing, Message: ro.Message}
+			Message: course.Status.Message}
+		// Ready folds the clusters (fleet.Fold): none runs runs-2 yet.
+		ready := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonProgressing,
+			Message: "Deploying Preparation runs-2: healthy on 0 of 2 Ready clusters; waiting for gated-1, gated-2"}
 		switch state {
 		case "aborted":
 			ro.State, ro.Awaiting, ro.By = v1.RolloutAborted, "", "alice"
