@@ -640,15 +640,7 @@ func promotedNotRunning(ctx context.Context) error {
 	}
 	// Its two Clusters, Ready: they run runs-1.
 	for _, name := range []string{"gated-1", "gated-2"} {
-		cl := &v1.Cluster{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"env": "one-gate"}},
-			Spec:       v1.ClusterSpec{Server: "https://" + name + ".example:6443", CredentialsRef: v1.LocalObjectReference{Name: name}},
-		}
-		if err := c.Create(ctx, cl); err != nil {
-			return err
-		}
-		apimeta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Reachable", Message: "the API server answers"})
-		if err := c.Status().Update(ctx, cl); err != nil {
+		if err := readyCluster(ctx, name, map[string]string{"env": "one-gate"}); err != nil {
 			return err
 		}
 	}
@@ -773,6 +765,22 @@ func awaitingApproval(ctx context.Context) error {
 	return c.Status().Update(ctx, sv)
 }
 
+// readyCluster creates the Ready Cluster name with labels.
+func readyCluster(ctx context.Context, name string, labels map[string]string) error {
+	cl := &v1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       v1.ClusterSpec{Server: "https://" + name + ".example:6443", CredentialsRef: v1.LocalObjectReference{Name: name}},
+	}
+	if err := env.Client.Create(ctx, cl); err != nil {
+		return fmt.Errorf("create Cluster %s: %w", name, err)
+	}
+	apimeta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Reachable", Message: "the API server answers"})
+	if err := env.Client.Status().Update(ctx, cl); err != nil {
+		return fmt.Errorf("make Cluster %s Ready: %w", name, err)
+	}
+	return nil
+}
+
 // plannedWaves creates the Serving planned of teamNS, which deploys nothing yet, whose Order
 // deploys to the Environment waved: a roll-out policy of two waves (canary: the Cluster
 // waved-1, soak 10m; rest: waved-2 and waved-3, one at a time), a failure budget of 1 and
@@ -780,16 +788,7 @@ func awaitingApproval(ctx context.Context) error {
 func plannedWaves(ctx context.Context) error {
 	c := env.Client
 	for i, ring := range []string{"canary", "main", "main"} {
-		name := fmt.Sprintf("waved-%d", i+1)
-		cl := &v1.Cluster{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"env": "waved", "ring": ring}},
-			Spec:       v1.ClusterSpec{Server: "https://" + name + ".example:6443", CredentialsRef: v1.LocalObjectReference{Name: name}},
-		}
-		if err := c.Create(ctx, cl); err != nil {
-			return err
-		}
-		apimeta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Reachable", Message: "the API server answers"})
-		if err := c.Status().Update(ctx, cl); err != nil {
+		if err := readyCluster(ctx, fmt.Sprintf("waved-%d", i+1), map[string]string{"env": "waved", "ring": ring}); err != nil {
 			return err
 		}
 	}
