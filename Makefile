@@ -46,6 +46,10 @@ VERSION_LDFLAGS := -X github.com/kokumi-dev/kokumi/internal/version.Version=$(VE
 CHART_REPO ?=
 
 GO_BUILD_TOOL := go build -buildvcs=false -trimpath -ldflags "-s -w"
+# KUBE_LDFLAGS stamps the Kubernetes binaries with their version, as Kubernetes' own build does
+# (hack/lib/version.sh): without it their /version says v0.0.0-master and a placeholder.
+KUBE_LDFLAGS := $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg/version,-X $(pkg).gitVersion=$(KUBE_VERSION) -X $(pkg).gitMajor=$(word 1,$(subst ., ,$(KUBE_VERSION:v%=%))) -X $(pkg).gitMinor=$(word 2,$(subst ., ,$(KUBE_VERSION))) -X $(pkg).gitTreeState=clean)
+GO_BUILD_KUBE := go build -buildvcs=false -trimpath -ldflags "-s -w $(KUBE_LDFLAGS)"
 
 .PHONY: all
 all: build
@@ -211,14 +215,14 @@ argocd: $(ARGOCD_DIR)/argocd ## Build Argo CD's controllers (about 5 minutes the
 $(KUBE_DIR)/kube-apiserver $(KUBE_DIR)/kubectl &:
 	@echo "building kube-apiserver and kubectl $(KUBE_VERSION) (about 5 minutes the first time)"
 	mkdir -p $(KUBE_DIR)
-	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $(KUBE_DIR)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+	cd hack/tools/kube && $(GO_BUILD_KUBE) -o $(KUBE_DIR)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
 
 # The local fleet's clusters run kube-controller-manager (the hub some of its controllers, the tests
 # that need them too) and kube-scheduler, which places Pods on the node KWOK plays.
 $(KUBE_DIR)/kube-controller-manager $(KUBE_DIR)/kube-scheduler &:
 	@echo "building kube-controller-manager and kube-scheduler $(KUBE_VERSION) (a few minutes the first time)"
 	mkdir -p $(KUBE_DIR)
-	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $(KUBE_DIR)/ k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+	cd hack/tools/kube && $(GO_BUILD_KUBE) -o $(KUBE_DIR)/ k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
 
 # Argo CD's multicall binary: it runs as argocd-application-controller or argocd-repo-server by $ARGOCD_BINARY_NAME.
 $(ARGOCD_DIR)/argocd:

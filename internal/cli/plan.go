@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
+	"github.com/kokumi-dev/kokumi/internal/view"
 )
 
 var kindEnvironment = kind{"Environment", "environments"}
@@ -35,7 +36,7 @@ type Plan struct {
 }
 
 func newPlanCommand(o *options) *cobra.Command {
-	var output string
+	var output, prep string
 	cmd := &cobra.Command{
 		Use:   "plan SERVING",
 		Short: "Show how a promotion to the Serving would roll out: waves, clusters, failure budget, windows",
@@ -52,12 +53,18 @@ An Environment without a policy deploys to every cluster at once.
 
 The Clusters are listed with your own credentials. If you may not list Clusters (a
 tenant usually may not), the plan says so and shows the policy without cluster names.
+With --preparation, the plan is of that Preparation: one the clusters run already (a
+rollback after an abort) goes past the approvals that hold only a Preparation no cluster
+runs yet, and the plan says so.
 It changes nothing; promote with ` + DisplayName + ` promote.`,
 		Example: `  # How would a promotion to the Serving web of namespace shop roll out?
   kubectl kokumi plan web -n shop
 
   # Then promote
-  kubectl kokumi promote web web-7c9f -n shop`,
+  kubectl kokumi promote web web-7c9f -n shop
+
+  # What would rolling back to web-5b2a ask?
+  kubectl kokumi plan web -n shop --preparation web-5b2a`,
 		Args: exactArgs("serving"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := outputFormat(output, "", "json", "yaml"); err != nil {
@@ -67,7 +74,7 @@ It changes nothing; promote with ` + DisplayName + ` promote.`,
 			if err != nil {
 				return err
 			}
-			p, err := planOf(cmd.Context(), c, ns, args[0], time.Now())
+			p, err := planOf(cmd.Context(), c, ns, args[0], prep, time.Now())
 			if err != nil {
 				return err
 			}
@@ -75,14 +82,24 @@ It changes nothing; promote with ` + DisplayName + ` promote.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml")
+	cmd.Flags().StringVar(&prep, "preparation", "", "the Preparation to promote (default: one no cluster runs yet)")
 	return cmd
 }
 
-// planOf previews the roll-out of a promotion to the Serving ns/name at now.
-func planOf(ctx context.Context, c client.Client, ns, name string, now time.Time) (*Plan, error) {
+// planOf previews the roll-out of a promotion of prep (empty: one no cluster runs yet) to the
+// Serving ns/name at now.
+func planOf(ctx context.Context, c client.Client, ns, name, prep string, now time.Time) (*Plan, error) {
 	sv, order, err := servingAndOrder(ctx, c, ns, name)
 	if err != nil {
 		return nil, err
+	}
+	running := 0
+	if prep != "" {
+		var p v1.Preparation
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: prep}, &p); err != nil {
+			return nil, explain(kindPreparation, "get", ns, prep, err)
+		}
+		running = int(view.RunsOf(sv, []v1.Preparation{p}).Clusters[prep])
 	}
 	p := &Plan{Namespace: ns, Serving: sv.Name, Environment: order.Spec.EnvironmentRef.Name}
 	var envt v1.Environment
@@ -118,7 +135,7 @@ func planOf(ctx context.Context, c client.Client, ns, name string, now time.Time
 		p.Summary, p.Windows = rollout.PolicySentences(envt.Spec.Rollout, now)
 		return p, nil
 	}
-	p.PlanPreview = rollout.PreviewSelected(&envt, order.Spec.RolloutPace, selector, list.Items, now)
+	p.PlanPreview = rollout.PreviewSelected(&envt, order.Spec.RolloutPace, selector, list.Items, running, now)
 	return p, nil
 }
 

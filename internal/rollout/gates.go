@@ -33,16 +33,21 @@ func (g gateRule) approval(w int) (policy *v1.ApprovalPolicy, wave, label string
 	return nil, "", ""
 }
 
+// WhoApproves says who may approve a gate and how, once where a roll-out says it waits for
+// approvals (its status message): not in each waiting cluster's message.
+const WhoApproves = "by someone bound to the ClusterRole kokumi-approver in the Serving's namespace"
+
 // awaiting returns the name of gate w and why it holds the roll-out back, while it waits for
-// approvals; empty when it asks for none or has them.
-func (g gateRule) awaiting(w int) (gate, msg string) {
+// approvals: msg says it with who may approve and how (WhoApproves), for the roll-out's
+// message; short without, for each cluster it holds. Empty when it asks for none or has them.
+func (g gateRule) awaiting(w int) (gate, msg, short string) {
 	policy, wave, label := g.approval(w)
 	if policy == nil {
-		return "", ""
+		return "", "", ""
 	}
 	by, refused := Approvers(policy, g.in.Gates.Approvals, g.in.Preparation, g.attempt, wave, g.in.Gates.promoters())
 	if len(by) >= Required(policy) {
-		return "", ""
+		return "", "", ""
 	}
 	flag := ""
 	if wave != "" {
@@ -52,11 +57,13 @@ func (g gateRule) awaiting(w int) (gate, msg string) {
 	if len(by) > 0 {
 		approved = " by " + strings.Join(by, ", ")
 	}
-	msg = fmt.Sprintf("%s awaits approval (%d of %d%s): kubectl kokumi approve %s%s", GateName(wave), len(by), Required(policy), approved, g.in.Gates.Serving, flag)
+	short = fmt.Sprintf("%s awaits approval (%d of %d%s)", GateName(wave), len(by), Required(policy), approved)
+	msg = fmt.Sprintf("%s: kubectl kokumi approve %s%s or Approve on the Serving's page, %s", short, g.in.Gates.Serving, flag, WhoApproves)
 	if refused != "" {
-		msg += "; the approval of " + refused + ", who " + RefusedAs(refused, g.in.Gates.PromotedBy, g.in.Preparation) + ", does not count (approval.separateFromPromoter)"
+		part := "; the approval of " + refused + ", who " + RefusedAs(refused, g.in.Gates.PromotedBy, g.in.Preparation) + ", does not count (approval.separateFromPromoter)"
+		msg, short = msg+part, short+part
 	}
-	return label, msg
+	return label, msg, short
 }
 
 // specs returns the verifications of gate w, and the wave their results name.

@@ -34,6 +34,16 @@ func TestAWaveThatAsksForApprovalStartsOnlyOnceSomeoneElseApproved(t *testing.T)
 	if !strings.Contains(waiting.Waiting["c1"], "awaits approval") {
 		t.Errorf("c1 is changed before the approval: %v", waiting.Waiting)
 	}
+	// Who may approve is said once, in the roll-out's message; each cluster it holds says only
+	// that it waits, not the command again.
+	if strings.Count(waiting.Status.Message, "kokumi-approver") != 1 || !strings.Contains(waiting.Status.Message, "or Approve on the Serving's page, "+WhoApproves) {
+		t.Errorf("the roll-out's message does not say once who may approve: %q", waiting.Status.Message)
+	}
+	for name, why := range waiting.Waiting {
+		if strings.Contains(why, "kubectl kokumi approve") || strings.Contains(why, "kokumi-approver") {
+			t.Errorf("cluster %s repeats how to approve: %q", name, why)
+		}
+	}
 	if ts := Transitions(nil, &waiting.Status, ""); len(ts) != 1 || ts[0].Reason != "AwaitingApproval" {
 		t.Errorf("transitions %+v", ts)
 	}

@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/cluster"
+	"github.com/kokumi-dev/kokumi/internal/view"
 )
 
 // This file holds the preview of a roll-out: what an Environment's policy does with its
@@ -92,6 +93,12 @@ func Preview(policy *v1.RolloutPolicy, clusters []PreviewCluster, now time.Time)
 // none): each wave's maxUnavailable and soak as the roll-out counts them (waveMaxUnavailable,
 // waveSoak).
 func PreviewPaced(policy *v1.RolloutPolicy, pace *v1.RolloutPace, clusters []PreviewCluster, now time.Time) PlanPreview {
+	return previewPaced(policy, pace, clusters, nil, now)
+}
+
+// previewPaced is PreviewPaced of a Preparation that clusters of the waves runs[i] is true of
+// run already: their approvals are not asked (GateAsked).
+func previewPaced(policy *v1.RolloutPolicy, pace *v1.RolloutPace, clusters []PreviewCluster, runs []bool, now time.Time) PlanPreview {
 	sorted := append([]PreviewCluster(nil), clusters...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	out := PlanPreview{Clusters: len(sorted), Waves: []WavePreview{}, Summary: []string{}}
@@ -137,12 +144,19 @@ func PreviewPaced(policy *v1.RolloutPolicy, pace *v1.RolloutPace, clusters []Pre
 		if len(sorted) == 0 {
 			continue
 		}
+		asked := GateAsked(i, runs)
 		if wave != nil {
-			w.Verify, w.Approvals = verifyNames(wave.Verify), Required(wave.Approval)
+			w.Verify = verifyNames(wave.Verify)
+			if asked {
+				w.Approvals = Required(wave.Approval)
+			}
 		}
 		out.Waves[len(out.Waves)-1] = w
-		if wave != nil && wave.Approval != nil {
+		switch {
+		case wave != nil && wave.Approval != nil && asked:
 			out.Summary = append(out.Summary, approvalSentence("wave "+w.Name+" starts", wave.Approval))
+		case wave != nil && wave.Approval != nil:
+			out.Summary = append(out.Summary, "wave "+w.Name+" starts without approval: clusters of it, or of a later wave, run this Preparation already")
 		}
 		out.Summary = append(out.Summary, waveSentence(w, wave != nil && i == len(policy.Waves)-1 && len(byWave[len(names)-1]) == 0))
 		if len(w.Verify) > 0 {
@@ -244,13 +258,24 @@ func waveSentence(w WavePreview, last bool) string {
 	return s
 }
 
-// PreviewEnvironment is PreviewPaced for the Environment env, its own gates included: what its
-// approval and its verifications ask before and after the waves.
-func PreviewEnvironment(env *v1.Environment, pace *v1.RolloutPace, clusters []PreviewCluster, now time.Time) PlanPreview {
-	out := PreviewPaced(env.Spec.Rollout, pace, clusters, now)
+// PreviewEnvironment is PreviewPaced for the Environment env, its own gates included: the stages
+// it requires (view.RequiresSentence), what its approval and its verifications ask before and
+// after the waves, for a Preparation that running
+// of these clusters run already (a rollback to what they run): the approvals the roll-out goes
+// past without asking (GateAsked) are not asked for.
+func PreviewEnvironment(env *v1.Environment, pace *v1.RolloutPace, clusters []PreviewCluster, running int, now time.Time) PlanPreview {
+	runs := runsByWave(env.Spec.Rollout, clusters, running)
+	out := previewPaced(env.Spec.Rollout, pace, clusters, runs, now)
 	var before []string
-	if env.Spec.Approval != nil {
+	if s := view.RequiresSentence(env); s != "" {
+		before = append(before, s)
+	}
+	switch {
+	case env.Spec.Approval != nil && GateAsked(-1, runs):
 		before = append(before, approvalSentence("the roll-out starts", env.Spec.Approval))
+	case env.Spec.Approval != nil:
+		before = append(before, fmt.Sprintf("the roll-out starts without approval: %s of %d run this Preparation already (Environment %s's approval holds only a Preparation no cluster runs yet)",
+			clusterCount(min(running, len(clusters))), len(clusters), env.Name))
 	}
 	out.Summary = append(before, out.Summary...)
 	if len(env.Spec.Verify) > 0 {
@@ -258,6 +283,30 @@ func PreviewEnvironment(env *v1.Environment, pace *v1.RolloutPace, clusters []Pr
 			"; its deployment record says verified once they pass")
 	}
 	return out
+}
+
+// runsByWave says, of each wave of policy (nil: the one wave of every cluster), whether a cluster
+// of it runs the Preparation previewed, given that running of clusters do. Which ones is known
+// only when all do: when some do, only the first wave is marked, which passes the Environment's
+// approval and the first wave's as a roll-out does (GateAsked), and keeps the later waves'.
+func runsByWave(policy *v1.RolloutPolicy, clusters []PreviewCluster, running int) []bool {
+	waves := 1
+	if policy != nil {
+		waves = len(waveNames(policy))
+	}
+	runs := make([]bool, waves)
+	switch {
+	case running <= 0 || len(clusters) == 0:
+	case running < len(clusters):
+		runs[0] = true
+	case policy == nil:
+		runs[0] = true
+	default:
+		for _, c := range clusters {
+			runs[WaveOf(policy, c.Labels)] = true
+		}
+	}
+	return runs
 }
 
 // approvalSentence says who must approve before what starts.
@@ -308,12 +357,13 @@ func clusterCount(n int) string {
 
 // PreviewSelected previews a roll-out to env at now over its member Clusters: those of clusters
 // its selector (sel, parsed from env.Spec.ClusterSelector) picks (cluster.Members), Ready as
-// their Ready condition says. The plan the server and the plugin show.
-func PreviewSelected(env *v1.Environment, pace *v1.RolloutPace, sel labels.Selector, clusters []v1.Cluster, now time.Time) PlanPreview {
+// their Ready condition says, of a Preparation running of them run already (0: a new one). The
+// plan the server and the plugin show.
+func PreviewSelected(env *v1.Environment, pace *v1.RolloutPace, sel labels.Selector, clusters []v1.Cluster, running int, now time.Time) PlanPreview {
 	members := cluster.Members(sel, clusters)
 	out := make([]PreviewCluster, len(members))
 	for i, c := range members {
 		out[i] = PreviewCluster{Name: c.Name, Labels: c.Labels, Ready: cluster.IsReady(c)}
 	}
-	return PreviewEnvironment(env, pace, out, now)
+	return PreviewEnvironment(env, pace, out, running, now)
 }

@@ -175,7 +175,7 @@ func TestThePlanSaysWhatTheGatesAsk(t *testing.T) {
 		Verify:   []v1.Verification{{Name: "e2e", Job: &v1.JobVerification{Image: "e2e:1"}}},
 	}}
 	clusters := []PreviewCluster{{Name: "c1", Labels: map[string]string{"ring": "canary"}, Ready: true}, {Name: "r1", Labels: map[string]string{"ring": "rest"}, Ready: true}}
-	p := PreviewEnvironment(env, nil, clusters, time.Now())
+	p := PreviewEnvironment(env, nil, clusters, 0, time.Now())
 	all := strings.Join(p.Summary, "\n")
 	for _, want := range []string{
 		"the roll-out starts once 2 people approve (kubectl kokumi approve)",
@@ -192,5 +192,70 @@ func TestThePlanSaysWhatTheGatesAsk(t *testing.T) {
 	}
 	if p.Waves[0].Verify[0] != "smoke (http)" || p.Waves[1].Approvals != 1 {
 		t.Errorf("waves %+v", p.Waves)
+	}
+}
+
+// A rollback after an abort promotes what the clusters run: the plan asks for no approval the
+// roll-out goes past (GateAsked), as Decide does not wait for one.
+func TestThePlanOfWhatTheClustersRunAsksNoApprovalTheRollOutSkips(t *testing.T) {
+	env := &v1.Environment{ObjectMeta: metav1.ObjectMeta{Name: "prod"}, Spec: v1.EnvironmentSpec{
+		Rollout:  gatedPolicy(),
+		Approval: &v1.ApprovalPolicy{Required: 2},
+	}}
+	clusters := []PreviewCluster{{Name: "c1", Labels: map[string]string{"ring": "canary"}, Ready: true}, {Name: "r1", Labels: map[string]string{"ring": "rest"}, Ready: true}}
+
+	p := PreviewEnvironment(env, nil, clusters, 2, time.Now())
+	all := strings.Join(p.Summary, "\n")
+	if strings.Contains(all, "approves") || p.Waves[1].Approvals != 0 {
+		t.Errorf("the plan of what every cluster runs asks for an approval:\n%s\nwaves %+v", all, p.Waves)
+	}
+	for _, want := range []string{
+		"the roll-out starts without approval: 2 clusters of 2 run this Preparation already (Environment prod's approval holds only a Preparation no cluster runs yet)",
+		"wave rest starts without approval: clusters of it, or of a later wave, run this Preparation already",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the plan does not say %q:\n%s", want, all)
+		}
+	}
+
+	// One cluster of the two runs it: which one is not known, so the later wave's approval stays.
+	p = PreviewEnvironment(env, nil, clusters, 1, time.Now())
+	all = strings.Join(p.Summary, "\n")
+	if !strings.Contains(all, "the roll-out starts without approval: 1 cluster of 2") ||
+		!strings.Contains(all, "wave rest starts once 1 person approves") || p.Waves[1].Approvals != 1 {
+		t.Errorf("the plan of what one cluster runs:\n%s\nwaves %+v", all, p.Waves)
+	}
+}
+
+func TestGateAsked(t *testing.T) {
+	for _, c := range []struct {
+		w    int
+		runs []bool
+		want bool
+	}{
+		{-1, []bool{false, false}, true},
+		{-1, []bool{false, true}, false},
+		{0, []bool{true, false}, false},
+		{1, []bool{true, false}, true},
+		{1, []bool{false, true}, false},
+		{0, nil, true},
+	} {
+		if got := GateAsked(c.w, c.runs); got != c.want {
+			t.Errorf("GateAsked(%d, %v) = %v, want %v", c.w, c.runs, got, c.want)
+		}
+	}
+}
+
+func TestThePlanNamesTheStagesTheEnvironmentRequires(t *testing.T) {
+	env := &v1.Environment{ObjectMeta: metav1.ObjectMeta{Name: "edge"}, Spec: v1.EnvironmentSpec{
+		Requires: []v1.StageRequirement{
+			{Environment: "staging", Soak: &metav1.Duration{Duration: 30 * time.Second}, Match: v1.MatchRelease},
+			{Environment: "qa"},
+		},
+	}}
+	p := PreviewEnvironment(env, nil, fleetOf(0, 2), 0, time.Now())
+	want := "Environment edge requires staging: soak 30s, match Release; qa: match Artifact (the stages a Preparation passes before it deploys here)"
+	if len(p.Summary) == 0 || p.Summary[0] != want {
+		t.Errorf("the plan's first sentence is not %q: %q", want, p.Summary)
 	}
 }

@@ -42,8 +42,11 @@ type round struct {
 	held string
 	// current is the index of the wave reached, -1 before the first.
 	current int
-	// waitsFor says why the next wave does not start, when a gate holds it.
-	waitsFor string
+	// waitsFor says why the next wave does not start, when a gate holds it, as each cluster
+	// it holds says it; approveHow, when it waits for approvals, as the roll-out's message says
+	// it: with who may approve, once.
+	waitsFor   string
+	approveHow string
 	// stop, failed, at and budgetPart are what the budget step tells the rollback step.
 	stop       stopping
 	failed     []string
@@ -122,20 +125,20 @@ func (r *round) stepWindows() {
 }
 
 // stepGates starts the first wave, unless the Environment's approval or the first wave's holds
-// it (and no cluster runs the release yet).
+// it (GateAsked: no cluster runs the release yet).
 func (r *round) stepGates() {
 	if r.st.Wave != "" || (!r.open && !touchedAny(r.byWave)) {
 		return
 	}
 	// The Environment's approval, and the first wave's, come before the first cluster.
-	gate, msg := r.gates.awaiting(-1)
+	gate, msg, short := r.gates.awaiting(-1)
 	if gate == "" {
-		gate, msg = r.gates.awaiting(0)
+		gate, msg, short = r.gates.awaiting(0)
 	}
-	if gate == "" || touchedAny(r.byWave) {
+	if gate == "" || !GateAsked(0, touchedWaves(r.byWave)) {
 		r.current, r.st.Wave = 0, r.names[0]
 	} else if !Stopped(r.st.State) {
-		r.st.Awaiting, r.waitsFor = gate, msg
+		r.st.Awaiting, r.waitsFor, r.approveHow = gate, short, msg
 	}
 }
 
@@ -251,7 +254,11 @@ func (r *round) stepAdvance() {
 		}
 		st.Message = text.Truncate(msg, 1024)
 	case v1.RolloutProgressing:
-		st.Message = text.Truncate(joinParts(r.waitsFor, r.held), 1024)
+		waits := r.waitsFor
+		if r.approveHow != "" {
+			waits = r.approveHow
+		}
+		st.Message = text.Truncate(joinParts(waits, r.held), 1024)
 	}
 	if r.held == "" || Stopped(st.State) || st.State == v1.RolloutComplete {
 		st.NextWindow = nil
@@ -302,8 +309,8 @@ func (r *round) pass() bool {
 		r.waitsFor = verifying
 		return false
 	}
-	if gate, msg := r.gates.awaiting(current + 1); gate != "" {
-		st.Awaiting, r.waitsFor = gate, msg
+	if gate, msg, short := r.gates.awaiting(current + 1); gate != "" {
+		st.Awaiting, r.waitsFor, r.approveHow = gate, short, msg
 		return false
 	}
 	// The next wave starts once resumed, or once a window opens.

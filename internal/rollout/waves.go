@@ -324,6 +324,29 @@ func who(by string) string {
 	return by
 }
 
+// GateAsked says whether the approval of gate w (-1: the Environment's, 0…: the waves') holds a
+// roll-out back, given runs[i]: whether a cluster of wave i runs the release already. A gate asks
+// only while no cluster of its wave or a later one runs the release (the Environment's and the
+// first wave's: while no cluster does): a roll-out already past it, such as a rollback to what
+// the clusters run after an abort, goes on without asking.
+func GateAsked(w int, runs []bool) bool {
+	for i := max(w, 0); i < len(runs); i++ {
+		if runs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// touchedWaves says, of each wave, whether a cluster of it runs the release (touched).
+func touchedWaves(byWave [][]*Member) []bool {
+	out := make([]bool, len(byWave))
+	for i, ms := range byWave {
+		out[i] = touched(ms)
+	}
+	return out
+}
+
 // touchedAny says whether a cluster of any wave runs the release.
 func touchedAny(byWave [][]*Member) bool {
 	for _, ms := range byWave {

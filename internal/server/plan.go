@@ -12,10 +12,12 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/rollout"
+	"github.com/kokumi-dev/kokumi/internal/view"
 )
 
-// Plan is the answer of GET /api/v1/namespaces/{ns}/servings/{name}/plan: what promoting a
-// Preparation to the Serving would roll out now, under its Environment's policy.
+// Plan is the answer of GET /api/v1/namespaces/{ns}/servings/{name}/plan[?preparation=NAME]:
+// what promoting a Preparation (NAME, or one no cluster runs yet) to the Serving would roll out
+// now, under its Environment's policy.
 type Plan struct {
 	// Environment is the Environment the Serving's Order deploys to.
 	Environment string `json:"environment"`
@@ -48,7 +50,12 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("the Order %s of Serving %s is gone: it deploys nowhere", sv.Spec.OrderRef.Name, key))
 		return
 	}
-	p, err := s.planOf(r.Context(), sv.Namespace, order.Spec.EnvironmentRef.Name, order.Spec.RolloutPace, time.Now())
+	running, err := s.runningOf(r.Context(), &sv, r.URL.Query().Get("preparation"))
+	if err != nil {
+		writeAPIError(w, "get the Preparation to promote", err)
+		return
+	}
+	p, err := s.planOf(r.Context(), sv.Namespace, order.Spec.EnvironmentRef.Name, order.Spec.RolloutPace, running, time.Now())
 	if err != nil {
 		writeAPIError(w, "read the roll-out plan", err)
 		return
@@ -56,8 +63,23 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, p)
 }
 
-// planOf previews a roll-out to the Environment name of namespace ns at now.
-func (s *Server) planOf(ctx context.Context, ns, name string, pace *v1.RolloutPace, now time.Time) (*Plan, error) {
+// runningOf is how many clusters of the Serving run the Preparation prep of its namespace
+// (view.RunsOf), which a promotion would roll out: a rollback's runs on them already. 0 when
+// prep is empty (a Preparation not named, as new).
+func (s *Server) runningOf(ctx context.Context, sv *v1.Serving, prep string) (int, error) {
+	if prep == "" {
+		return 0, nil
+	}
+	var p v1.Preparation
+	if err := s.client.Get(ctx, client.ObjectKey{Namespace: sv.Namespace, Name: prep}, &p); err != nil {
+		return 0, fmt.Errorf("get Preparation %s/%s: %w", sv.Namespace, prep, err)
+	}
+	return int(view.RunsOf(sv, []v1.Preparation{p}).Clusters[prep]), nil
+}
+
+// planOf previews a roll-out to the Environment name of namespace ns at now, of a Preparation
+// running of its clusters run already.
+func (s *Server) planOf(ctx context.Context, ns, name string, pace *v1.RolloutPace, running int, now time.Time) (*Plan, error) {
 	var envt v1.Environment
 	if err := s.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &envt); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -80,5 +102,5 @@ func (s *Server) planOf(ctx context.Context, ns, name string, pace *v1.RolloutPa
 	if err := s.client.List(ctx, &list, client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return nil, fmt.Errorf("list the Clusters of Environment %s/%s: %w", ns, name, err)
 	}
-	return &Plan{Environment: name, Found: true, PlanPreview: rollout.PreviewSelected(&envt, pace, selector, list.Items, now)}, nil
+	return &Plan{Environment: name, Found: true, PlanPreview: rollout.PreviewSelected(&envt, pace, selector, list.Items, running, now)}, nil
 }

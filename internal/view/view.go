@@ -227,6 +227,24 @@ func RequirementsOf(e *v1.Environment) []Requirement {
 	return out
 }
 
+// RequiresSentence says the stages e requires (RequirementsOf), as a roll-out plan says them:
+// "Environment edge requires staging: soak 30s, match Release (…)"; empty when it requires none.
+func RequiresSentence(e *v1.Environment) string {
+	reqs := RequirementsOf(e)
+	if len(reqs) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(reqs))
+	for _, r := range reqs {
+		part := r.Environment + ": "
+		if r.Soak != "" {
+			part += "soak " + r.Soak + ", "
+		}
+		parts = append(parts, part+"match "+r.Match)
+	}
+	return "Environment " + e.Name + " requires " + strings.Join(parts, "; ") + " (the stages a Preparation passes before it deploys here)"
+}
+
 // ReadyOf is the Ready condition of conds as the pages show it: Unknown when there is none.
 func ReadyOf(conds []metav1.Condition) Condition {
 	c := apimeta.FindStatusCondition(conds, v1.ConditionReady)

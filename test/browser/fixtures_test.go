@@ -20,6 +20,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/rollout"
 	"github.com/kokumi-dev/kokumi/test/harness"
 )
 
@@ -637,6 +638,12 @@ func promotedNotRunning(ctx context.Context) error {
 	}}); err != nil {
 		return err
 	}
+	// Its two Clusters, Ready: they run runs-1.
+	for _, name := range []string{"gated-1", "gated-2"} {
+		if err := readyCluster(ctx, name, map[string]string{"env": "one-gate"}); err != nil {
+			return err
+		}
+	}
 	if err := c.Create(ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "runs"}, Spec: v1.OrderSpec{
 		ProductRef: v1.LocalObjectReference{Name: "podinfo"}, EnvironmentRef: v1.LocalObjectReference{Name: "one-gate"},
 		Promotion: v1.Promotion{Mode: v1.PromotionManual}}}); err != nil {
@@ -700,10 +707,17 @@ func runsState(ctx context.Context, state string) error {
 		sv.Status.Running = []v1.RevisionCount{{Revision: digest, Clusters: 2}}
 		sv.Status.Revision, sv.Status.DeployedRevision, sv.Status.DeployedSince = digest, digest, &since
 		sv.Status.Clusters = v1.ClusterCounts{Selected: 2, Healthy: 2}
+		// The roll-out's message, as the Serving reconciler decides it (rollout.Decide).
+		gate := &v1.ApprovalPolicy{Required: 1}
+		course := rollout.Decide(rollout.Input{Policy: rollout.Effective(nil, nil, nil, "runs-2", true), Preparation: "runs-2", From: "runs-1", Now: time.Now(),
+			Members: []rollout.Member{{Name: "gated-1", Standing: rollout.Untouched, HasApplication: true}, {Name: "gated-2", Standing: rollout.Untouched, HasApplication: true}},
+			Gates:   rollout.Gates{Approval: gate, Serving: "runs", PromotedBy: "erin"}})
 		ro := &v1.RolloutStatus{Preparation: "runs-2", From: "runs-1", Attempt: sv.Generation, State: v1.RolloutProgressing, Awaiting: v1.EnvironmentGate,
 			Waves:   []v1.WaveCount{{Name: "unselected", Selected: 2, Waiting: 2}},
-			Message: "the roll-out of Preparation runs-2 awaits 1 approval of the Environment's gate"}
-		ready := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonProgressing, Message: ro.Message}
+			Message: course.Status.Message}
+		// Ready folds the clusters (fleet.Fold): none runs runs-2 yet.
+		ready := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonProgressing,
+			Message: "Deploying Preparation runs-2: healthy on 0 of 2 Ready clusters; waiting for gated-1, gated-2"}
 		switch state {
 		case "aborted":
 			ro.State, ro.Awaiting, ro.By = v1.RolloutAborted, "", "alice"
@@ -751,6 +765,22 @@ func awaitingApproval(ctx context.Context) error {
 	return c.Status().Update(ctx, sv)
 }
 
+// readyCluster creates the Ready Cluster name with labels.
+func readyCluster(ctx context.Context, name string, labels map[string]string) error {
+	cl := &v1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       v1.ClusterSpec{Server: "https://" + name + ".example:6443", CredentialsRef: v1.LocalObjectReference{Name: name}},
+	}
+	if err := env.Client.Create(ctx, cl); err != nil {
+		return fmt.Errorf("create Cluster %s: %w", name, err)
+	}
+	apimeta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Reachable", Message: "the API server answers"})
+	if err := env.Client.Status().Update(ctx, cl); err != nil {
+		return fmt.Errorf("make Cluster %s Ready: %w", name, err)
+	}
+	return nil
+}
+
 // plannedWaves creates the Serving planned of teamNS, which deploys nothing yet, whose Order
 // deploys to the Environment waved: a roll-out policy of two waves (canary: the Cluster
 // waved-1, soak 10m; rest: waved-2 and waved-3, one at a time), a failure budget of 1 and
@@ -758,16 +788,7 @@ func awaitingApproval(ctx context.Context) error {
 func plannedWaves(ctx context.Context) error {
 	c := env.Client
 	for i, ring := range []string{"canary", "main", "main"} {
-		name := fmt.Sprintf("waved-%d", i+1)
-		cl := &v1.Cluster{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"env": "waved", "ring": ring}},
-			Spec:       v1.ClusterSpec{Server: "https://" + name + ".example:6443", CredentialsRef: v1.LocalObjectReference{Name: name}},
-		}
-		if err := c.Create(ctx, cl); err != nil {
-			return err
-		}
-		apimeta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Reachable", Message: "the API server answers"})
-		if err := c.Status().Update(ctx, cl); err != nil {
+		if err := readyCluster(ctx, fmt.Sprintf("waved-%d", i+1), map[string]string{"env": "waved", "ring": ring}); err != nil {
 			return err
 		}
 	}

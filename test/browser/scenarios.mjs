@@ -861,8 +861,9 @@ Object.assign(scenarios, {
   // The Serving runs: both clusters run runs-1; runs-2 is promoted and awaits the Environment's
   // approval (no roll-out policy). The page labels each by what runs and how the promoted one
   // stands, shows no waves, diffs against what runs; Approve's result stays once the gate
-  // passed; after an abort Roll back compares with what runs and says nothing waits; Promote
-  // into the gate says it waits for an approval.
+  // passed; after an abort Roll back compares with what runs, its plan asks for no approval
+  // (the clusters run runs-1 already) and it says nothing waits; Promote into the gate says it
+  // waits for an approval. The page says once who may approve.
   async runs(page) {
     await login(page);
     const runsURL = `${base}/#/servings/team-web/runs`;
@@ -880,6 +881,10 @@ Object.assign(scenarios, {
       const state = (await page.textContent("#rollout-state")) || "";
       check(!state.includes("in waves") && !state.includes("unselected") && !(await page.$("section[data-key=rollout] table")),
         `${width}: without a roll-out policy no wave is shown (${state})`);
+      // Who may approve, and how, is said once on the page (the roll-out's message).
+      const main = await page.evaluate(() => document.querySelector("main")?.innerText || document.body.innerText);
+      const who = main.split("kokumi-approver").length - 1, how = main.split("kubectl kokumi approve").length - 1;
+      check(who === 1 && how === 1, `${width}: the page says once who may approve (kokumi-approver ${who} times, kubectl kokumi approve ${how} times)`);
       const diff = await page.getAttribute("#preparations tr[data-key='runs-2'] button[data-action=diff]", "aria-label");
       check(diff === "Diff runs-2 with deployed runs-1", `${width}: the diff compares with what runs (${diff})`);
       check(!(await page.$("#preparations tr[data-key='runs-1'] button[data-action=diff]")), `${width}: what runs has no diff with itself`);
@@ -900,6 +905,10 @@ Object.assign(scenarios, {
       await page.waitForFunction(() => { const t = document.querySelector("#confirm")?.textContent || ""; return t && !t.includes("Comparing"); }, null, { timeout: 15000 });
       const confirm = await page.textContent("#confirm");
       check(confirm?.includes("runs-1 renders the same as runs-1"), `${width}: Roll back compares with what runs (${confirm?.slice(0, 200)})`);
+      await page.waitForSelector("#confirm-plan .plan-summary", { timeout: 15000 });
+      const plan = await page.textContent("#confirm-plan");
+      check(plan?.includes("the roll-out starts without approval: 2 clusters of 2 run this Preparation already") && !plan.includes("approves"),
+        `${width}: Roll back's plan asks for no approval the rollback does not need (${plan})`);
       await page.click("#confirm-yes");
       await page.waitForFunction(() => document.getElementById("promotion-message")?.textContent?.includes("Rolled back"), null, { timeout: 15000 });
       const rolled = await page.textContent("#promotion-message");

@@ -460,10 +460,10 @@ func TestHistoryMarksWhatRunsAndHowThePromotedOneStands(t *testing.T) {
 		for _, row := range rows(r.stdout, "NAME")[1:] {
 			got[row[0]] = row
 		}
-		if row := got["web-3"]; len(row) != 9 || row[6] != "3 clusters" || row[7] != "-" {
+		if row := got["web-3"]; len(row) != 10 || row[6] != "3 clusters" || row[7] != "-" {
 			t.Errorf("%s: web-3's row %q, want RUNNING 3 clusters", c.state, row)
 		}
-		if row := got["web-4"]; len(row) != 9 || row[6] != "-" || row[7] != c.state {
+		if row := got["web-4"]; len(row) != 10 || row[6] != "-" || row[7] != c.state {
 			t.Errorf("%s: web-4's row %q, want RUNNING - and PROMOTED %s", c.state, row, c.state)
 		}
 	}

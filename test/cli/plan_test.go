@@ -133,3 +133,47 @@ func TestPlanSaysWhenYouMayNotListClusters(t *testing.T) {
 		t.Errorf("plan as a viewer names Clusters it may not list:\n%s", r.stdout)
 	}
 }
+
+// After an abort the clusters run the Preparation before it again: a rollback to it goes past the
+// Environment's approval (the roll-out asks only while no cluster runs a Preparation), and the
+// plan of it says so rather than ask for an approval.
+// The plan names the stages the Environment requires, too.
+func TestPlanOfARollbackAsksNoApprovalTheRollOutSkips(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "plan-back")
+	must(t, env.Client.Create(ctx, &v1.Environment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gated"}, Spec: v1.EnvironmentSpec{
+		ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"plan": ns}}, Project: "gated",
+		Approval: &v1.ApprovalPolicy{Required: 1},
+		Requires: []v1.StageRequirement{{Environment: "staging", Soak: &metav1.Duration{Duration: 30 * time.Second}, Match: v1.MatchRelease}},
+	}}))
+	for _, name := range []string{ns + "-a", ns + "-b"} {
+		c := &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"plan": ns}},
+			Spec: v1.ClusterSpec{Server: "https://" + name + ".example:6443", CredentialsRef: v1.LocalObjectReference{Name: name}}}
+		must(t, env.Client.Create(ctx, c))
+		apimeta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Probed", Message: "probed"})
+		must(t, env.Client.Status().Update(ctx, c))
+	}
+	order(t, ns, "web", "gated", v1.PromotionManual)
+	preparation(t, ns, "web-1", prepSpec{order: "web", digest: digest("1"), ready: metav1.ConditionTrue})
+	preparation(t, ns, "web-2", prepSpec{order: "web", digest: digest("2"), ready: metav1.ConditionTrue})
+	sv := serving(t, ns, "web", "web-2")
+	sv.Status.Running = []v1.RevisionCount{{Revision: digest("1"), Clusters: 2}}
+	must(t, env.Client.Status().Update(ctx, sv))
+
+	r := kubectlKokumi(t, "plan", "web", "-n", ns, "--preparation", "web-1")
+	if r.code != 0 {
+		t.Fatalf("plan --preparation web-1: exit %d %q", r.code, r.stderr)
+	}
+	if want := "  - the roll-out starts without approval: 2 clusters of 2 run this Preparation already"; !strings.Contains(r.stdout, want) || strings.Contains(r.stdout, "approves") {
+		t.Errorf("the plan of a rollback to what the clusters run does not say %q, or asks for an approval:\n%s", want, r.stdout)
+	}
+	r = kubectlKokumi(t, "plan", "web", "-n", ns, "--preparation", "web-2")
+	for _, want := range []string{
+		"  - Environment gated requires staging: soak 30s, match Release (the stages a Preparation passes before it deploys here)\n",
+		"  - the roll-out starts once 1 person approves",
+	} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("the plan of what no cluster runs does not say %q: exit %d\n%s%s", want, r.code, r.stdout, r.stderr)
+		}
+	}
+}

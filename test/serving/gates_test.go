@@ -19,6 +19,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/record"
+	"github.com/kokumi-dev/kokumi/internal/rollout"
 	"github.com/kokumi-dev/kokumi/internal/stages"
 	"github.com/kokumi-dev/kokumi/internal/verify"
 )
@@ -242,13 +243,18 @@ func TestRolloutAWaveWaitsForApprovalsThatCount(t *testing.T) {
 	f.targets(one.Spec.Artifact.Digest, "ap-canary")
 	f.healthy(one.Spec.Artifact.Digest, "ap-canary")
 
-	f.waiting("ap-a", "wave rest awaits approval (0 of 1): kubectl kokumi approve podinfo-edge --wave rest")
+	// The cluster says it waits; the roll-out's message says, once, how and who approves.
+	f.waiting("ap-a", "wave rest awaits approval (0 of 1)")
 	f.eventually("awaiting rest", func() error {
-		if r := f.serving().Status.Rollout; r == nil || r.Awaiting != "rest" {
+		if r := f.serving().Status.Rollout; r == nil || r.Awaiting != "rest" ||
+			!strings.Contains(r.Message, "wave rest awaits approval (0 of 1): kubectl kokumi approve podinfo-edge --wave rest or Approve on the Serving's page, "+rollout.WhoApproves) {
 			return fmt.Errorf("status.rollout %+v", r)
 		}
 		return nil
 	})
+	if tg := f.target(f.serving(), "ap-a"); strings.Contains(tg.Conditions[0].Message, "kubectl kokumi approve") {
+		t.Errorf("the waiting cluster repeats how to approve: %q", tg.Conditions[0].Message)
+	}
 	f.controlEvent("AwaitingApproval", "wave rest awaits approval")
 
 	// The promoter's own approval (written past the API's refusal, straight to the Serving) does

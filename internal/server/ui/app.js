@@ -1110,15 +1110,16 @@ function confirmation(c, yes, no) {
 }
 
 /**
- * confirmPlan reads the roll-out plan of the Serving's Environment into a confirmation, and
- * paints it there while the confirmation is still open (current).
+ * confirmPlan reads the roll-out plan of the confirmation's Preparation (c.name) to the Serving's
+ * Environment into it, and paints it there while the confirmation is still open (current): a
+ * Preparation the clusters run already asks for no approval the roll-out goes past.
  * @param {ServingDetail} s
  * @param {NonNullable<ServingUI["confirm"]>} c
  * @param {() => boolean} current
  */
 async function confirmPlan(s, c, current) {
   try {
-    c.plan = await api(`/namespaces/${enc(s.namespace)}/servings/${enc(s.name)}/plan`);
+    c.plan = await api(`/namespaces/${enc(s.namespace)}/servings/${enc(s.name)}/plan?preparation=${enc(c.name)}`);
   } catch (e) { c.planError = errorText(e); }
   if (current()) paint();
 }
