@@ -372,19 +372,7 @@ func (r *Reconciler) prepare(ctx context.Context, order *v1.Order, product *v1.P
 		return nil, f
 	}
 	if current != nil {
-		// Verified sources (verify.go): the inputs of an unchanged render are checked again,
-		// from the cache unless a signature or the trusted keys changed.
-		if _, f := r.verifySources(ctx, b.Sources, product, current.Spec.Source.URL, current.Spec.Source.Digest, pinsOf(current)); f != nil {
-			return nil, f
-		}
-		// A crash between creating a Preparation and marking it Ready leaves it not Ready, and
-		// Automatic promotion would wait for it forever: mark it now.
-		if err := r.markReady(ctx, current); err != nil {
-			return nil, &failure{Reason: v1.ReasonPushFailed, Message: err.Error()}
-		}
-		order.Status.TargetNamespace = in.Render.TargetNamespace
-		r.setRendered(order, current, false, currentInputs)
-		return current, nil
+		return r.unchanged(ctx, b.Sources, order, product, in.Render.TargetNamespace, current, currentInputs)
 	}
 	// A slot of the renders: none while the namespace runs its share already (tried again a
 	// moment later, without holding this worker).
@@ -456,6 +444,23 @@ func (r *Reconciler) prepare(ctx context.Context, order *v1.Order, product *v1.P
 	r.Recorder.Eventf(order, prep, corev1.EventTypeNormal, v1.ReasonRendered, "Render",
 		"Rendered Preparation %s (%s@%s, %d images) into %s", prep.Name, in.SourceURL, built.SourceDigest, len(built.Images), prep.Spec.Artifact.Ref)
 	return prep, nil
+}
+
+// unchanged answers a render whose inputs did not change since current was made (with the
+// inputs hash currentInputs): their signatures are checked again (verify.go), from the cache
+// unless a signature or the trusted keys changed, and current is marked Ready and recorded.
+func (r *Reconciler) unchanged(ctx context.Context, sources *oci.Client, order *v1.Order, product *v1.Product, targetNamespace string, current *v1.Preparation, currentInputs string) (*v1.Preparation, *failure) {
+	if _, f := r.verifySources(ctx, sources, product, current.Spec.Source.URL, current.Spec.Source.Digest, pinsOf(current)); f != nil {
+		return nil, f
+	}
+	// A crash between creating a Preparation and marking it Ready leaves it not Ready, and
+	// Automatic promotion would wait for it forever: mark it now.
+	if err := r.markReady(ctx, current); err != nil {
+		return nil, &failure{Reason: v1.ReasonPushFailed, Message: err.Error()}
+	}
+	order.Status.TargetNamespace = targetNamespace
+	r.setRendered(order, current, false, currentInputs)
+	return current, nil
 }
 
 // keepArtifact pushes the artifact of existing again when the bundled registry does not hold it
