@@ -41,6 +41,8 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/preparation/build"
+	"github.com/kokumi-dev/kokumi/internal/provenance"
+	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/internal/render"
 	"github.com/kokumi-dev/kokumi/internal/render/isolate"
 )
@@ -453,7 +455,7 @@ func (r *renderRun) pass(version, what string, start func() error) (Pass, error)
 // pull the chart at the second version, render it (renderer; in process when nil), resolve
 // its images' tags, and push the artifact to the same registry (under dir/, beside Kokumi's).
 func (r *renderRun) bare(dir string, renderer func(context.Context, []oci.Layer, render.Options) (*render.Result, error),
-	record ...func(o types.NamespacedName) error) (Pass, error) {
+	record ...func(o types.NamespacedName, sources *oci.Client, repository, digest string) error) (Pass, error) {
 	b := &build.Builder{Sources: &oci.Client{}, Images: &images.Resolver{}, Render: renderer}
 	r.proxy.reset()
 	times := make([]time.Duration, len(r.orders))
@@ -476,11 +478,13 @@ func (r *renderRun) bare(dir string, renderer func(context.Context, []oci.Layer,
 		if err != nil {
 			return fmt.Errorf("build %s: %w", o, err)
 		}
-		if _, err := b.Push(r.ctx, r.registry+"/"+dir+"/"+o.Namespace+"/"+o.Name, in, built, ""); err != nil {
+		repository := r.registry + "/" + dir + "/" + o.Namespace + "/" + o.Name
+		digest, err := b.Push(r.ctx, repository, in, built, "")
+		if err != nil {
 			return fmt.Errorf("push %s: %w", o, err)
 		}
 		for _, rec := range record {
-			if err := rec(o); err != nil {
+			if err := rec(o, b.Sources, repository, digest); err != nil {
 				return err
 			}
 		}
@@ -498,10 +502,11 @@ func (r *renderRun) bare(dir string, renderer func(context.Context, []oci.Layer,
 	return p, nil
 }
 
-// apiRecorder makes, as the controller, the API writes the controller makes for a render: it
-// creates the Preparation (a copy of the one the controller made for the Order at the second
-// version, under another name), marks it Ready, records it in the Order's status, and records
-// the event.
+// apiRecorder makes, as the controller, the writes the controller makes for a render: it marks
+// the render in flight in the Order's status, reads the signing key and signs and attaches the
+// render's provenance to the artifact, creates the Preparation (a copy of the one the controller
+// made for the Order at the second version, under another name), marks it Ready, records it in
+// the Order's status, and records the event.
 type apiRecorder struct {
 	ctx    context.Context
 	writer client.Client
@@ -537,12 +542,33 @@ func (r *renderRun) recorder() (*apiRecorder, error) {
 	return rec, nil
 }
 
-// record makes the API writes of o's render.
-func (a *apiRecorder) record(o types.NamespacedName) error {
+// record makes the writes of o's render, whose artifact sources pushed to repository at digest.
+func (a *apiRecorder) record(o types.NamespacedName, sources *oci.Client, repository, digest string) error {
 	ctx := a.ctx
 	made, order := a.preps[o], a.orders[o]
 	if made == nil || order == nil {
 		return fmt.Errorf("no Preparation at %s of Order %s to record a copy of", renderVersion2, o)
+	}
+	// The render in flight, as the controller marks it in status.renderRetry.
+	markBase := order.DeepCopy()
+	order.Status.RenderRetry = &v1.RenderRetry{Input: "bench", Failures: 1, NotBefore: metav1.NewTime(time.Now().Add(time.Minute).Truncate(time.Second))}
+	if err := a.writer.Status().Patch(ctx, order, client.MergeFromWithOptions(markBase, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("mark the render of Order %s in flight: %w", o, err)
+	}
+	// The provenance, signed with the key the controller reads for each render.
+	var secret corev1.Secret
+	if err := a.writer.Get(ctx, client.ObjectKey{Namespace: ControllerNamespace, Name: record.SecretName}, &secret); err != nil {
+		return fmt.Errorf("read the signing key: %w", err)
+	}
+	signer, err := record.ParseSigner(secret.Data[record.SecretKey])
+	if err != nil {
+		return fmt.Errorf("signing key: %w", err)
+	}
+	if _, err := provenance.Attach(ctx, &record.Store{Client: sources}, signer, repository, digest, provenance.Render{
+		Namespace: o.Namespace, Order: o.Name, Product: made.Labels[preparation.LabelOrder],
+		SourceURL: made.Spec.Source.URL, Version: made.Spec.Source.Version, SourceDigest: made.Spec.Source.Digest,
+	}); err != nil {
+		return fmt.Errorf("attach the provenance of Order %s: %w", o, err)
 	}
 	prep := made.DeepCopy()
 	prep.ObjectMeta = metav1.ObjectMeta{Name: made.Name + "-bare", Namespace: made.Namespace, Labels: made.Labels,
@@ -744,7 +770,7 @@ func (r RenderRow) Markdown() string {
 	line("Kokumi: chart version changed", r.Change)
 	line(fmt.Sprintf("bare pipeline, %d workers, render in process", r.BareWorkers), r.Bare)
 	line(fmt.Sprintf("bare pipeline, %d workers, render in a child", r.BareWorkers), r.BareChild)
-	line(fmt.Sprintf("bare pipeline, %d workers (%d building), render in a child, Kokumi's 4 API writes per render",
+	line(fmt.Sprintf("bare pipeline, %d workers (%d building), render in a child, Kokumi's 5 API writes and signed provenance per render",
 		max(r.BareWorkers, config.DefaultConcurrency[config.OrderConcurrency]), r.BareWorkers), r.BareRecorded)
 	return b.String()
 }
