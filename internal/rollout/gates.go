@@ -107,7 +107,8 @@ func (g gateRule) verify(results []v1.VerificationResult, w int) (*VerifyStep, s
 		r := FindResult(results, wave, spec.Name)
 		switch {
 		case r == nil:
-			pending = append(pending, spec.Name+" not started")
+			// The step this returns starts it in the same reconcile, so its status says it runs.
+			pending = append(pending, fmt.Sprintf("%s 0 of %d passes", spec.Name, max(spec.Count, 1)))
 		case r.Phase == v1.VerificationPassed:
 		case r.Phase == v1.VerificationFailed:
 			pending = append(pending, spec.Name+" failed within the failure budget (abort the roll-out, or promote another Preparation)")

@@ -70,7 +70,7 @@ func TestTheNextWaveStartsOnlyOnceTheVerificationsPassedAndItIsApproved(t *testi
 	if verifying.Verify == nil || verifying.Verify.Wave != "canary" || len(verifying.Verify.Specs) != 1 || verifying.Verify.Clusters[0] != "c1" {
 		t.Fatalf("the canary's verification does not run: %+v", verifying.Verify)
 	}
-	if st := verifying.Status; st.Wave != "canary" || !strings.Contains(st.Message, "wave canary is being verified: smoke not started") {
+	if st := verifying.Status; st.Wave != "canary" || !strings.Contains(st.Message, "wave canary is being verified: smoke 0 of") {
 		t.Fatalf("status %+v", st)
 	}
 	if !strings.Contains(verifying.Waiting["r1"], "is being verified") {
