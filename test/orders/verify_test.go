@@ -82,6 +82,11 @@ func TestVerifiedSourcesRenderAndUnverifiedOnesAreRefused(t *testing.T) {
 	good := ocitest.PushChart(t, chartRepo, "6.15.0-good", "podinfo", "6.15.0", ocitest.Chart(t, "podinfo", files("good")))
 	sigtest.Sign(t, "cosign", publisher, chartRepo+"@"+good)
 	tampered := ocitest.PushChart(t, chartRepo, "6.15.0-tampered", "podinfo", "6.15.0", ocitest.Chart(t, "podinfo", files("tampered")))
+	// An unsigned chart whose render fails: refused for its signature, it never renders (a
+	// render would fail it with RenderFailed).
+	bombFiles := files("bomb")
+	bombFiles["templates/bomb.yaml"] = "{{ fail \"this chart must never render\" }}\n"
+	bomb := ocitest.PushChart(t, chartRepo, "6.15.0-bomb", "podinfo", "6.15.0", ocitest.Chart(t, "podinfo", bombFiles))
 	goodSig, _ := sourcesig.SignatureTag(good)
 	tamperedSig, _ := sourcesig.SignatureTag(tampered)
 	sigtest.Retag(t, chartRepo+":"+goodSig, chartRepo+":"+tamperedSig)
@@ -123,10 +128,14 @@ func TestVerifiedSourcesRenderAndUnverifiedOnesAreRefused(t *testing.T) {
 		{"6.15.0-unsigned", unsigned, v1.ReasonSignatureMissing},
 		{"6.15.0-stranger", strangers, v1.ReasonUntrustedSigner},
 		{"6.15.0-tampered", tampered, v1.ReasonSignatureInvalid},
+		{"6.15.0-bomb", bomb, v1.ReasonSignatureMissing},
 	} {
-		t.Run(c.reason, func(t *testing.T) {
+		t.Run(c.version, func(t *testing.T) {
 			editProduct(func(p *v1.Product) { p.Spec.Source.Version = c.version })
 			refused(t, c.reason, "source "+src.chartURL, c.digest)
+			if m := readyMessage(getOrder(t, ns, "signed")); strings.Contains(m, "must never render") {
+				t.Errorf("the unsigned chart rendered before its signature was checked: %q", m)
+			}
 		})
 	}
 

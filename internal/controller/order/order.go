@@ -374,6 +374,12 @@ func (r *Reconciler) prepare(ctx context.Context, order *v1.Order, product *v1.P
 	if current != nil {
 		return r.unchanged(ctx, b.Sources, order, product, in.Render.TargetNamespace, current, currentInputs)
 	}
+	// Verified sources (verify.go): the source is checked once its digest is known, before it
+	// renders; the images the render pinned after it. Nothing unsigned becomes a Preparation.
+	checkImages, f := r.checkSourceFirst(ctx, b, product, in.SourceURL)
+	if f != nil {
+		return nil, f
+	}
 	// A slot of the renders: none while the namespace runs its share already (tried again a
 	// moment later, without holding this worker).
 	release, ok, err := r.renderSlots().take(ctx, order.Namespace)
@@ -393,8 +399,7 @@ func (r *Reconciler) prepare(ctx context.Context, order *v1.Order, product *v1.P
 	if err != nil {
 		return nil, recipe.BuildFailure(err)
 	}
-	// Verified sources (verify.go): nothing unsigned becomes a Preparation.
-	verified, f := r.verifySources(ctx, b.Sources, product, in.SourceURL, built.SourceDigest, built.Images)
+	verified, f := checkImages(ctx, built.Images)
 	if f != nil {
 		return nil, f
 	}
