@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -247,4 +248,51 @@ func provenanceAttached(t *testing.T, p *v1.Preparation) {
 		}
 	}
 	t.Errorf("the artifact %s@%s carries no provenance %s", repository, digest, p.Spec.Provenance.Digest)
+}
+
+func TestAnOrderRefusedForItsSignerRendersOnceAnAdminTrustsTheKey(t *testing.T) {
+	ctx := context.Background()
+	publisher, other := sigtest.NewKey(t), sigtest.NewKey(t)
+	trustedKeys(t, "rotating", true, other)
+	src := newSource(t)
+	chartRepo := oci.TrimScheme(src.chartURL)
+	sigtest.Sign(t, "cosign", publisher, chartRepo+"@"+digestOf(t, chartRepo, "6.14.1"))
+	sigtest.Sign(t, "cosign", publisher, src.podinfoRepo+"@"+src.podinfoDigest)
+	sigtest.Sign(t, "cosign", publisher, strings.TrimSuffix(src.initImage, ":1.37")+"@"+src.initDigest)
+
+	ns := newNamespace(t)
+	prod := src.product(t, ns, "podinfo", "", src.values("one"))
+	prod.Spec.Verify = &v1.VerifySpec{PublicKeys: []string{"rotating"}}
+	if err := env.Client.Update(ctx, prod); err != nil {
+		t.Fatal(err)
+	}
+	order(t, ns, "signed", "podinfo", "", v1.PromotionManual)
+	// Refused until its render's backoff is long: what renders it next is the key's change,
+	// not the next try.
+	var notBefore time.Time
+	eventually(t, "the Order refused four times in a row", func() (bool, string) {
+		o := getOrder(t, ns, "signed")
+		if readyReason(o) != v1.ReasonUntrustedSigner || o.Status.RenderRetry == nil || o.Status.RenderRetry.Failures < 4 {
+			return false, readyMessage(o)
+		}
+		notBefore = o.Status.RenderRetry.NotBefore.Time
+		return true, ""
+	})
+	var cm corev1.ConfigMap
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: "rotating"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["publisher.pub"] = string(publisher.Public)
+	if err := env.Client.Update(ctx, &cm); err != nil {
+		t.Fatal(err)
+	}
+	added := time.Now()
+	eventuallyWithin(t, 8*time.Second, "the Order rendered once the admin trusts its publisher's key", func() (bool, string) {
+		o := getOrder(t, ns, "signed")
+		return readyReason(o) == v1.ReasonRendered, readyMessage(o)
+	})
+	if rendered := time.Now(); !rendered.Before(notBefore) {
+		t.Errorf("rendered at %s, %s after the key was added: not before its next try (%s), so not for the key's change",
+			rendered.Format(time.RFC3339), rendered.Sub(added), notBefore.Format(time.RFC3339))
+	}
 }
