@@ -152,4 +152,6 @@ func (c *Check) check(ctx context.Context, app *application, a artifact) string 
 type PublicKeys record.TrustedKeys
 
 // Trusted returns the keys.
-func (k PublicKeys) Trusted(context.Context) (record.TrustedKeys, error) { return record.TrustedKeys(k), nil }
+func (k PublicKeys) Trusted(context.Context) (record.TrustedKeys, error) {
+	return record.TrustedKeys(k), nil
+}
