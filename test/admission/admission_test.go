@@ -14,6 +14,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -98,7 +99,10 @@ func (w *world) serve(t *testing.T) {
 	t.Cleanup(cancel)
 	keys, err := record.ParseTrustedKeys(w.trusted.PublicKeyPEM())
 	must(t, err)
-	check := &admission.Check{Client: env.Client, Records: &stages.Pipeline{Client: env.Client, Records: &record.Store{Client: w.store.Client},
+	// The check reads as the ServiceAccount config/admission installs, with its RBAC: a read
+	// the install does not grant fails the test.
+	reader := shippedAccount(t)
+	check := &admission.Check{Client: reader, Records: &stages.Pipeline{Client: reader, Records: &record.Store{Client: w.store.Client},
 		Keys: admission.PublicKeys(keys), BundledRegistry: w.registry}}
 	dir := t.TempDir()
 	ca, err := admission.GenerateCert(dir, "127.0.0.1")
@@ -230,4 +234,24 @@ func TestProdAdmitsOnlyWhatStagingVerified(t *testing.T) {
 		app := application("staging-1", "oci://"+w.stagingRepository, w.staging.Spec.Artifact.Digest)
 		must(t, env.Client.Create(ctx, app))
 	})
+}
+
+// shippedAccount applies config/admission (its RBAC for real, the rest with a server-side dry
+// run: no Service answers in this API server) and returns a client acting as its
+// ServiceAccount.
+func shippedAccount(t *testing.T) client.Client {
+	t.Helper()
+	ctx := context.Background()
+	must(t, env.CreateNamespace(ctx, "kokumi-system"))
+	if out, err := env.Kubectl(ctx, "apply", "--server-side", "--dry-run=server", "-k", "../../config/admission"); err != nil {
+		t.Fatalf("config/admission does not apply: %v\n%s", err, out)
+	}
+	if out, err := env.Kubectl(ctx, "apply", "--server-side", "-f", "../../config/admission/rbac.yaml"); err != nil {
+		t.Fatalf("config/admission/rbac.yaml does not apply: %v\n%s", err, out)
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kokumi-system:kokumi-admission"}
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	must(t, err)
+	return c
 }
