@@ -189,6 +189,12 @@ func TestProdAdmitsOnlyWhatStagingVerified(t *testing.T) {
 	t.Run("without staging's record", func(t *testing.T) {
 		refused(t, w.apply(t, "prod-1", prodDigest), "requires a verified deployment record of Environment staging",
 			"Preparation "+ns+"/"+w.prod.Name, "Promote this release through staging first")
+		// Behind another source of a multi-source Application, too.
+		multi := application("prod-multi", "https://git.example.com/app.git", "main")
+		spec := multi.Object["spec"].(map[string]any)
+		spec["sources"] = []any{spec["source"], map[string]any{"repoURL": "oci://" + w.registry + "/kokumi/" + ns + "/app-prod", "targetRevision": prodDigest, "path": "."}}
+		delete(spec, "source")
+		refused(t, env.Client.Create(ctx, multi, client.DryRunAll), "requires a verified deployment record of Environment staging")
 	})
 	t.Run("a record signed by another key", func(t *testing.T) {
 		_, err := w.store.Attach(ctx, w.stagingRepository, w.staging.Spec.Artifact.Digest, w.stranger, predicate)
