@@ -1,5 +1,6 @@
 // Command kokumi is Kokumi's one binary: the controller, the API and UI server, the local fleet,
-// the bundled registry, the public key of deployment records, and its version.
+// the bundled registry, the public key of deployment records, the admission check of
+// Applications, and its version.
 package main
 
 import (
@@ -25,6 +26,7 @@ Usage:
   kokumi dev [flags]          run a local control plane with Kokumi (make demo)
   kokumi registry [flags]     serve the bundled OCI registry
   kokumi public-key [flags]   print the public key that verifies deployment records
+  kokumi admission [flags]    serve the admission check of Argo CD Applications (records required by stages)
   kokumi version              print the version
 
 Run "kokumi <command> -h" for a command's flags.
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDev(ctx, args[1:], stdout, stderr)
 	case "registry":
 		return runRegistry(ctx, args[1:], stdout, stderr)
+	case "admission":
+		return runAdmission(ctx, args[1:], stderr)
 	case "public-key":
 		return runPublicKey(ctx, args[1:], stdout, stderr)
 	case "version":

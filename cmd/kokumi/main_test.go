@@ -13,7 +13,7 @@ import (
 func TestHelpOfEveryCommandExitsZeroWithItsFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"-h"}, {"help"},
-		{"controller", "--help"}, {"server", "-h"}, {"dev", "--help"}, {"registry", "-h"}, {"public-key", "--help"},
+		{"controller", "--help"}, {"server", "-h"}, {"dev", "--help"}, {"registry", "-h"}, {"public-key", "--help"}, {"admission", "-h"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -249,7 +249,7 @@ func evaluateRun(in Input, stage Stage, run *Run) StageStatus {
 	if !run.Deployed {
 		wave = stage.Wave // only the wave's record proves it; the Environment's, when Deployed
 	}
-	rec, problem := evidence(in.Namespace, run, wave, stage.Verified)
+	rec, problem := Evidence(in.Namespace, run, wave, stage.Verified)
 	if rec == nil && run.RecordsError != "" {
 		problem = run.RecordsError
 	}
@@ -290,10 +290,10 @@ func evaluateRun(in Input, stage Stage, run *Run) StageStatus {
 // unverifiedProblem is evidence's problem when the run's records verify but none says verified.
 const unverifiedProblem = "not verified"
 
-// evidence returns the newest verified record of the run made by its Order in its
+// Evidence returns the newest verified record of the run made by its Order in its
 // Environment and namespace, of the wave (the whole Environment when wave is empty), that says
 // verified when verified is asked; or the problem of the newest record that did not verify.
-func evidence(namespace string, run *Run, wave string, verified bool) (*record.Record, string) {
+func Evidence(namespace string, run *Run, wave string, verified bool) (*record.Record, string) {
 	problem := ""
 	for i := len(run.Records) - 1; i >= 0; i-- { // attached oldest first
 		r := &run.Records[i]

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -82,6 +83,11 @@ func TestVerifiedSourcesRenderAndUnverifiedOnesAreRefused(t *testing.T) {
 	good := ocitest.PushChart(t, chartRepo, "6.15.0-good", "podinfo", "6.15.0", ocitest.Chart(t, "podinfo", files("good")))
 	sigtest.Sign(t, "cosign", publisher, chartRepo+"@"+good)
 	tampered := ocitest.PushChart(t, chartRepo, "6.15.0-tampered", "podinfo", "6.15.0", ocitest.Chart(t, "podinfo", files("tampered")))
+	// An unsigned chart whose render fails: refused for its signature, it never renders (a
+	// render would fail it with RenderFailed).
+	bombFiles := files("bomb")
+	bombFiles["templates/bomb.yaml"] = "{{ fail \"this chart must never render\" }}\n"
+	bomb := ocitest.PushChart(t, chartRepo, "6.15.0-bomb", "podinfo", "6.15.0", ocitest.Chart(t, "podinfo", bombFiles))
 	goodSig, _ := sourcesig.SignatureTag(good)
 	tamperedSig, _ := sourcesig.SignatureTag(tampered)
 	sigtest.Retag(t, chartRepo+":"+goodSig, chartRepo+":"+tamperedSig)
@@ -123,10 +129,14 @@ func TestVerifiedSourcesRenderAndUnverifiedOnesAreRefused(t *testing.T) {
 		{"6.15.0-unsigned", unsigned, v1.ReasonSignatureMissing},
 		{"6.15.0-stranger", strangers, v1.ReasonUntrustedSigner},
 		{"6.15.0-tampered", tampered, v1.ReasonSignatureInvalid},
+		{"6.15.0-bomb", bomb, v1.ReasonSignatureMissing},
 	} {
-		t.Run(c.reason, func(t *testing.T) {
+		t.Run(c.version, func(t *testing.T) {
 			editProduct(func(p *v1.Product) { p.Spec.Source.Version = c.version })
 			refused(t, c.reason, "source "+src.chartURL, c.digest)
+			if m := readyMessage(getOrder(t, ns, "signed")); strings.Contains(m, "must never render") {
+				t.Errorf("the unsigned chart rendered before its signature was checked: %q", m)
+			}
 		})
 	}
 
@@ -238,4 +248,51 @@ func provenanceAttached(t *testing.T, p *v1.Preparation) {
 		}
 	}
 	t.Errorf("the artifact %s@%s carries no provenance %s", repository, digest, p.Spec.Provenance.Digest)
+}
+
+func TestAnOrderRefusedForItsSignerRendersOnceAnAdminTrustsTheKey(t *testing.T) {
+	ctx := context.Background()
+	publisher, other := sigtest.NewKey(t), sigtest.NewKey(t)
+	trustedKeys(t, "rotating", true, other)
+	src := newSource(t)
+	chartRepo := oci.TrimScheme(src.chartURL)
+	sigtest.Sign(t, "cosign", publisher, chartRepo+"@"+digestOf(t, chartRepo, "6.14.1"))
+	sigtest.Sign(t, "cosign", publisher, src.podinfoRepo+"@"+src.podinfoDigest)
+	sigtest.Sign(t, "cosign", publisher, strings.TrimSuffix(src.initImage, ":1.37")+"@"+src.initDigest)
+
+	ns := newNamespace(t)
+	prod := src.product(t, ns, "podinfo", "", src.values("one"))
+	prod.Spec.Verify = &v1.VerifySpec{PublicKeys: []string{"rotating"}}
+	if err := env.Client.Update(ctx, prod); err != nil {
+		t.Fatal(err)
+	}
+	order(t, ns, "signed", "podinfo", "", v1.PromotionManual)
+	// Refused until its render's backoff is long: what renders it next is the key's change,
+	// not the next try.
+	var notBefore time.Time
+	eventually(t, "the Order refused four times in a row", func() (bool, string) {
+		o := getOrder(t, ns, "signed")
+		if readyReason(o) != v1.ReasonUntrustedSigner || o.Status.RenderRetry == nil || o.Status.RenderRetry.Failures < 4 {
+			return false, readyMessage(o)
+		}
+		notBefore = o.Status.RenderRetry.NotBefore.Time
+		return true, ""
+	})
+	var cm corev1.ConfigMap
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: "rotating"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["publisher.pub"] = string(publisher.Public)
+	if err := env.Client.Update(ctx, &cm); err != nil {
+		t.Fatal(err)
+	}
+	added := time.Now()
+	eventuallyWithin(t, 8*time.Second, "the Order rendered once the admin trusts its publisher's key", func() (bool, string) {
+		o := getOrder(t, ns, "signed")
+		return readyReason(o) == v1.ReasonRendered, readyMessage(o)
+	})
+	if rendered := time.Now(); !rendered.Before(notBefore) {
+		t.Errorf("rendered at %s, %s after the key was added: not before its next try (%s), so not for the key's change",
+			rendered.Format(time.RFC3339), rendered.Sub(added), notBefore.Format(time.RFC3339))
+	}
 }

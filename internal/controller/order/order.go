@@ -106,6 +106,8 @@ type Reconciler struct {
 	tagsOnce sync.Once
 	// verifier checks the inputs' signatures when a Product asks (verify.go).
 	verifier sourcesig.Verifier
+	// keyVersions reads the metadata of the trusted keys' ConfigMaps (keys.go).
+	keyVersions client.Reader
 }
 
 // Setup registers the Order reconciler, whose Automatic promotions pass gate.
@@ -133,7 +135,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		func(o client.Object) []string { return []string{o.(*v1.Order).Spec.ProductRef.Name} }); err != nil {
 		return fmt.Errorf("index orders by product: %w", err)
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
+	keyChanges, err := r.watchTrustedKeys(mgr)
+	if err != nil {
+		return err
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
 		Named("order").
 		For(&v1.Order{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&v1.Serving{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -142,6 +148,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// What runs in a required Environment decides whether the Orders after it may promote.
 		Watches(&v1.Serving{}, stages.DownstreamOf(mgr.GetClient()), builder.WithPredicates(stages.EvidenceChanged)).
 		Watches(&v1.Preparation{}, stages.DownstreamOf(mgr.GetClient()), builder.WithPredicates(stages.EvidenceChanged)).
+		// A trusted key added, rotated or removed (keys.go).
+		WatchesRawSource(keyChanges).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Config.Workers(config.OrderConcurrency)}).
 		Complete(r)
 	if err != nil {
@@ -216,9 +224,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.setFailed(&order, before, failure, "")
 		return ctrl.Result{}, nil
 	}
-	// A failed input is tried again once its wait is over, or at once when the Order or its
-	// Product changes; whatever else brings the Order back meanwhile renders nothing.
-	input := preparation.RetryInput(&order, product)
+	// A failed input is tried again once its wait is over, or at once when the Order, its
+	// Product or the trusted keys it names change; whatever else brings the Order back
+	// meanwhile renders nothing.
+	input := r.retryInput(ctx, &order, product)
 	if rr := order.Status.RenderRetry; rr != nil && rr.Input == input {
 		// After a restart only the Order says when its failed input is due.
 		r.retries.Restore(req.NamespacedName, input, int(rr.Failures), rr.NotBefore.Time)
@@ -374,6 +383,12 @@ func (r *Reconciler) prepare(ctx context.Context, order *v1.Order, product *v1.P
 	if current != nil {
 		return r.unchanged(ctx, b.Sources, order, product, in.Render.TargetNamespace, current, currentInputs)
 	}
+	// Verified sources (verify.go): the source is checked once its digest is known, before it
+	// renders; the images the render pinned after it. Nothing unsigned becomes a Preparation.
+	checkImages, f := r.checkSourceFirst(ctx, b, product, in.SourceURL)
+	if f != nil {
+		return nil, f
+	}
 	// A slot of the renders: none while the namespace runs its share already (tried again a
 	// moment later, without holding this worker).
 	release, ok, err := r.renderSlots().take(ctx, order.Namespace)
@@ -393,8 +408,7 @@ func (r *Reconciler) prepare(ctx context.Context, order *v1.Order, product *v1.P
 	if err != nil {
 		return nil, recipe.BuildFailure(err)
 	}
-	// Verified sources (verify.go): nothing unsigned becomes a Preparation.
-	verified, f := r.verifySources(ctx, b.Sources, product, in.SourceURL, built.SourceDigest, built.Images)
+	verified, f := checkImages(ctx, built.Images)
 	if f != nil {
 		return nil, f
 	}

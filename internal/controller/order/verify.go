@@ -2,7 +2,9 @@ package order
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -10,6 +12,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/images"
 	"github.com/kokumi-dev/kokumi/internal/oci"
+	"github.com/kokumi-dev/kokumi/internal/preparation/build"
 	"github.com/kokumi-dev/kokumi/internal/preparation/recipe"
 	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/internal/sourcesig"
@@ -30,15 +33,75 @@ func (r *Reconciler) verifySources(ctx context.Context, sources *oci.Client, pro
 	if f != nil {
 		return nil, f
 	}
-	type input struct{ what, repository, digest string }
-	inputs := []input{{"source " + sourceURL, oci.TrimScheme(sourceURL), sourceDigest}}
+	imgs, f := imageInputs(pins)
+	if f != nil {
+		return nil, f
+	}
+	return r.verifyInputs(ctx, sources, product, keys, append([]signedInput{sourceInput(sourceURL, sourceDigest)}, imgs...))
+}
+
+// checkSourceFirst makes b check, when the Product asks for it (spec.verify), the source's
+// signature as soon as its digest is known, before it renders: an unsigned or wrongly signed
+// chart never reaches the render's process. It returns what checks the images the render
+// pinned, which are known only after it, and returns the results of both; or the failure of
+// the trusted keys, read once for both.
+func (r *Reconciler) checkSourceFirst(ctx context.Context, b *build.Builder, product *v1.Product, sourceURL string) (
+	checkImages func(ctx context.Context, pins []images.Pin) ([]sourcesig.Result, *failure), f *failure) {
+	if product.Spec.Verify == nil {
+		return func(context.Context, []images.Pin) ([]sourcesig.Result, *failure) { return nil, nil }, nil
+	}
+	keys, f := r.trustedKeys(ctx, product)
+	if f != nil {
+		return nil, f
+	}
+	var source []sourcesig.Result
+	b.CheckSource = func(ctx context.Context, digest string) error {
+		res, f := r.verifyInputs(ctx, b.Sources, product, keys, []signedInput{sourceInput(sourceURL, digest)})
+		if f != nil {
+			return &build.Error{Reason: build.Reason(f.Reason), Err: errors.New(f.Message)}
+		}
+		source = res
+		return nil
+	}
+	return func(ctx context.Context, pins []images.Pin) ([]sourcesig.Result, *failure) {
+		imgs, f := imageInputs(pins)
+		if f != nil {
+			return nil, f
+		}
+		res, f := r.verifyInputs(ctx, b.Sources, product, keys, imgs)
+		if f != nil {
+			return nil, f
+		}
+		return append(slices.Clone(source), res...), nil
+	}, nil
+}
+
+// signedInput is an input whose signature is checked: what it is (as a message names it),
+// where its signatures are, and its digest.
+type signedInput struct{ what, repository, digest string }
+
+// sourceInput is the Product's source at digest.
+func sourceInput(sourceURL, digest string) signedInput {
+	return signedInput{"source " + sourceURL, oci.TrimScheme(sourceURL), digest}
+}
+
+// imageInputs are the images a render pinned.
+func imageInputs(pins []images.Pin) ([]signedInput, *failure) {
+	inputs := make([]signedInput, 0, len(pins))
 	for _, p := range pins {
 		repository, err := sourcesig.Repository(p.Original)
 		if err != nil {
 			return nil, &failure{Reason: v1.ReasonSignatureInvalid, Message: err.Error()}
 		}
-		inputs = append(inputs, input{"image " + p.Original, repository, recipe.RefDigest(p.Pinned)})
+		inputs = append(inputs, signedInput{"image " + p.Original, repository, recipe.RefDigest(p.Pinned)})
 	}
+	return inputs, nil
+}
+
+// verifyInputs checks that a key of keys signed each input, in order; it returns their results,
+// or the failure of the first that did not verify.
+func (r *Reconciler) verifyInputs(ctx context.Context, sources *oci.Client, product *v1.Product,
+	keys record.TrustedKeys, inputs []signedInput) ([]sourcesig.Result, *failure) {
 	results := make([]sourcesig.Result, 0, len(inputs))
 	for _, in := range inputs {
 		res, err := r.verifier.Verify(ctx, sources, in.what, in.repository, in.digest, keys)

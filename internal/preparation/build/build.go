@@ -128,6 +128,11 @@ type Builder struct {
 	// renders in a process of its own (internal/render/isolate), held to Budgets.Memory and
 	// Budgets.Timeout.
 	Render func(ctx context.Context, layers []oci.Layer, o render.Options) (*render.Result, error)
+	// CheckSource, when set, is asked about the pulled source's digest before the source
+	// renders: an error it returns ends the build there, so that what it refuses (an unsigned
+	// chart) never reaches the renderer. An *Error keeps its Reason; any other error is
+	// ReasonSourceNotFound.
+	CheckSource func(ctx context.Context, sourceDigest string) error
 }
 
 // allowed fails with ReasonRegistryNotAllowed when the registry of what (a field, as the
@@ -173,6 +178,15 @@ func (b *Builder) Build(ctx context.Context, in Input) (*Built, error) {
 			return nil, fail(ReasonSourceNotFound, "version %s of %s does not exist: push it or fix spec.source.version of the Product (%v)", version, in.SourceURL, err)
 		}
 		return nil, fail(ReasonSourceNotFound, "cannot pull version %s of %s: check spec.source.url, that the registry is reachable from Kokumi, and spec.source.credentialsRef (%v)", version, in.SourceURL, err)
+	}
+	if b.CheckSource != nil {
+		if err := b.CheckSource(ctx, pulled.Digest); err != nil {
+			var be *Error
+			if errors.As(err, &be) {
+				return nil, be
+			}
+			return nil, &Error{Reason: ReasonSourceNotFound, Err: fmt.Errorf("check %s@%s: %w", in.SourceURL, pulled.Digest, err)}
+		}
 	}
 	opts := in.Render
 	opts.Limits = renderLimits(budgets)
