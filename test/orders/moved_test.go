@@ -142,9 +142,11 @@ func TestTheBundledRegistryMovesAndLosesItsContent(t *testing.T) {
 	if writes := writesTo(moved, "/kokumi/"+ns+"/pinned/"); len(writes) != 0 {
 		t.Errorf("with nothing changed, the Order wrote to the moved registry: %+v", writes)
 	}
-	if o := getOrder(t, ns, "pinned"); o.Status.LatestPreparation != pinned.Name || len(preparations(t, ns, "pinned")) != 1 || !strings.HasPrefix(readyMessage(o), "Up to date") {
-		t.Errorf("after the move: latest %s (was %s), %d Preparations, Ready %q", o.Status.LatestPreparation, pinned.Name, len(preparations(t, ns, "pinned")), readyMessage(o))
-	}
+	eventually(t, "the Order up to date after the move", func() (bool, string) {
+		o := getOrder(t, ns, "pinned")
+		return o.Status.LatestPreparation == pinned.Name && len(preparations(t, ns, "pinned")) == 1 && strings.HasPrefix(readyMessage(o), "Up to date"),
+			fmt.Sprintf("latest %s (was %s), %d Preparations, Ready %q", o.Status.LatestPreparation, pinned.Name, len(preparations(t, ns, "pinned")), readyMessage(o))
+	})
 
 	// The Order whose images were vendored into the old address renders again: the images are
 	// vendored at the new address, in a new Preparation that follows the old one.
