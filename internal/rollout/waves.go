@@ -153,11 +153,13 @@ type PassedWave struct {
 }
 
 // VerifyStep is the verifications of one gate (a wave's, or the Environment's when Wave is
-// empty) that run now, and the healthy clusters they verify.
+// empty) that run now, and the healthy clusters they verify; Baseline, when one of them
+// compares, are the clusters still on the release before (status.rollout.from).
 type VerifyStep struct {
 	Wave     string
 	Specs    []v1.Verification
 	Clusters []string
+	Baseline []string
 }
 
 // Evidence is what a deployment record says of the gates: the verifications that passed and

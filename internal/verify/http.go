@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -282,6 +283,24 @@ func check(key, expr string, newEnv func() (*cel.Env, error)) error {
 	}
 	checked.m[key] = err
 	return err
+}
+
+// PerCluster says whether a verification of the Environment runs once per cluster.
+func PerCluster(env *v1.Environment) bool {
+	per := func(vs []v1.Verification) bool {
+		return slices.ContainsFunc(vs, func(v v1.Verification) bool { return v.PerCluster })
+	}
+	if per(env.Spec.Verify) {
+		return true
+	}
+	if env.Spec.Rollout != nil {
+		for _, w := range env.Spec.Rollout.Waves {
+			if per(w.Verify) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Problem says what is wrong with the Environment's verifications, naming the field and the

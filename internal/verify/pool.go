@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/analysis"
+	"github.com/kokumi-dev/kokumi/internal/config"
 )
 
 // The HTTP checks run off the reconcile, as Jobs do: Start queues a run into a bounded pool
@@ -32,7 +33,7 @@ const (
 	// DefaultClusterRequests is how many requests one run of a per-cluster check sends at
 	// most, when HTTPRunner.ClusterRequests is not set (the controller's
 	// --verify-cluster-requests).
-	DefaultClusterRequests = 40
+	DefaultClusterRequests = config.DefaultVerifyClusterRequests
 	// MaxClusterBody is the most of one cluster's answer a per-cluster check reads.
 	MaxClusterBody = 256 << 10
 	// maxSpread bounds how long the requests of a per-cluster run are spread over.
