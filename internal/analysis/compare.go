@@ -194,7 +194,7 @@ func Judge(ctx context.Context, compare cel.Program, wave, baseline []Answer, sk
 	}
 	v := Verdict{Passed: len(faults) == 0 && whole == "" && problem == "", Checked: int32(len(wave) + len(baseline)), AtFault: int32(len(faults))}
 	v.Clusters = results(wave, baseline, faults)
-	v.Message = text.Truncate(message(v, wave, baseline, faults, compare != nil, joinNonEmpty(whole, problem), leftOut, skipped), MaxMessage)
+	v.Message = text.Truncate(message(v, wave, baseline, faults, compare != nil, text.JoinNonEmpty(whole, problem), leftOut, skipped), MaxMessage)
 	return v
 }
 
@@ -310,15 +310,4 @@ func spread(as []Answer) string {
 		return fmt.Sprintf("%s, value %s", s, strconv.FormatFloat(lo, 'g', 4, 64))
 	}
 	return fmt.Sprintf("%s, values %s to %s", s, strconv.FormatFloat(lo, 'g', 4, 64), strconv.FormatFloat(hi, 'g', 4, 64))
-}
-
-// joinNonEmpty joins the parts that are not empty with "; ".
-func joinNonEmpty(parts ...string) string {
-	var out []string
-	for _, p := range parts {
-		if p != "" {
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, "; ")
 }

@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -308,15 +307,7 @@ func passedOver(why string) string {
 }
 
 // joinParts joins the non-empty parts of a message with "; ".
-func joinParts(parts ...string) string {
-	var out []string
-	for _, p := range parts {
-		if p != "" {
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, "; ")
-}
+func joinParts(parts ...string) string { return text.JoinNonEmpty(parts...) }
 
 // who names a person in a message: by, or "someone" when the Serving does not say.
 func who(by string) string {
