@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -76,5 +77,35 @@ func TestProblemRefusesUnknownPlaceholdersAndABadCompare(t *testing.T) {
 	env.Spec.Verify[1].Compare = "wave.size()"
 	if p := Problem(env); !strings.Contains(p, "spec.verify[1].compare (per): it gives int, not a bool") {
 		t.Errorf("problem %q", p)
+	}
+}
+
+// Twenty healthy runs, each cluster's error rate within ±30% of 1%, wave and baseline alike:
+// the documented comparison fails none of them.
+func TestTwentyHealthyRunsOfAPerClusterCheckNeverFail(t *testing.T) {
+	var mu sync.Mutex
+	noise := rand.New(rand.NewPCG(41, 41))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		rate := 0.01 * (0.7 + 0.6*noise.Float64())
+		mu.Unlock()
+		_, _ = fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"%.5f"]}]}}`, rate)
+	}))
+	t.Cleanup(srv.Close)
+	r := &Runner{HTTP: &HTTPRunner{Client: loopback.Client()}}
+	st := newStepper(t, r)
+	st.facts.Clusters = []string{"w1", "w2", "w3", "w4"}
+	st.facts.Baseline = []string{"b1", "b2", "b3", "b4"}
+	spec := []v1.Verification{{Name: "errors", PerCluster: true, Count: 20, Interval: &metav1.Duration{Duration: 20 * time.Millisecond},
+		Compare: `baseline.size() == 0 ? wave.all(c, c.value < 0.05) : wave.all(c, c.value <= 1.5 * math.greatest(baseline.map(b, b.value)) + 0.001)`,
+		HTTP:    &v1.HTTPVerification{URL: srv.URL + "/api/v1/query?query=x{cluster=\"${cluster}\"}", SuccessCondition: "response.status == 200"}}}
+	var res []v1.VerificationResult
+	for res == nil || res[0].Phase == v1.VerificationRunning {
+		var recheck time.Duration
+		res, recheck = st.step(spec, "canary", res)
+		time.Sleep(recheck)
+	}
+	if v := res[0]; v.Phase != v1.VerificationPassed || v.Passes != 20 || v.Failures != 0 || v.Runs != 20 || v.Checked != 8 {
+		t.Fatalf("result %+v", v)
 	}
 }
