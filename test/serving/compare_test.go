@@ -129,6 +129,19 @@ func TestRolloutAPerClusterCheckComparesTheCanaryWithTheBaseline(t *testing.T) {
 		return nil
 	})
 
+	// The records of two say what the check measured, cluster by cluster.
+	f.eventually("the canary's record of two carries the per-cluster answers", func() error {
+		for _, r := range f.attachedRecords(two) {
+			for _, e := range r.Predicate.Verifications {
+				if r.Verified && r.Predicate.Wave == "canary" && e.Name == "error-rate" && e.Checked == 8 && len(e.Clusters) == 8 &&
+					!e.Clusters[0].Baseline && e.Clusters[7].Baseline && e.Clusters[7].Value == "0.2" {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("records %+v", f.attachedRecords(two))
+	})
+
 	// Three makes one canary cluster worse, 30% against the baseline's 20%·1.5: the roll-out
 	// halts, naming it and its rate; the rest keeps two.
 	prom.set("0.01", append(canaries, rest...)...)
