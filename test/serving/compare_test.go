@@ -148,9 +148,16 @@ func TestRolloutAPerClusterCheckComparesTheCanaryWithTheBaseline(t *testing.T) {
 	prom.set("0.3", canaries[2])
 	f.promote(three.Name)
 	f.targets(three.Spec.Artifact.Digest, canaries...)
+	healthy := time.Now()
 	f.healthy(three.Spec.Artifact.Digest, canaries...)
 	s := f.ready(v1.ReasonRolloutHalted, "halted in wave canary: it failed on verification error-rate of wave canary")
+	took := time.Since(healthy)
 	got := s.Status.Rollout.Verifications[0]
+	// Within interval × runs + 30 s of the canary being healthy.
+	if bound := time.Duration(got.Runs)*time.Second + 30*time.Second; took > faults.Patience(bound) {
+		t.Errorf("halted %s after the canary was healthy, past %s", took, faults.Patience(bound))
+	}
+	t.Logf("halted %s after the canary was healthy, after %d runs", took.Round(100*time.Millisecond), got.Runs)
 	if got.Phase != v1.VerificationFailed || got.AtFault != 1 || got.Checked != 8 || len(got.Clusters) != 8 ||
 		got.Clusters[0].Cluster != canaries[2] || !got.Clusters[0].AtFault || got.Clusters[0].Value != "0.3" ||
 		!strings.Contains(got.Message, "1 of 4 clusters of the wave at fault: "+canaries[2]+" (0.3)") ||
