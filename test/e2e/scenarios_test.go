@@ -53,6 +53,7 @@ func TestScenarios(t *testing.T) {
 		{"a member whose Deployment cannot become ready fails the deployment", memberDegraded},
 		{"a release that degrades on the canary never reaches the other members and is rolled back", canaryRollsBack},
 		{"a canary whose smoke gate fails never reaches the other members", smokeGateHolds},
+		{"a canary compared with the members still on the release before halts only when it alone is worse", perClusterCompareHalts},
 		{"a canary whose verification Job fails on the hub halts the roll-out; a passing Job lets it on", jobGateHolds},
 		{"a destination the AppProject forbids is Rejected with Argo CD's message", forbiddenDestination},
 		{"a fourth member joins and gets its Application; then it leaves", joinAndLeave},
