@@ -54,18 +54,7 @@ func perClusterCompareHalts(t *testing.T) {
 		map[string]any{"name": "rest"},
 	}}}})
 	must(t, err)
-	kubectl(t, "label", "cluster", "edge-1", "ring=canary", "--overwrite")
-	kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=merge", "-p", string(policy))
-	cleaned := false
-	cleanup := func() {
-		if cleaned {
-			return
-		}
-		cleaned = true
-		kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=json", "-p", `[{"op":"remove","path":"/spec/rollout"}]`)
-		kubectl(t, "label", "cluster", "edge-1", "ring-")
-	}
-	t.Cleanup(cleanup)
+	cleanup := canaryPolicy(t, string(policy))
 	release := func(message string) {
 		kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
 			"-p", fmt.Sprintf(`{"spec":{"render":{"helm":{"values":{"ui":{"message":%q}}}}}}`, message))
