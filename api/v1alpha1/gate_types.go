@@ -20,6 +20,9 @@ const EnvironmentGate = "environment"
 // and http is set.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.job) != has(self.http)",message="a verification sets exactly one of job and http"
+// +kubebuilder:validation:XValidation:rule="!has(self.perCluster) || !self.perCluster || has(self.http)",message="perCluster is for an http verification: set http, or drop perCluster"
+// +kubebuilder:validation:XValidation:rule="!has(self.compare) || (has(self.perCluster) && self.perCluster)",message="compare judges the answers of each cluster: set perCluster: true"
+// +kubebuilder:validation:XValidation:rule="!(has(self.failFor) && has(self.failures))",message="a verification sets failFor or failures, not both"
 type Verification struct {
 	// Name of the verification, unique in its wave (or in the Environment's spec.verify).
 	// +kubebuilder:validation:MinLength=1
@@ -58,6 +61,56 @@ type Verification struct {
 	// +kubebuilder:default=1
 	// +optional
 	FailureLimit int32 `json:"failureLimit,omitempty"`
+
+	// PerCluster runs the http verification once per cluster of the wave that runs the release
+	// healthily (and, with compare, once per cluster of the Environment that still runs
+	// status.rollout.from: the baseline), each request's url and body with the placeholders
+	// ${cluster}, ${label:KEY}, ${environment}, ${order}, ${preparation} and ${digest}
+	// replaced. A run passes when successCondition holds of every cluster's answer and compare,
+	// when set, holds. The controller's --verify-cluster-requests bounds the requests of a run.
+	// +optional
+	PerCluster bool `json:"perCluster,omitempty"`
+
+	// Compare is a CEL expression over wave and baseline, the per-cluster answers of the
+	// clusters of the wave and of those still on the release before (lists of {cluster, labels,
+	// status, body, value}); the run passes only when it holds. The canary's error rate no worse
+	// than 1.5 times the baseline's worst:
+	//
+	//	wave.all(c, c.value <= 1.5 * math.greatest(baseline.map(b, b.value)) + 0.001)
+	//
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	Compare string `json:"compare,omitempty"`
+
+	// FailFor counts a failed run against failureLimit only once the runs have failed, one
+	// after another, for at least this long, such as 2m: a shorter blip does not count.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	FailFor *metav1.Duration `json:"failFor,omitempty"`
+
+	// Failures counts a failed run against failureLimit only when at least count of the last
+	// of runs failed: a shorter blip does not count.
+	// +optional
+	Failures *FailureWindow `json:"failures,omitempty"`
+}
+
+// FailureWindow is "count of the last of runs": a failed run counts only when at least count of
+// the last of runs (itself included) failed.
+//
+// +kubebuilder:validation:XValidation:rule="self.count <= self.of",message="failures.count is at most failures.of"
+type FailureWindow struct {
+	// Count is how many of the last runs must have failed.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	// +required
+	Count int32 `json:"count"`
+
+	// Of is how many of the last runs are looked at.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	// +required
+	Of int32 `json:"of"`
 }
 
 // JobVerification is a container Kokumi runs as a Job in Kokumi's own namespace (never the
@@ -360,8 +413,61 @@ type VerificationResult struct {
 	JobUID string `json:"jobUID,omitempty"`
 
 	// Message is what the last run said: the HTTP status and the body's first lines, or the
-	// Job's result and its container's last output, shortened.
+	// Job's result and its container's last output, shortened; of a per-cluster check, the
+	// clusters at fault and the values measured.
 	// +kubebuilder:validation:MaxLength=512
 	// +optional
 	Message string `json:"message,omitempty"`
+
+	// Recent are the outcomes of the last runs, oldest first, P for passed and F for failed,
+	// as many as failures.of looks at.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[PF]*$`
+	// +optional
+	Recent string `json:"recent,omitempty"`
+
+	// FailingSince is when the first of the failed runs in a row that end the runs so far
+	// started; absent when the last run passed.
+	// +optional
+	FailingSince *metav1.Time `json:"failingSince,omitempty"`
+
+	// Checked counts the clusters the last run of a per-cluster check asked, of the wave and of
+	// the baseline; AtFault those of the wave it found at fault.
+	// +optional
+	Checked int32 `json:"checked,omitempty"`
+	// +optional
+	AtFault int32 `json:"atFault,omitempty"`
+
+	// Clusters are the answers of the last run of a per-cluster check, those at fault first:
+	// at most MaxClusterResults.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	// +optional
+	Clusters []ClusterResult `json:"clusters,omitempty"`
+}
+
+// MaxClusterResults is the most per-cluster answers a verification's result keeps.
+const MaxClusterResults = 10
+
+// ClusterResult is one cluster's answer to a run of a per-cluster check.
+type ClusterResult struct {
+	// Cluster asked.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Cluster string `json:"cluster"`
+
+	// Baseline is true for a cluster that still runs the release before (status.rollout.from).
+	// +optional
+	Baseline bool `json:"baseline,omitempty"`
+
+	// AtFault is true for a cluster of the wave whose answer failed successCondition, or that
+	// compare does not hold of.
+	// +optional
+	AtFault bool `json:"atFault,omitempty"`
+
+	// Value is what the cluster's answer measured: the first sample of a Prometheus answer, or
+	// else its HTTP status, or why there is none.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Value string `json:"value,omitempty"`
 }

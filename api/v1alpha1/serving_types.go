@@ -344,7 +344,7 @@ type ServingStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=srv,categories=kokumi
-// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=4"
+// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=5"
 // +kubebuilder:printcolumn:name="Order",type=string,JSONPath=`.spec.orderRef.name`
 // +kubebuilder:printcolumn:name="Preparation",type=string,JSONPath=`.spec.preparationName`
 // +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusters.selected`

@@ -73,6 +73,7 @@ func bindConfigFlags(fs *flag.FlagSet, c *config.Config) {
 		return err
 	})
 	fs.IntVar(&c.VerifyWorkers, "verify-workers", d.VerifyWorkers, "how many HTTP gate checks run at a time, apart from the Serving workers; one namespace's at most a quarter of them (at least one)")
+	fs.IntVar(&c.VerifyClusterRequests, "verify-cluster-requests", d.VerifyClusterRequests, "how many requests one run of a per-cluster HTTP gate check (perCluster) sends at most, of the wave and of the baseline; past it, each run asks another window of the clusters")
 	fs.DurationVar(&c.UnreachableClusterDeletion, "unreachable-cluster-deletion", d.UnreachableClusterDeletion, "how long a deleted Cluster whose server is Unreachable waits for the Argo CD Applications still deploying to it (0: forever)")
 }
 

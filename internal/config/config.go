@@ -89,7 +89,15 @@ type Config struct {
 	// workers, of which one namespace's at most a quarter (at least one). Zero or less means
 	// DefaultVerifyWorkers.
 	VerifyWorkers int
+	// VerifyClusterRequests is how many requests one run of a per-cluster HTTP gate check
+	// sends at most, of the wave and of the baseline together (a verification's perCluster).
+	// Zero or less means DefaultVerifyClusterRequests.
+	VerifyClusterRequests int
 }
+
+// DefaultVerifyClusterRequests is how many requests one run of a per-cluster HTTP gate check
+// sends at most by default: past it, each run asks another window of the clusters.
+const DefaultVerifyClusterRequests = 40
 
 // DefaultVerifyWorkers is how many HTTP gate checks run at a time by default: each holds a
 // goroutine and a connection for at most its timeout (60 s at the most).
@@ -121,6 +129,7 @@ func Default() Config {
 		RenderWorkers:              DefaultRenderWorkers,
 		VerifyRedirects:            egress.RedirectsNone,
 		VerifyWorkers:              DefaultVerifyWorkers,
+		VerifyClusterRequests:      DefaultVerifyClusterRequests,
 	}
 }
 

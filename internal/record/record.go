@@ -78,6 +78,19 @@ type VerificationEvidence struct {
 	Kind string `json:"kind"`
 	// Time is when it passed.
 	Time time.Time `json:"time"`
+	// Checked counts the clusters the last run of a per-cluster check asked, of the wave and of
+	// the baseline; Clusters are their answers (at most ten: the status's).
+	Checked  int32             `json:"checked,omitempty"`
+	Clusters []ClusterEvidence `json:"clusters,omitempty"`
+}
+
+// ClusterEvidence is one cluster's answer to the last run of a per-cluster check.
+type ClusterEvidence struct {
+	Cluster string `json:"cluster"`
+	// Baseline is true for a cluster that ran the release before.
+	Baseline bool `json:"baseline,omitempty"`
+	// Value is what its answer measured.
+	Value string `json:"value,omitempty"`
 }
 
 // ApprovalEvidence is one approval a record names.

@@ -119,8 +119,35 @@ func (g gateRule) verify(results []v1.VerificationResult, w int) (*VerifyStep, s
 	if len(pending) == 0 {
 		return nil, ""
 	}
-	return &VerifyStep{Wave: wave, Specs: specs, Clusters: g.healthyUpTo(w)},
-		GateName(wave) + " is being verified: " + strings.Join(pending, ", ")
+	step := &VerifyStep{Wave: wave, Specs: specs, Clusters: g.healthyUpTo(w)}
+	if Compares(specs) {
+		step.Baseline = g.baseline()
+	}
+	return step, GateName(wave) + " is being verified: " + strings.Join(pending, ", ")
+}
+
+// Compares says whether a verification of specs compares the wave with the baseline.
+func Compares(specs []v1.Verification) bool {
+	for i := range specs {
+		if specs[i].PerCluster && specs[i].Compare != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// baseline returns the clusters that still run what they ran before the roll-out (an
+// Application that does not target the release: status.rollout.from), by wave and name.
+func (g gateRule) baseline() []string {
+	var out []string
+	for _, ms := range g.byWave {
+		for _, m := range ms {
+			if m.Standing == Untouched && m.HasApplication {
+				out = append(out, m.Name)
+			}
+		}
+	}
+	return out
 }
 
 // anyHealthy says whether a cluster of wave w runs the release healthily.

@@ -159,3 +159,21 @@ func TestTheEnvironmentsOwnVerificationHoldsItsCompletionWithoutAPolicy(t *testi
 		t.Fatalf("without a policy a failed verification halts, and no budget is spoken of: %+v", halted.Status)
 	}
 }
+
+func TestAComparingCheckOfTheCanaryIsToldTheBaseline(t *testing.T) {
+	members := []Member{{Name: "c1", Wave: 0, Standing: Healthy, HasApplication: true}, {Name: "c2", Wave: 0, Standing: Healthy, HasApplication: true},
+		{Name: "r1", Wave: 1, Standing: Untouched, HasApplication: true}, {Name: "r2", Wave: 1, Standing: Held, HasApplication: true},
+		{Name: "r3", Wave: 1, Standing: Untouched}}
+	policy := gatedPolicy()
+	policy.Waves[0].Verify = []v1.Verification{{Name: "errors", PerCluster: true, Compare: "true", HTTP: &v1.HTTPVerification{URL: "http://p/?c=${cluster}", SuccessCondition: "true"}}}
+	plan := Decide(Input{Policy: policy, Preparation: "p-2", From: "p-1", Now: time.Now(), Members: members})
+	step := plan.Verify
+	if step == nil || strings.Join(step.Clusters, ",") != "c1,c2" || strings.Join(step.Baseline, ",") != "r1" {
+		t.Fatalf("verify step %+v", step)
+	}
+	// Without compare, no baseline is asked.
+	policy.Waves[0].Verify[0].Compare = ""
+	if plan = Decide(Input{Policy: policy, Preparation: "p-2", From: "p-1", Now: time.Now(), Members: members}); plan.Verify == nil || plan.Verify.Baseline != nil {
+		t.Fatalf("verify step %+v", plan.Verify)
+	}
+}

@@ -66,8 +66,12 @@ type WavePreview struct {
 	Soak string `json:"soak,omitempty"`
 	// MaxUnavailable is how many of its clusters update at once.
 	MaxUnavailable int `json:"maxUnavailable"`
-	// Verify names the wave's verifications (waves[].verify), each with its kind.
+	// Verify names the wave's verifications (waves[].verify), each with its kind, and whether
+	// it runs once per cluster and compares the wave with the baseline.
 	Verify []string `json:"verify,omitempty"`
+	// Baseline is how many clusters a verification of the wave that compares measures the wave
+	// against: those of the later waves, which keep the release before while it is verified.
+	Baseline int `json:"baseline,omitempty"`
 	// Approvals is how many people must approve before the wave starts (waves[].approval).
 	Approvals int `json:"approvals,omitempty"`
 }
@@ -161,6 +165,17 @@ func previewPaced(policy *v1.RolloutPolicy, pace *v1.RolloutPace, clusters []Pre
 		out.Summary = append(out.Summary, waveSentence(w, wave != nil && i == len(policy.Waves)-1 && len(byWave[len(names)-1]) == 0))
 		if len(w.Verify) > 0 {
 			out.Summary = append(out.Summary, "wave "+w.Name+" is verified by "+strings.Join(w.Verify, ", ")+" before the roll-out goes on")
+		}
+		if wave != nil && Compares(wave.Verify) {
+			for _, later := range byWave[i+1:] {
+				for _, c := range later {
+					if c.Ready {
+						w.Baseline++
+					}
+				}
+			}
+			out.Waves[len(out.Waves)-1] = w
+			out.Summary = append(out.Summary, baselineSentence(w))
 		}
 		if ready := w.Clusters - w.NotReady; w.MaxUnavailable < ready {
 			out.Summary = append(out.Summary, fmt.Sprintf("at most %d of %s of wave %s update at once", w.MaxUnavailable, clusterCount(ready), w.Name))
@@ -322,17 +337,40 @@ func approvalSentence(what string, p *v1.ApprovalPolicy) string {
 	return s + " (kubectl kokumi approve)"
 }
 
-// verifyNames names verifications with their kinds: "smoke (job)".
+// verifyNames names verifications with their kinds: "smoke (job)", "errors (http, per
+// cluster, compared with the baseline, a failure counts once 2 of the last 3 runs fail)".
 func verifyNames(vs []v1.Verification) []string {
 	out := make([]string, 0, len(vs))
 	for i := range vs {
+		v := &vs[i]
 		kind := "http"
-		if vs[i].Job != nil {
+		if v.Job != nil {
 			kind = "job"
 		}
-		out = append(out, vs[i].Name+" ("+kind+")")
+		if v.PerCluster {
+			kind += ", per cluster"
+			if v.Compare != "" {
+				kind += ", compared with the baseline"
+			}
+		}
+		switch {
+		case v.Failures != nil:
+			kind += fmt.Sprintf(", a failure counts once %d of the last %d runs fail", v.Failures.Count, v.Failures.Of)
+		case v.FailFor != nil && v.FailFor.Duration > 0:
+			kind += ", a failure counts once the runs fail for " + v.FailFor.Duration.String()
+		}
+		out = append(out, v.Name+" ("+kind+")")
 	}
 	return out
+}
+
+// baselineSentence says against what a wave's comparing check measures it.
+func baselineSentence(w WavePreview) string {
+	s := "wave " + w.Name + "'s per-cluster checks ask each of its clusters and compare them with the baseline: "
+	if w.Baseline == 0 {
+		return s + "no cluster of a later wave keeps the release before, so compare sees an empty baseline"
+	}
+	return s + "the " + clusterCount(w.Baseline) + " of the later waves, which keep the release before (status.rollout.from) while it is verified"
 }
 
 // failureSentence says what the failure budget means.

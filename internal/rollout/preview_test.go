@@ -259,3 +259,20 @@ func TestThePlanNamesTheStagesTheEnvironmentRequires(t *testing.T) {
 		t.Errorf("the plan's first sentence is not %q: %q", want, p.Summary)
 	}
 }
+
+func TestThePlanSaysWhichChecksRunPerClusterAndAgainstWhatBaseline(t *testing.T) {
+	p := twoWaves(v1.RolloutHalt, 0)
+	p.Waves[0].Verify = []v1.Verification{{Name: "errors", PerCluster: true, Compare: "true", Failures: &v1.FailureWindow{Count: 2, Of: 3},
+		HTTP: &v1.HTTPVerification{URL: "http://p/?c=${cluster}", SuccessCondition: "true"}}}
+	clusters := fleetOf(4, 6)
+	clusters[0].Ready = false
+	pv := Preview(p, clusters, time.Now())
+	if w := pv.Waves[0]; w.Baseline != 5 || len(w.Verify) != 1 ||
+		w.Verify[0] != "errors (http, per cluster, compared with the baseline, a failure counts once 2 of the last 3 runs fail)" {
+		t.Fatalf("wave %+v", w)
+	}
+	hasSentence(t, pv, "wave canary's per-cluster checks ask each of its clusters and compare them with the baseline: the 5 clusters of the later waves, which keep the release before (status.rollout.from) while it is verified")
+	if pv.Waves[1].Baseline != 0 {
+		t.Errorf("wave rest %+v", pv.Waves[1])
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -153,11 +152,13 @@ type PassedWave struct {
 }
 
 // VerifyStep is the verifications of one gate (a wave's, or the Environment's when Wave is
-// empty) that run now, and the healthy clusters they verify.
+// empty) that run now, and the healthy clusters they verify; Baseline, when one of them
+// compares, are the clusters still on the release before (status.rollout.from).
 type VerifyStep struct {
 	Wave     string
 	Specs    []v1.Verification
 	Clusters []string
+	Baseline []string
 }
 
 // Evidence is what a deployment record says of the gates: the verifications that passed and
@@ -306,15 +307,7 @@ func passedOver(why string) string {
 }
 
 // joinParts joins the non-empty parts of a message with "; ".
-func joinParts(parts ...string) string {
-	var out []string
-	for _, p := range parts {
-		if p != "" {
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, "; ")
-}
+func joinParts(parts ...string) string { return text.JoinNonEmpty(parts...) }
 
 // who names a person in a message: by, or "someone" when the Serving does not say.
 func who(by string) string {

@@ -124,3 +124,14 @@ func Thousands[T ~int | ~int32 | ~int64](n T) string {
 	}
 	return s
 }
+
+// JoinNonEmpty joins the parts that are not empty with "; ", as the parts of a message.
+func JoinNonEmpty(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "; ")
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,14 +17,12 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/analysis"
 	"github.com/kokumi-dev/kokumi/internal/egress"
 )
 
 // MaxBody is the most of an answer's body an HTTP verification reads.
 const MaxBody = 1 << 20
-
-// celCostLimit bounds one evaluation of a successCondition.
-const celCostLimit = 1_000_000
 
 // maxPrograms bounds the compiled successConditions kept.
 const maxPrograms = 256
@@ -37,15 +36,22 @@ type HTTPRunner struct {
 	// Workers is how many checks run at a time (Start, Read), of which one namespace's at most
 	// a quarter (at least one); zero or less is DefaultHTTPWorkers.
 	Workers int
+	// ClusterRequests is how many requests one run of a per-cluster check sends at most (the
+	// controller's --verify-cluster-requests); zero or less is DefaultClusterRequests.
+	ClusterRequests int
 	// Done is told of each run that ends, with its Serving's namespace and name, so that the
 	// Serving reconciles then; nil tells none (the Serving looks again after PollHTTP). It must
 	// not block.
 	Done func(namespace, name string)
 
-	mu       sync.Mutex
-	env      *cel.Env
-	programs map[string]cel.Program
-	client   *http.Client
+	mu         sync.Mutex
+	env        *cel.Env
+	compareEnv *cel.Env
+	programs   map[string]cel.Program
+	client     *http.Client
+	// wake is when the pool dispatches again for a spread request due then; zero when no
+	// timer is set.
+	wake time.Time
 	// The pool (pool.go): every run by its key, those waiting for a slot in order, and how
 	// many run, in all and by namespace.
 	runs         map[runKey]*httpRun
@@ -59,9 +65,18 @@ type HTTPRunner struct {
 // first lines only when spec.showResponse is true; they always go to the log of ctx, with the
 // Location of a redirect.
 func (h *HTTPRunner) Run(ctx context.Context, spec *v1.HTTPVerification) Outcome {
+	o, _ := h.ask(ctx, spec, MaxBody)
+	return o
+}
+
+// ask sends spec's request, reading at most limit bytes of the answer, and judges the answer
+// with successCondition: the Outcome as Run says it, and the answer as a per-cluster check's
+// compare sees it (its Status 0 and Error set when there is none).
+func (h *HTTPRunner) ask(ctx context.Context, spec *v1.HTTPVerification, limit int64) (Outcome, analysis.Answer) {
 	prg, err := h.program(spec.SuccessCondition)
 	if err != nil {
-		return Outcome{Message: "successCondition cannot be used: " + err.Error() + "; fix the Environment's http.successCondition"}
+		msg := "successCondition cannot be used: " + err.Error() + "; fix the Environment's http.successCondition"
+		return Outcome{Message: msg}, analysis.Answer{Error: msg}
 	}
 	timeout := httpTimeout(spec)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -70,13 +85,17 @@ func (h *HTTPRunner) Run(ctx context.Context, spec *v1.HTTPVerification) Outcome
 	if method == "" {
 		method = http.MethodGet
 	}
+	none := func(format string, args ...any) (Outcome, analysis.Answer) {
+		msg := fmt.Sprintf(format, args...)
+		return Outcome{Message: msg}, analysis.Answer{Error: msg}
+	}
 	var body io.Reader
 	if method == http.MethodPost {
 		body = strings.NewReader(spec.Body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, spec.URL, body)
 	if err != nil {
-		return Outcome{Message: "the url cannot be requested: " + err.Error()}
+		return none("the url cannot be requested: %v", err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -86,17 +105,18 @@ func (h *HTTPRunner) Run(ctx context.Context, spec *v1.HTTPVerification) Outcome
 	resp, err := h.httpClient().Do(req)
 	if err != nil {
 		if r := egress.Refused(err); r != nil {
-			return Outcome{Message: fmt.Sprintf("%s %s: refused: %v", method, spec.URL, r)}
+			return none("%s %s: refused: %v", method, spec.URL, r)
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return Outcome{Message: fmt.Sprintf("%s %s: no answer within %s", method, spec.URL, timeout)}
+			return none("%s %s: no answer within %s", method, spec.URL, timeout)
 		}
-		return Outcome{Message: fmt.Sprintf("%s %s: %v", method, spec.URL, err)}
+		return none("%s %s: %v", method, spec.URL, err)
 	}
 	defer resp.Body.Close()
 	// The status line's reason phrase is the server's to write: only the code is said.
 	status := fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	log := logf.FromContext(ctx).WithValues("url", spec.URL, "status", resp.StatusCode)
+	answer := analysis.Answer{Status: resp.StatusCode}
 	if egress.IsRedirect(resp) {
 		to := resp.Header.Get("Location")
 		log.Info("an HTTP verification's answer is a redirect, not followed", "location", to)
@@ -104,19 +124,23 @@ func (h *HTTPRunner) Run(ctx context.Context, spec *v1.HTTPVerification) Outcome
 		if spec.ShowResponse {
 			msg += "; Location: " + to
 		}
-		return Outcome{Message: msg}
+		return Outcome{Message: msg}, answer
 	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
+		answer.Status = 0
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return Outcome{Message: fmt.Sprintf("%s %s answered %s, but not all of it within %s", method, spec.URL, status, timeout)}
+			answer.Error = fmt.Sprintf("%s %s answered %s, but not all of it within %s", method, spec.URL, status, timeout)
+		} else {
+			answer.Error = fmt.Sprintf("%s %s: read the answer: %v", method, spec.URL, err)
 		}
-		return Outcome{Message: fmt.Sprintf("%s %s: read the answer: %v", method, spec.URL, err)}
+		return Outcome{Message: answer.Error}, answer
 	}
 	var parsed any
 	if json.Unmarshal(raw, &parsed) != nil {
 		parsed = nil
 	}
+	answer.Body = parsed
 	excerpt := firstLines(string(raw), 3)
 	response := map[string]any{"status": int64(resp.StatusCode), "body": parsed, "text": string(raw)}
 	out, _, err := prg.ContextEval(ctx, map[string]any{"response": response})
@@ -139,8 +163,9 @@ func (h *HTTPRunner) Run(ctx context.Context, spec *v1.HTTPVerification) Outcome
 	default:
 		o = Outcome{Passed: true, Message: "successCondition holds; the answer: " + said}
 	}
+	answer.Passed = o.Passed
 	log.Info("an HTTP verification answered", "passed", o.Passed, "answer", excerpt)
-	return o
+	return o, answer
 }
 
 // httpClient is Client, or the default policy's.
@@ -166,26 +191,50 @@ func httpTimeout(spec *v1.HTTPVerification) time.Duration {
 
 // program compiles a successCondition once.
 func (h *HTTPRunner) program(expr string) (cel.Program, error) {
+	return h.cached("successCondition\x00"+expr, func() (cel.Program, error) {
+		if h.env == nil {
+			env, err := Env()
+			if err != nil {
+				return nil, err
+			}
+			h.env = env
+		}
+		return analysis.Compile(h.env, expr)
+	})
+}
+
+// compareProgram compiles a compare once; nil for none.
+func (h *HTTPRunner) compareProgram(expr string) (cel.Program, error) {
+	if expr == "" {
+		return nil, nil
+	}
+	return h.cached("compare\x00"+expr, func() (cel.Program, error) {
+		if h.compareEnv == nil {
+			env, err := analysis.CompareEnv()
+			if err != nil {
+				return nil, err
+			}
+			h.compareEnv = env
+		}
+		return analysis.Compile(h.compareEnv, expr)
+	})
+}
+
+// cached returns the program of key, compiling it once (the cache cleared when full).
+func (h *HTTPRunner) cached(key string, compile func() (cel.Program, error)) (cel.Program, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if p, ok := h.programs[expr]; ok {
+	if p, ok := h.programs[key]; ok {
 		return p, nil
 	}
-	if h.env == nil {
-		env, err := Env()
-		if err != nil {
-			return nil, err
-		}
-		h.env = env
-	}
-	p, err := compile(h.env, expr)
+	p, err := compile()
 	if err != nil {
 		return nil, err
 	}
 	if h.programs == nil || len(h.programs) >= maxPrograms {
 		h.programs = map[string]cel.Program{}
 	}
-	h.programs[expr] = p
+	h.programs[key] = p
 	return p, nil
 }
 
@@ -199,8 +248,8 @@ func Env() (*cel.Env, error) {
 	return env, nil
 }
 
-// checked remembers what Check said of each expression (bounded: cleared when full), so
-// that a reconcile does not compile the Environment's expressions again.
+// checked remembers what Check and CheckCompare said of each expression (bounded: cleared
+// when full), so that a reconcile does not compile the Environment's expressions again.
 var checked = struct {
 	sync.Mutex
 	m map[string]error
@@ -209,36 +258,49 @@ var checked = struct {
 // Check compiles a successCondition and says what is wrong with it, for a message that names
 // the field; nil when it compiles to a bool.
 func Check(expr string) error {
+	return check("successCondition\x00"+expr, expr, Env)
+}
+
+// CheckCompare compiles a compare and says what is wrong with it; nil when it compiles to a
+// bool.
+func CheckCompare(expr string) error {
+	return check("compare\x00"+expr, expr, analysis.CompareEnv)
+}
+
+func check(key, expr string, newEnv func() (*cel.Env, error)) error {
 	checked.Lock()
 	defer checked.Unlock()
-	if err, ok := checked.m[expr]; ok {
+	if err, ok := checked.m[key]; ok {
 		return err
 	}
-	env, err := Env()
+	env, err := newEnv()
 	if err != nil {
 		return err
 	}
-	_, err = compile(env, expr)
+	_, err = analysis.Compile(env, expr)
 	if len(checked.m) >= maxPrograms {
 		checked.m = map[string]error{}
 	}
-	checked.m[expr] = err
+	checked.m[key] = err
 	return err
 }
 
-func compile(env *cel.Env, expr string) (cel.Program, error) {
-	ast, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		return nil, fmt.Errorf("it does not compile: %w", iss.Err())
+// PerCluster says whether a verification of the Environment runs once per cluster.
+func PerCluster(env *v1.Environment) bool {
+	per := func(vs []v1.Verification) bool {
+		return slices.ContainsFunc(vs, func(v v1.Verification) bool { return v.PerCluster })
 	}
-	if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
-		return nil, fmt.Errorf("it gives %s, not a bool", t)
+	if per(env.Spec.Verify) {
+		return true
 	}
-	p, err := env.Program(ast, cel.CostLimit(celCostLimit), cel.InterruptCheckFrequency(100))
-	if err != nil {
-		return nil, fmt.Errorf("it cannot run: %w", err)
+	if env.Spec.Rollout != nil {
+		for _, w := range env.Spec.Rollout.Waves {
+			if per(w.Verify) {
+				return true
+			}
+		}
 	}
-	return p, nil
+	return false
 }
 
 // Problem says what is wrong with the Environment's verifications, naming the field and the
@@ -253,6 +315,19 @@ func Problem(env *v1.Environment) string {
 			}
 			if err := Check(v.HTTP.SuccessCondition); err != nil {
 				return fmt.Sprintf("%s[%d].http.successCondition (%s): %v; write a CEL expression over response.status, response.body and response.text that gives a bool",
+					field, i, v.Name, err)
+			}
+			if err := analysis.CheckPlaceholders(v.HTTP.URL, v.PerCluster); err != nil {
+				return fmt.Sprintf("%s[%d].http.url (%s): %v", field, i, v.Name, err)
+			}
+			if err := analysis.CheckPlaceholders(v.HTTP.Body, v.PerCluster); err != nil {
+				return fmt.Sprintf("%s[%d].http.body (%s): %v", field, i, v.Name, err)
+			}
+			if v.Compare == "" {
+				continue
+			}
+			if err := CheckCompare(v.Compare); err != nil {
+				return fmt.Sprintf("%s[%d].compare (%s): %v; write a CEL expression over the lists wave and baseline (each {cluster, labels, status, body, value}) that gives a bool",
 					field, i, v.Name, err)
 			}
 		}

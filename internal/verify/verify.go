@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/analysis"
 	"github.com/kokumi-dev/kokumi/internal/text"
 )
 
@@ -44,14 +45,21 @@ type Facts struct {
 	Digest, Artifact string
 	// Clusters run the release healthily in the gate verified.
 	Clusters []string
+	// Baseline are the clusters of the Environment still on the release before
+	// (status.rollout.from), which a per-cluster check's compare measures the wave against.
+	Baseline []string
+	// Labels are the clusters' labels, by name, for a per-cluster check's ${label:KEY}.
+	Labels map[string]map[string]string
 	// Serving owns the Jobs (their owner reference: deleted with it).
 	Serving *v1.Serving
 }
 
-// Outcome is what one run said: passed or not, and why, short.
+// Outcome is what one run said: passed or not, and why, short; a per-cluster run's Fleet
+// holds what it found of each cluster.
 type Outcome struct {
 	Passed  bool
 	Message string
+	Fleet   *analysis.Verdict
 }
 
 // Runner runs verifications.
@@ -173,14 +181,31 @@ func (r *Runner) Step(ctx context.Context, specs []v1.Verification, wave string,
 	return out, recheck, nil
 }
 
-// tally counts one run's outcome into res, and says whether the verification is over.
+// tally counts one run's outcome into res, and says whether the verification is over. A
+// failed run counts against failureLimit only once the failure holds (analysis.Sustained);
+// until then it breaks the passes in a row only.
 func tally(res *v1.VerificationResult, spec *v1.Verification, o Outcome, now time.Time) bool {
-	res.Message = text.Truncate(o.Message, MaxMessage)
+	started := now
+	if res.Started != nil {
+		started = res.Started.Time
+	}
+	counts := analysis.Sustained(spec, res, o.Passed, started)
+	msg := o.Message
+	if !o.Passed && !counts {
+		msg = "a failure that does not count yet (" + sustainedRule(spec) + "): " + msg
+	}
+	res.Message = text.Truncate(msg, MaxMessage)
+	res.Checked, res.AtFault, res.Clusters = 0, 0, nil
+	if v := o.Fleet; v != nil {
+		res.Checked, res.AtFault, res.Clusters = v.Checked, v.AtFault, v.Clusters
+	}
 	if o.Passed {
 		res.Passes++
 	} else {
 		res.Passes = 0
-		res.Failures++
+		if counts {
+			res.Failures++
+		}
 	}
 	switch {
 	case res.Passes >= max(spec.Count, 1):
@@ -192,6 +217,23 @@ func tally(res *v1.VerificationResult, spec *v1.Verification, o Outcome, now tim
 	}
 	res.Finished = &metav1.Time{Time: now.Truncate(time.Second)}
 	return true
+}
+
+// sustainedRule says when a failed run of spec counts.
+func sustainedRule(spec *v1.Verification) string {
+	if w := spec.Failures; w != nil {
+		return fmt.Sprintf("failures: %d of the last %d runs", w.Count, w.Of)
+	}
+	if spec.FailFor != nil {
+		return "failFor: " + spec.FailFor.Duration.String()
+	}
+	return ""
+}
+
+// vars are the values of the placeholders of a request to cluster (empty: the release's only).
+func (f Facts) vars(cluster string) analysis.Vars {
+	return analysis.Vars{Cluster: cluster, Labels: f.Labels[cluster], Environment: f.Environment, Order: f.Order,
+		Preparation: f.Preparation, Digest: f.Digest}
 }
 
 // kindOf names a verification's kind.

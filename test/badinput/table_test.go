@@ -491,6 +491,34 @@ var table = []badInput{
 		},
 	},
 	{
+		name: "environment-verify-unknown-placeholder", kind: "Environment", input: "`spec.verify[0].http.url` with `${clusters}`, a placeholder Kokumi does not know",
+		on: onEnv, reason: v1.ReasonInvalidVerification, mentions: []string{"spec.verify[0].http.url", "${clusters}", "${cluster}, ${label:KEY}"}, keeps: keepsApps,
+		also: map[string]string{onServing: v1.ReasonInvalidVerification},
+		run: func(x *check) {
+			r := x.working(v1.PromotionAutomatic, x.ns)
+			x.broke()
+			x.editEnvironment(func(e *v1.Environment) {
+				e.Spec.Verify = []v1.Verification{{Name: "errors", PerCluster: true,
+					HTTP: &v1.HTTPVerification{URL: "http://127.0.0.1:1/api/v1/query?query=up{cluster=\"${clusters}\"}", SuccessCondition: "response.status == 200"}}}
+			})
+			x.sees(environment(x.ns, "edge"))
+			x.alsoSees(serving(x.ns, "web"))
+			x.sameApps(r)
+			x.editEnvironment(func(e *v1.Environment) { e.Spec.Verify = nil })
+			x.restored(r)
+		},
+	},
+	{
+		name: "environment-verify-compare-without-per-cluster", kind: "Environment", input: "`spec.verify[0].compare` without `perCluster: true`",
+		on: refusedAt, mentions: []string{"compare judges the answers of each cluster", "perCluster: true"}, keeps: nothingRan,
+		run: func(x *check) {
+			x.refused(x.createTyped(&v1.Environment{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: x.ns}, Spec: v1.EnvironmentSpec{
+				Project: x.project, Verify: []v1.Verification{{Name: "errors", Compare: "true",
+					HTTP: &v1.HTTPVerification{URL: "http://prometheus:9090/", SuccessCondition: "true"}}},
+			}}))
+		},
+	},
+	{
 		name: "environment-invalid-selector", kind: "Environment", input: "`spec.clusterSelector` with the operator `Maybe`",
 		on: onEnv, reason: v1.ReasonInvalidSelector, mentions: []string{"spec.clusterSelector", "In or NotIn"}, keeps: keepsGated,
 		also: map[string]string{onServing: v1.ReasonInvalidSelector},

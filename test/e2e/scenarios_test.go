@@ -53,6 +53,7 @@ func TestScenarios(t *testing.T) {
 		{"a member whose Deployment cannot become ready fails the deployment", memberDegraded},
 		{"a release that degrades on the canary never reaches the other members and is rolled back", canaryRollsBack},
 		{"a canary whose smoke gate fails never reaches the other members", smokeGateHolds},
+		{"a canary compared with the members still on the release before halts only when it alone is worse", perClusterCompareHalts},
 		{"a canary whose verification Job fails on the hub halts the roll-out; a passing Job lets it on", jobGateHolds},
 		{"a destination the AppProject forbids is Rejected with Argo CD's message", forbiddenDestination},
 		{"a fourth member joins and gets its Application; then it leaves", joinAndLeave},
@@ -281,20 +282,9 @@ func smokeGateHolds(t *testing.T) {
 		_, _ = fmt.Fprint(w, `{"status":"failing","checks":{"checkout":"500 from /api/cart"}}`)
 	}))
 	defer smoke.Close()
-	kubectl(t, "label", "cluster", "edge-1", "ring=canary", "--overwrite")
 	policy := fmt.Sprintf(`{"spec":{"rollout":{"waves":[{"name":"canary","clusterSelector":{"matchLabels":{"ring":"canary"}},`+
 		`"verify":[{"name":"smoke","http":{"url":%q,"showResponse":true,"successCondition":"response.status == 200 && response.body.status == 'ok'"}}]},{"name":"rest"}]}}}`, smoke.URL+"/smoke")
-	kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=merge", "-p", policy)
-	cleaned := false
-	cleanup := func() {
-		if cleaned {
-			return
-		}
-		cleaned = true
-		kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=json", "-p", `[{"op":"remove","path":"/spec/rollout"}]`)
-		kubectl(t, "label", "cluster", "edge-1", "ring-")
-	}
-	t.Cleanup(cleanup)
+	cleanup := canaryPolicy(t, policy)
 	var before v1.Serving
 	must(t, hub.Get(context.Background(), client.ObjectKey{Namespace: tenant, Name: serving}, &before))
 	good := before.Status.Revision
@@ -337,6 +327,24 @@ func smokeGateHolds(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// canaryPolicy labels edge-1 ring=canary and patches the Environment's spec.rollout with
+// policy (a merge patch); the cleanup it returns, which the test's end runs too, removes both.
+func canaryPolicy(t *testing.T, policy string) (cleanup func()) {
+	kubectl(t, "label", "cluster", "edge-1", "ring=canary", "--overwrite")
+	kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=merge", "-p", policy)
+	cleaned := false
+	cleanup = func() {
+		if cleaned {
+			return
+		}
+		cleaned = true
+		kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=json", "-p", `[{"op":"remove","path":"/spec/rollout"}]`)
+		kubectl(t, "label", "cluster", "edge-1", "ring-")
+	}
+	t.Cleanup(cleanup)
+	return cleanup
 }
 
 // secondWaveReached notes in reached each member of the second wave, edge-2 and edge-3, whose

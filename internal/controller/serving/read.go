@@ -122,10 +122,16 @@ func (r *Reconciler) readTarget(ctx context.Context, in *reading) error {
 	if t.rollout != nil {
 		t.waves = make(map[string]int, len(list.Items))
 	}
+	if verify.PerCluster(&env) {
+		t.labels = make(map[string]map[string]string, len(list.Items))
+	}
 	for _, c := range cluster.Members(selector, list.Items) {
 		t.clusters = append(t.clusters, cluster.Fleet(c))
 		if t.rollout != nil {
 			t.waves[c.Name] = rollout.WaveOf(t.rollout, c.Labels)
+		}
+		if t.labels != nil {
+			t.labels[c.Name] = c.Labels
 		}
 	}
 	in.target, f.Clusters = t, len(t.clusters)

@@ -163,7 +163,11 @@ func evidenceOf(p *record.Predicate, ev rollout.Evidence) {
 		if v.Finished != nil {
 			at = v.Finished.UTC()
 		}
-		p.Verifications = append(p.Verifications, record.VerificationEvidence{Name: v.Name, Wave: v.Wave, Kind: v.Kind, Time: at})
+		e := record.VerificationEvidence{Name: v.Name, Wave: v.Wave, Kind: v.Kind, Time: at, Checked: v.Checked}
+		for _, c := range v.Clusters {
+			e.Clusters = append(e.Clusters, record.ClusterEvidence{Cluster: c.Cluster, Baseline: c.Baseline, Value: c.Value})
+		}
+		p.Verifications = append(p.Verifications, e)
 	}
 	for _, a := range ev.Approvals {
 		p.Approvers = append(p.Approvers, record.ApprovalEvidence{By: a.By, Wave: a.Wave})

@@ -125,7 +125,7 @@ func Setup(mgr ctrl.Manager, cfg config.Config, argo *argocache.Cache, pipeline 
 		checked: make(chan event.GenericEvent, checkedQueue)}
 	// HTTP checks run in a pool of their own, off the reconcile (internal/verify).
 	r.Verifier = &verify.Runner{Jobs: &verify.JobRunner{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.Namespace},
-		HTTP: &verify.HTTPRunner{Client: cfg.Egress().Client(), Workers: cfg.VerifyWorkers, Done: r.checkEnded}}
+		HTTP: &verify.HTTPRunner{Client: cfg.Egress().Client(), Workers: cfg.VerifyWorkers, ClusterRequests: cfg.VerifyClusterRequests, Done: r.checkEnded}}
 	// Webhooks follow no redirect, whatever --verify-redirects says: the signature would go
 	// to another URL than the Environment names.
 	hooks := cfg.Egress()
@@ -354,6 +354,9 @@ type target struct {
 	// env is the Environment (its gates and webhooks); nil for the Environment local Kokumi
 	// provides.
 	env *v1.Environment
+	// labels are the clusters' labels, by name (the cache's maps: read only), for the
+	// placeholders of a per-cluster check.
+	labels map[string]map[string]string
 }
 
 // deployment is a Deployed roll-out, or a wave a roll-out passed, for its deployment record.

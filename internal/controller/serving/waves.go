@@ -160,7 +160,8 @@ func (r *Reconciler) verifyGate(ctx context.Context, s *v1.Serving, prep *v1.Pre
 	}
 	repository, revision := preparation.ArtifactLocation(r.Config.BundledRegistry, prep)
 	facts := verify.Facts{Order: s.Spec.OrderRef.Name, Namespace: s.Namespace, Environment: tgt.environment, Wave: step.Wave,
-		Preparation: prep.Name, Digest: prep.Spec.Artifact.Digest, Artifact: repository + "@" + revision, Clusters: step.Clusters, Serving: s}
+		Preparation: prep.Name, Digest: prep.Spec.Artifact.Digest, Artifact: repository + "@" + revision, Clusters: step.Clusters, Serving: s,
+		Baseline: step.Baseline, Labels: tgt.labels}
 	before := plan.Status.Verifications
 	results, after, err := r.Verifier.Step(ctx, step.Specs, step.Wave, before, facts)
 	if err != nil {
