@@ -267,6 +267,11 @@ type RolloutStatus struct {
 	// +optional
 	Authors []string `json:"authors,omitempty"`
 
+	// Guard is where the Environment's guard (spec.guard) stands, once the roll-out is
+	// complete and its deployment record written.
+	// +optional
+	Guard *GuardStatus `json:"guard,omitempty"`
+
 	// Awaiting names the gate that waits for approvals: a wave, or "environment"; empty when
 	// none waits.
 	// +kubebuilder:validation:MaxLength=63
@@ -344,7 +349,7 @@ type ServingStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=srv,categories=kokumi
-// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=4"
+// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=5"
 // +kubebuilder:printcolumn:name="Order",type=string,JSONPath=`.spec.orderRef.name`
 // +kubebuilder:printcolumn:name="Preparation",type=string,JSONPath=`.spec.preparationName`
 // +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusters.selected`
