@@ -110,3 +110,36 @@ func NewSigner(tb testing.TB) *record.Signer {
 	}
 	return s
 }
+
+// Drop rewrites the artifact's attestation image without the envelopes annotated with
+// predicateType, as an attacker with write access to the registry would remove what they
+// dislike (a revocation). It fails the test when there is none.
+func Drop(tb testing.TB, repo, digest, predicateType string) {
+	tb.Helper()
+	tag, img := AttImage(tb, repo, digest)
+	m, err := img.Manifest()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	dropped := 0
+	for _, desc := range m.Layers {
+		if desc.Annotations[record.AnnotationPredicateType] == predicateType {
+			dropped++
+			continue
+		}
+		l, err := img.LayerByDigest(desc.Digest)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if base, err = mutate.Append(base, mutate.Addendum{Layer: l, Annotations: desc.Annotations, MediaType: desc.MediaType}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if dropped == 0 {
+		tb.Fatalf("no envelope of %s is a %s", tag, predicateType)
+	}
+	if err := remote.Write(tag, base); err != nil {
+		tb.Fatalf("rewrite %s: %v", tag, err)
+	}
+}
