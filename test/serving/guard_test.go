@@ -1,12 +1,17 @@
 package serving
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -16,6 +21,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/record"
 	"github.com/kokumi-dev/kokumi/internal/record/recordtest"
+	"github.com/kokumi-dev/kokumi/internal/sourcesig/sigtest"
 	"github.com/kokumi-dev/kokumi/internal/stages"
 )
 
@@ -163,6 +169,22 @@ func TestAGuardThatFailsAfterDeployedRevokesTheRecordAndHoldsTheNextStage(t *tes
 		t.Errorf("revocation says %+v", p)
 	}
 
+	// Stock cosign v2 and v3 verify it, run as docs/deployment-records.md says, with the
+	// published public key.
+	var cm corev1.ConfigMap
+	must(t, env.Client.Get(f.ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: record.ConfigMapName}, &cm))
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "kokumi.pub"), []byte(cm.Data[record.CurrentKeyEntry]), 0o600))
+	for _, cosign := range sigtest.Cosigns {
+		out, err := sigtest.Run(t, cosign, dir, "verify-attestation", "--key", "kokumi.pub", "--insecure-ignore-tlog",
+			"--type", record.RevocationPredicateType, "--allow-http-registry", repository+"@"+one.Spec.Artifact.Digest)
+		st := cosignStatement(out)
+		if err != nil || !strings.Contains(st, `"predicateType":"https://kokumi.dev/revocation/v1"`) || !strings.Contains(st, `"revokes":"`+guarded+`"`) ||
+			!strings.Contains(st, `"verified":false`) {
+			t.Errorf("%s verify-attestation of the revocation (%v): %s\n%s", cosign, err, st, out)
+		}
+	}
+
 	// A tenant with edit in the namespace cannot clear it: they may not write the Preparation's
 	// status; they pause and resume the roll-out and, with write access to the registry, remove the
 	// revocation there. prod still refuses, naming the revocation Kokumi listed.
@@ -241,4 +263,21 @@ func TestAGuardNamingAVerificationTheEnvironmentLacksIsRefused(t *testing.T) {
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.guard.verifications names only verifications of spec.verify") {
 		t.Fatalf("a guard of an unknown verification: %v", err)
 	}
+}
+
+// cosignStatement is the in-toto statement of the one envelope cosign verify-attestation
+// printed, or "".
+func cosignStatement(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		var env struct {
+			Payload string `json:"payload"`
+		}
+		if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &env) != nil {
+			continue
+		}
+		if body, err := base64.StdEncoding.DecodeString(env.Payload); err == nil {
+			return string(body)
+		}
+	}
+	return ""
 }
