@@ -2,7 +2,6 @@ package record_test
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"os"
@@ -291,21 +290,7 @@ func checkEvidence(t *testing.T, sts []string, repo, digest string) {
 }
 
 // statements are the in-toto statements of the envelopes cosign printed, one a line.
-func statements(out string) []string {
-	var st []string
-	for _, line := range strings.Split(out, "\n") {
-		var env struct {
-			Payload string `json:"payload"`
-		}
-		if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &env) != nil {
-			continue
-		}
-		if body, err := base64.StdEncoding.DecodeString(env.Payload); err == nil {
-			st = append(st, string(body))
-		}
-	}
-	return st
-}
+func statements(out string) []string { return recordtest.CosignStatements(out) }
 
 // revocationPredicate is Kokumi's revocation of the record recordDigest of staging: its guard's
 // error-rate check failed.

@@ -1,8 +1,6 @@
 package serving
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -97,6 +95,18 @@ func (f *fixture) revoked(prep string) v1.Revocation {
 	return out
 }
 
+// guardedFixture is a fixture whose Environment edge has one cluster and a guard of an error
+// rate the returned value sets (low at first), doing onFailure when it fails.
+func guardedFixture(t *testing.T, onFailure v1.RolloutFailureAction, cluster string) (*fixture, *atomic.Value) {
+	f := newFixture(t)
+	rate := &atomic.Value{}
+	rate.Store("0.002")
+	srv := prometheus(t, rate)
+	f.setGuard(guardCheck(srv.URL), onFailure)
+	f.cluster(cluster, true)
+	return f, rate
+}
+
 // guardCheck is an http verification of the error rate that passes at once and fails at the
 // first run that fails.
 func guardCheck(url string) v1.Verification {
@@ -106,12 +116,7 @@ func guardCheck(url string) v1.Verification {
 }
 
 func TestAGuardThatFailsAfterDeployedRevokesTheRecordAndHoldsTheNextStage(t *testing.T) {
-	f := newFixture(t)
-	var rate atomic.Value
-	rate.Store("0.002")
-	srv := prometheus(t, &rate)
-	f.setGuard(guardCheck(srv.URL), v1.RolloutHalt)
-	f.cluster("gd-a", true)
+	f, rate := guardedFixture(t, v1.RolloutHalt, "gd-a")
 	one := f.preparation("podinfo-edge-1", "podinfo", false)
 	f.order("edge", one.Name)
 	f.healthy(one.Spec.Artifact.Digest, "gd-a")
@@ -178,7 +183,7 @@ func TestAGuardThatFailsAfterDeployedRevokesTheRecordAndHoldsTheNextStage(t *tes
 	for _, cosign := range sigtest.Cosigns {
 		out, err := sigtest.Run(t, cosign, dir, "verify-attestation", "--key", "kokumi.pub", "--insecure-ignore-tlog",
 			"--type", record.RevocationPredicateType, "--allow-http-registry", repository+"@"+one.Spec.Artifact.Digest)
-		st := cosignStatement(out)
+		st := strings.Join(recordtest.CosignStatements(out), "\n")
 		if err != nil || !strings.Contains(st, `"predicateType":"https://kokumi.dev/revocation/v1"`) || !strings.Contains(st, `"revokes":"`+guarded+`"`) ||
 			!strings.Contains(st, `"verified":false`) {
 			t.Errorf("%s verify-attestation of the revocation (%v): %s\n%s", cosign, err, st, out)
@@ -213,12 +218,7 @@ func TestAGuardThatFailsAfterDeployedRevokesTheRecordAndHoldsTheNextStage(t *tes
 }
 
 func TestAGuardThatFailsRollsBackToTheLastRecordNotRevoked(t *testing.T) {
-	f := newFixture(t)
-	var rate atomic.Value
-	rate.Store("0.002")
-	srv := prometheus(t, &rate)
-	f.setGuard(guardCheck(srv.URL), v1.RolloutRollback)
-	f.cluster("gr-a", true)
+	f, rate := guardedFixture(t, v1.RolloutRollback, "gr-a")
 	one := f.preparation("podinfo-edge-1", "podinfo", false)
 	time.Sleep(time.Second) // older by its creation time, which counts in seconds
 	two := f.preparation("podinfo-edge-2", "podinfo", false)
@@ -263,21 +263,4 @@ func TestAGuardNamingAVerificationTheEnvironmentLacksIsRefused(t *testing.T) {
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.guard.verifications names only verifications of spec.verify") {
 		t.Fatalf("a guard of an unknown verification: %v", err)
 	}
-}
-
-// cosignStatement is the in-toto statement of the one envelope cosign verify-attestation
-// printed, or "".
-func cosignStatement(out string) string {
-	for _, line := range strings.Split(out, "\n") {
-		var env struct {
-			Payload string `json:"payload"`
-		}
-		if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &env) != nil {
-			continue
-		}
-		if body, err := base64.StdEncoding.DecodeString(env.Payload); err == nil {
-			return string(body)
-		}
-	}
-	return ""
 }
