@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,8 +30,7 @@ func GuardSpecs(verify []v1.Verification, g *v1.GuardPolicy) []v1.Verification {
 	if g.Interval != nil && g.Interval.Duration > 0 {
 		interval = g.Interval.Duration
 	}
-	runs := max(int64(g.Duration.Duration/interval), 1)
-	runs = min(runs, 1000)
+	runs := min(max(int64(g.Duration.Duration/interval), 1), math.MaxInt32)
 	var out []v1.Verification
 	for _, name := range g.Verifications {
 		for _, v := range verify {
