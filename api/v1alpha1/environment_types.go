@@ -217,6 +217,38 @@ type RolloutPolicy struct {
 	OnWindowClose WindowCloseAction `json:"onWindowClose,omitempty"`
 }
 
+// GuardPolicy watches a release after it is Deployed.
+type GuardPolicy struct {
+	// Verifications names verifications of the Environment's spec.verify that the guard runs
+	// again, each with its successCondition (or Job), failureLimit and the guard's interval.
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MaxLength=63
+	// +required
+	Verifications []string `json:"verifications"`
+
+	// Interval is how long Kokumi waits between two runs of each, such as 1m. Default 1m.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// Duration is how long the guard watches, such as 1h: it passes once every verification
+	// passed duration/interval runs in a row (at least one).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +required
+	Duration metav1.Duration `json:"duration"`
+
+	// OnFailure is what a failed guard does beside the revocation: Halt (the default) leaves
+	// the clusters as they are, the Serving halted; Rollback deploys, to every cluster, the last
+	// Preparation of the Order with a deployment record in this Environment that is not revoked.
+	// +kubebuilder:default=Halt
+	// +optional
+	OnFailure RolloutFailureAction `json:"onFailure,omitempty"`
+}
+
 // EnvironmentSpec is a group of clusters an admin set up.
 type EnvironmentSpec struct {
 	// ClusterSelector picks Clusters by label. An empty selector picks every Cluster.
@@ -252,6 +284,13 @@ type EnvironmentSpec struct {
 	// +kubebuilder:validation:MaxItems=4
 	// +optional
 	Verify []Verification `json:"verify,omitempty"`
+
+	// Guard runs some of the verifications of spec.verify again after a release is Deployed
+	// (its deployment record written), every interval for a duration: one that fails revokes
+	// the record (Kokumi signs a revocation), the stages that require this Environment refuse
+	// the release, and onFailure applies.
+	// +optional
+	Guard *GuardPolicy `json:"guard,omitempty"`
 
 	// SignedSources admits only Preparations whose source and every image were verified, at
 	// their render, as signed by keys of these ConfigMaps (Kokumi's namespace, labelled
@@ -298,6 +337,7 @@ type EnvironmentStatus struct {
 
 // Environment is a group of clusters an admin set up, and the Argo CD project they deploy through.
 //
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.guard) || self.spec.guard.verifications.all(n, has(self.spec.verify) && self.spec.verify.exists(v, v.name == n))",message="spec.guard.verifications names only verifications of spec.verify: add it there, or remove the name"
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.requires) || self.spec.requires.all(r, r.environment != self.metadata.name)",message="spec.requires cannot name the Environment itself: a stage requires other Environments"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

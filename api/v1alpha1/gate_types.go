@@ -471,3 +471,44 @@ type ClusterResult struct {
 	// +optional
 	Value string `json:"value,omitempty"`
 }
+
+// GuardPhase is where an Environment's guard stands for a roll-out.
+type GuardPhase string
+
+const (
+	// GuardRunning means its verifications run again, every interval.
+	GuardRunning GuardPhase = "Running"
+	// GuardPassed means they all passed for the guard's duration.
+	GuardPassed GuardPhase = "Passed"
+	// GuardFailed means one failed: the record is revoked, onFailure applies.
+	GuardFailed GuardPhase = "Failed"
+)
+
+// GuardStatus is where an Environment's guard stands for a roll-out.
+type GuardStatus struct {
+	// Phase is Running, Passed or Failed.
+	// +kubebuilder:validation:MaxLength=16
+	// +required
+	Phase GuardPhase `json:"phase"`
+
+	// Since is when the guard started: the roll-out was complete and its record written.
+	// +required
+	Since metav1.Time `json:"since"`
+
+	// Record is the digest of the deployment record the guard watches over.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Record string `json:"record,omitempty"`
+
+	// Verifications are its verifications' results.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	// +optional
+	Verifications []VerificationResult `json:"verifications,omitempty"`
+
+	// Revocation is the digest of the revocation Kokumi signed once the guard failed; empty
+	// until it is attached.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Revocation string `json:"revocation,omitempty"`
+}

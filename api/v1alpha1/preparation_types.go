@@ -221,6 +221,43 @@ type DeploymentRecord struct {
 	Verified bool `json:"verified,omitempty"`
 }
 
+// MaxRevocations is the most revocations a Preparation's status lists.
+const MaxRevocations = 8
+
+// Revocation is a signed statement that a Preparation's deployment record in an Environment no
+// longer holds: the Environment's guard (spec.guard) failed after it was Deployed.
+type Revocation struct {
+	// Environment whose record is revoked.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Environment string `json:"environment"`
+
+	// Record is the digest of the deployment record revoked.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Record string `json:"record,omitempty"`
+
+	// Digest of the signed revocation attached to the artifact (a layer of its
+	// sha256-<hex>.att attestation image); empty when Kokumi keeps no records.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Digest string `json:"digest,omitempty"`
+
+	// Verification is the guard's verification that failed.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Verification string `json:"verification"`
+
+	// Message is what its last run measured, shortened.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// Time the verification failed.
+	// +required
+	Time metav1.Time `json:"time"`
+}
+
 // PreparationStatus is the observed state of a Preparation.
 type PreparationStatus struct {
 	// DeploymentRecords made for the Preparation, newest first, at most 32.
@@ -228,6 +265,15 @@ type PreparationStatus struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +optional
 	DeploymentRecords []DeploymentRecord `json:"deploymentRecords,omitempty"`
+
+	// Revocations Kokumi signed of the Preparation's deployment records, newest first, at most
+	// 8: an Environment's guard failed after it was Deployed. Only Kokumi writes this list (its
+	// tenants cannot write a Preparation's status), so that a stage's gate refuses a revoked
+	// release even when the signed revocation is gone from the registry.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Revocations []Revocation `json:"revocations,omitempty"`
 
 	// Conditions of the Preparation.
 	// +listType=map

@@ -267,6 +267,11 @@ type RolloutStatus struct {
 	// +optional
 	Authors []string `json:"authors,omitempty"`
 
+	// Guard is where the Environment's guard (spec.guard) stands, once the roll-out is
+	// complete and its deployment record written.
+	// +optional
+	Guard *GuardStatus `json:"guard,omitempty"`
+
 	// Awaiting names the gate that waits for approvals: a wave, or "environment"; empty when
 	// none waits.
 	// +kubebuilder:validation:MaxLength=63

@@ -58,6 +58,20 @@ type Run struct {
 	Records []record.Record
 	// RecordsError says why the records could not be read, if they could not.
 	RecordsError string
+	// Revocations revoke the release in the run's Environment: those the Preparation's status
+	// lists (only Kokumi writes it) and those verified in the registry.
+	Revocations []Revoked
+}
+
+// Revoked is a revocation of a run's release in its Environment: the Environment's guard failed
+// after it was Deployed.
+type Revoked struct {
+	// Digest of the signed revocation; Record the digest of the record it revokes.
+	Digest, Record string
+	// Verification is the guard's verification that failed; Message what it measured.
+	Verification, Message string
+	// Time it failed.
+	Time time.Time
 }
 
 // Input is everything Evaluate needs.
@@ -232,6 +246,10 @@ func rank(s StageStatus) int64 {
 
 func evaluateRun(in Input, stage Stage, run *Run) StageStatus {
 	st := StageStatus{Environment: stage.Environment, State: Waiting, Soak: stage.Soak, Order: run.Order, Match: stage.Match}
+	if len(run.Revocations) > 0 {
+		st.Message = revokedMessage(stage.Environment, run)
+		return st
+	}
 	wavePassed := stage.Wave != "" && slices.Contains(run.PassedWaves, stage.Wave)
 	if !run.Deployed && !wavePassed {
 		state := run.State
@@ -285,6 +303,27 @@ func evaluateRun(in Input, stage Stage, run *Run) StageStatus {
 	st.State = Soaking
 	st.Message = fmt.Sprintf("%s soaking %s of %s (%s)", stage.Environment, Duration(st.Elapsed), Duration(stage.Soak), compared(stage.Match, in.Release, run))
 	return st
+}
+
+// revokedMessage says why a stage refuses a release its Environment revoked: the newest
+// revocation, named by its digest, the check that failed and what it measured.
+func revokedMessage(environment string, run *Run) string {
+	rev := run.Revocations[0]
+	for _, r := range run.Revocations[1:] {
+		if r.Time.After(rev.Time) {
+			rev = r
+		}
+	}
+	what := "revocation " + rev.Digest
+	if rev.Digest == "" {
+		what = "a revocation"
+	}
+	if rev.Record != "" {
+		what += " of record " + rev.Record
+	}
+	msg := fmt.Sprintf("%s revoked this release (Order %s): its guard's verification %s failed at %s after it was Deployed (%s); %s: promote another release",
+		environment, run.Order, rev.Verification, rev.Time.UTC().Format(time.RFC3339), what, rev.Message)
+	return msg
 }
 
 // unverifiedProblem is evidence's problem when the run's records verify but none says verified.

@@ -115,6 +115,17 @@ func TestEvaluate(t *testing.T) {
 		{name: "match: Artifact passes other values, as before",
 			in:      Input{Requires: staging, Runs: []Run{otherValues("sha256:zero-replicas")}},
 			allowed: true},
+		{name: "a revoked release holds the stage, naming the revocation, its record and what failed",
+			in: Input{Requires: []Stage{{Environment: "staging"}}, Runs: []Run{func() Run {
+				r := deployedRun("staging", t0.Add(-time.Hour), verified("app-staging", "staging"))
+				r.Revocations = []Revoked{{Digest: "sha256:rev-1", Record: "sha256:rec-app-staging", Verification: "error-rate", Message: "the answer: 200 OK", Time: t0.Add(-10 * time.Minute)}}
+				return r
+			}()}},
+			message: "staging revoked this release (Order app-staging): its guard's verification error-rate failed at 2026-12-03T11:50:00Z after it was Deployed (revocation sha256:rev-1 of record sha256:rec-app-staging); the answer: 200 OK: promote another release"},
+		{name: "a revoked release that halted says it was revoked, not that it is not deployed",
+			in: Input{Requires: staging, Runs: []Run{{Order: "app-staging", Environment: "staging", Release: release, State: "RolloutHalted",
+				Revocations: []Revoked{{Digest: "sha256:rev-1", Verification: "error-rate", Time: t0}}}}},
+			message: "staging revoked this release (Order app-staging)"},
 		{name: "match: Release names itself when the stage runs another release",
 			in:      Input{Requires: stagingRelease, Runs: []Run{{Order: "app-staging", Environment: "staging", Release: Release{Artifact: "sha256:other"}, Deployed: true}}},
 			message: "staging has not deployed this release (it runs another one; match: Release)"},

@@ -34,7 +34,7 @@ func OrderPreparations(all []v1.Preparation, order string) []v1.Preparation {
 // RollbackTarget picks the Preparation a rollback of a Serving that deploys current goes back
 // to, among its Order's Preparations preps (newest first, as OrderPreparations returns them):
 // the newest one older than current that has a deployment record (it ran healthily on the
-// Order's clusters). A Preparation that was promoted but never reached Deployed has no record,
+// Order's clusters) that no revocation its status lists revoked. A Preparation that was promoted but never reached Deployed has no record,
 // and is skipped. It returns a *Refusal when there is none, or when current is empty or gone.
 func RollbackTarget(preps []v1.Preparation, current string) (*v1.Preparation, error) {
 	return RollbackTargetIn(preps, current, "")
@@ -66,6 +66,10 @@ func RollbackTargetChecked(preps []v1.Preparation, current, environment string, 
 		return nil, nil, &Refusal{Message: fmt.Sprintf("its Preparation %s no longer exists, so what ran before it is unknown", current)}
 	}
 	for i := at + 1; i < len(preps); i++ {
+		if rev := RevokedIn(&preps[i], environment); rev != nil {
+			skipped = append(skipped, fmt.Sprintf("%s (its record in Environment %s is revoked: %s failed)", preps[i].Name, rev.Environment, rev.Verification))
+			continue
+		}
 		for _, rec := range preps[i].Status.DeploymentRecords {
 			if rec.Wave != "" || (environment != "" && rec.Environment != environment) {
 				continue
@@ -87,4 +91,15 @@ func RollbackTargetChecked(preps []v1.Preparation, current, environment string, 
 		msg += "; passed over: " + text.Names(skipped)
 	}
 	return nil, skipped, &Refusal{Message: msg}
+}
+
+// RevokedIn returns the newest revocation of prep's records in Environment environment (in any
+// when empty) its status lists, or nil. A revoked Preparation is no rollback target there.
+func RevokedIn(prep *v1.Preparation, environment string) *v1.Revocation {
+	for i := range prep.Status.Revocations { // newest first
+		if r := &prep.Status.Revocations[i]; environment == "" || r.Environment == environment {
+			return r
+		}
+	}
+	return nil
 }

@@ -78,3 +78,26 @@ func TestARollbackInAnEnvironmentCountsOnlyItsRecords(t *testing.T) {
 		t.Errorf("in prod: %v", err)
 	}
 }
+
+func TestARollbackPassesOverARevokedPreparation(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	prep := func(name string, age time.Duration) v1.Preparation {
+		p := v1.Preparation{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(at.Add(-age))}}
+		p.Spec.OrderRef.Name = "web"
+		p.Status.DeploymentRecords = []v1.DeploymentRecord{{Environment: "edge", Clusters: 1}}
+		return p
+	}
+	two := prep("web-2", time.Hour)
+	two.Status.Revocations = []v1.Revocation{{Environment: "edge", Digest: "sha256:rev", Verification: "error-rate"}}
+	preps := OrderPreparations([]v1.Preparation{prep("web-3", 0), two, prep("web-1", 2*time.Hour)}, "web")
+	got, skipped, err := RollbackTargetChecked(preps, "web-3", "edge", nil)
+	if err != nil || got.Name != "web-1" || len(skipped) != 1 || skipped[0] != "web-2 (its record in Environment edge is revoked: error-rate failed)" {
+		t.Fatalf("got %v, skipped %q, %v; want web-1 past web-2", got, skipped, err)
+	}
+	// A revocation in another Environment does not count here.
+	two.Status.Revocations[0].Environment = "prod"
+	preps = OrderPreparations([]v1.Preparation{prep("web-3", 0), two, prep("web-1", 2*time.Hour)}, "web")
+	if got, _, err := RollbackTargetChecked(preps, "web-3", "edge", nil); err != nil || got.Name != "web-2" {
+		t.Errorf("got %v, %v; want web-2", got, err)
+	}
+}

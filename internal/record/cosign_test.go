@@ -2,7 +2,6 @@ package record_test
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"os"
@@ -145,9 +144,18 @@ func TestStockCosignVerifiesRecords(t *testing.T) {
 	attach(t, st, repo, bundled, a, evidencePredicate())
 	attestWithStockCosignV3(t, repo, bundled)
 
+	// A stage whose guard failed after it was Deployed: its record, and Kokumi's revocation of it.
+	revoked := pushArtifact(t, repo, "revoked")
+	recordDigest := attach(t, st, repo, revoked, a, evidencePredicate())
+	revocation := revocationPredicate(recordDigest)
+	if _, err := st.Revoke(context.Background(), repo, revoked, a, revocation); err != nil {
+		t.Fatal(err)
+	}
+
 	for _, name := range stockCosigns {
 		t.Run(name, func(t *testing.T) {
 			cosign := cosignPath(t, name)
+			checkRevocation(t, cosign, a, repo, revoked, recordDigest)
 			out, err := verifyAttestation(t, cosign, a.PublicKeyPEM(), repo, good)
 			if err != nil {
 				t.Fatalf("cosign refused a good record: %v\n%s", err, out)
@@ -282,18 +290,44 @@ func checkEvidence(t *testing.T, sts []string, repo, digest string) {
 }
 
 // statements are the in-toto statements of the envelopes cosign printed, one a line.
-func statements(out string) []string {
-	var st []string
-	for _, line := range strings.Split(out, "\n") {
-		var env struct {
-			Payload string `json:"payload"`
-		}
-		if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &env) != nil {
-			continue
-		}
-		if body, err := base64.StdEncoding.DecodeString(env.Payload); err == nil {
-			st = append(st, string(body))
-		}
+func statements(out string) []string { return recordtest.CosignStatements(out) }
+
+// revocationPredicate is Kokumi's revocation of the record recordDigest of staging: its guard's
+// error-rate check failed.
+func revocationPredicate(recordDigest string) record.RevocationPredicate {
+	return record.RevocationPredicate{Order: "shop", Namespace: "team-a", Environment: "staging", Preparation: "staging-2",
+		Revokes: recordDigest, Time: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC),
+		Check: record.RevokingCheck{Name: "error-rate", Kind: "http", Runs: 3, Failures: 1, Message: "successCondition does not hold; the answer: 200 OK"}}
+}
+
+// checkRevocation checks that stock cosign verifies the revocation of the record recordDigest
+// attached to repo@digest with the documented command (--type the revocation's predicate type),
+// that the record's own command still finds the record alone, and that another key's refused.
+func checkRevocation(t *testing.T, cosign string, a *record.Signer, repo, digest, recordDigest string) {
+	t.Helper()
+	args := []string{"verify-attestation", "--key", "$KEY", "--insecure-ignore-tlog", "--type", record.RevocationPredicateType, "--allow-http-registry", repo + "@" + digest}
+	out, err := runWithKey(t, a.PublicKeyPEM(), nil, cosign, args...)
+	if err != nil {
+		t.Fatalf("cosign refused Kokumi's revocation: %v\n%s", err, out)
 	}
-	return st
+	sts := statements(out)
+	if len(sts) != 1 || !strings.Contains(sts[0], `"predicateType":"`+record.RevocationPredicateType+`"`) {
+		t.Fatalf("cosign's statements of the revocation type: %q", sts)
+	}
+	var st struct {
+		Predicate record.RevocationPredicate `json:"predicate"`
+	}
+	if err := json.Unmarshal([]byte(sts[0]), &st); err != nil {
+		t.Fatal(err)
+	}
+	if want := revocationPredicate(recordDigest); !reflect.DeepEqual(st.Predicate, want) || !strings.Contains(sts[0], `"verified":false`) {
+		t.Errorf("the revocation says %+v, want %+v with verified false:\n%s", st.Predicate, want, sts[0])
+	}
+	if out, err := verifyAttestation(t, cosign, a.PublicKeyPEM(), repo, digest); err != nil || len(statements(out)) != 1 ||
+		!strings.Contains(statements(out)[0], `"predicateType":"`+record.PredicateType+`"`) {
+		t.Errorf("cosign's record command on a revoked record (%v): %q", err, statements(out))
+	}
+	if out, err := runWithKey(t, recordtest.NewSigner(t).PublicKeyPEM(), nil, cosign, args...); err == nil || !strings.Contains(out, "no matching attestations") {
+		t.Errorf("cosign verified the revocation with a key that did not sign it (%v):\n%s", err, out)
+	}
 }

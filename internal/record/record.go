@@ -241,52 +241,65 @@ func recordGroup(envelope []byte) (group string, ok bool) {
 // holds an in-toto Statement of PredicateType, and its subject is the artifact. It makes no
 // network call.
 func Verify(envelope []byte, artifactDigest string, keys TrustedKeys) Record {
+	r := Record{}
+	c := verifyStatement(envelope, artifactDigest, keys, PredicateType, "record", "deployment record", &r.Predicate)
+	r.Digest, r.KeyID, r.Verified, r.Problem = c.digest, c.keyID, c.verified, c.problem
+	return r
+}
+
+// checked is what verifyStatement found of an envelope.
+type checked struct {
+	digest, keyID, problem string
+	verified               bool
+}
+
+// verifyStatement verifies one DSSE envelope for artifactDigest with keys: a listed key signed
+// it, it holds an in-toto Statement of predicateType, and its subject is the artifact. The
+// statement's predicate is read into predicate whenever it could be read, even when it did not
+// verify; kind ("record") and what ("deployment record") name it in problems.
+func verifyStatement(envelope []byte, artifactDigest string, keys TrustedKeys, predicateType, kind, what string, predicate any) checked {
 	sum := sha256.Sum256(envelope)
-	r := Record{Digest: "sha256:" + hex.EncodeToString(sum[:])}
+	r := checked{digest: "sha256:" + hex.EncodeToString(sum[:])}
 	var env dsse.Envelope
 	if err := json.Unmarshal(envelope, &env); err != nil {
-		r.Problem = "not a DSSE envelope"
+		r.problem = "not a DSSE envelope"
 		return r
 	}
 	if env.PayloadType != PayloadType {
-		r.Problem = fmt.Sprintf("not a Kokumi record (payload type %q)", env.PayloadType)
+		r.problem = fmt.Sprintf("not a Kokumi %s (payload type %q)", kind, env.PayloadType)
 		return r
 	}
 	body, err := env.DecodeB64Payload()
 	if err != nil {
-		r.Problem = "payload is not base64"
+		r.problem = "payload is not base64"
 		return r
 	}
-	// One pass reads a record; a statement of another shape is read again to say why not.
-	var st recordStatement
+	var st statement
 	if err := json.Unmarshal(body, &st); err != nil {
-		var other statement
-		switch {
-		case json.Unmarshal(body, &other) != nil:
-			r.Problem = "payload is not an in-toto statement"
-		case other.PredicateType != PredicateType:
-			r.Problem = fmt.Sprintf("not a Kokumi record (predicate type %q)", other.PredicateType)
-		default:
-			r.Problem = "predicate is not a deployment record"
-		}
+		r.problem = "payload is not an in-toto statement"
+		return r
+	}
+	if st.PredicateType != predicateType {
+		r.problem = fmt.Sprintf("not a Kokumi %s (predicate type %q)", kind, st.PredicateType)
 		return r
 	}
 	if st.Type != StatementType && st.Type != statementTypeV01 {
-		r.Problem = fmt.Sprintf("not an in-toto statement (type %q)", st.Type)
+		r.problem = fmt.Sprintf("not an in-toto statement (type %q)", st.Type)
 		return r
 	}
-	if st.PredicateType != PredicateType {
-		r.Problem = fmt.Sprintf("not a Kokumi record (predicate type %q)", st.PredicateType)
-		return r
+	if len(st.Predicate) > 0 {
+		if err := json.Unmarshal(st.Predicate, predicate); err != nil {
+			r.problem = "predicate is not a " + what
+			return r
+		}
 	}
-	r.Predicate = st.Predicate
 	if len(keys.keys) == 0 {
-		r.Problem = "no trusted keys are listed"
+		r.problem = "no trusted keys are listed"
 		return r
 	}
 	ev, err := dsse.NewEnvelopeVerifier(keys.verifiers()...)
 	if err != nil {
-		r.Problem = "no trusted keys are listed"
+		r.problem = "no trusted keys are listed"
 		return r
 	}
 	accepted, err := ev.Verify(context.Background(), &env)
@@ -298,19 +311,19 @@ func Verify(envelope []byte, artifactDigest string, keys TrustedKeys) Record {
 		}
 	}
 	if err != nil || len(accepted) == 0 {
-		r.Problem = "signature does not match any listed key"
+		r.problem = "signature does not match any listed key"
 		return r
 	}
-	r.KeyID = accepted[0].KeyID
+	r.keyID = accepted[0].KeyID
 	want, err := splitDigest(artifactDigest)
 	if err != nil {
-		r.Problem = "the artifact digest is not sha256"
+		r.problem = "the artifact digest is not sha256"
 		return r
 	}
 	var named []string
 	for _, s := range st.Subject {
 		if s.Digest["sha256"] == want {
-			r.Verified = true
+			r.verified = true
 			return r
 		}
 		if d, ok := s.Digest["sha256"]; ok {
@@ -319,11 +332,11 @@ func Verify(envelope []byte, artifactDigest string, keys TrustedKeys) Record {
 	}
 	switch len(named) {
 	case 0:
-		r.Problem = "subject names no sha256 digest"
+		r.problem = "subject names no sha256 digest"
 	case 1:
-		r.Problem = fmt.Sprintf("subject is %s not the artifact", named[0])
+		r.problem = fmt.Sprintf("subject is %s not the artifact", named[0])
 	default:
-		r.Problem = fmt.Sprintf("subjects are %s, not the artifact", strings.Join(named, ", "))
+		r.problem = fmt.Sprintf("subjects are %s, not the artifact", strings.Join(named, ", "))
 	}
 	return r
 }

@@ -421,3 +421,45 @@ func BenchmarkVerify(b *testing.B) {
 		}
 	}
 }
+
+func TestRevocationsAreReadApartFromRecordsAndVerified(t *testing.T) {
+	reg := startRegistry(t)
+	repo := ocitest.Repo(reg, "team-a/shop")
+	digest := pushArtifact(t, repo, "v1")
+	st := &record.Store{Client: &oci.Client{}}
+	a := recordtest.NewSigner(t)
+	recordDigest := attach(t, st, repo, digest, a, predicate("edge-1"))
+	p := revocationPredicate(recordDigest)
+	revDigest, err := st.Revoke(context.Background(), repo, digest, a, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same revocation again is not attached twice.
+	if again, err := st.Revoke(context.Background(), repo, digest, a, p); err != nil || again != revDigest {
+		t.Fatalf("Revoke again = %s, %v; want %s", again, err, revDigest)
+	}
+	got, err := st.Attestations(context.Background(), repo, digest, trust(t, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Records) != 1 || got.Records[0].Digest != recordDigest || !got.Records[0].Verified {
+		t.Errorf("records %+v", got.Records)
+	}
+	if len(got.Revocations) != 1 || !got.Revocations[0].Verified || got.Revocations[0].Digest != revDigest ||
+		got.Revocations[0].Predicate.Revokes != recordDigest || got.Revocations[0].Predicate.Check.Name != "error-rate" {
+		t.Fatalf("revocations %+v", got.Revocations)
+	}
+	// Records lists the records alone.
+	if rs := records(t, st, repo, digest, trust(t, a)); len(rs) != 1 || rs[0].Digest != recordDigest {
+		t.Errorf("Records = %+v", rs)
+	}
+	// Another key's trust does not verify it; an altered one does not verify.
+	if got, _ := st.Attestations(context.Background(), repo, digest, trust(t, recordtest.NewSigner(t))); len(got.Revocations) != 1 || got.Revocations[0].Verified {
+		t.Errorf("with another key: %+v", got.Revocations)
+	}
+	recordtest.TamperPayloads(t, repo, digest, `"name":"error-rate"`, `"name":"latency"`)
+	if got, _ := st.Attestations(context.Background(), repo, digest, trust(t, a)); len(got.Revocations) != 1 || got.Revocations[0].Verified ||
+		got.Revocations[0].Problem != "signature does not match any listed key" {
+		t.Errorf("an altered revocation: %+v", got.Revocations)
+	}
+}

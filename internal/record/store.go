@@ -224,60 +224,81 @@ func (s *Store) attestations(tag name.Tag, opts []remote.Option) (v1.Image, erro
 // each with keys (signature, statement type, predicate type, subject digest). An artifact
 // without attestations has no records. Attestations that are not Kokumi records are listed,
 // unverified, without being fetched; SLSA provenance (ProvenancePredicateType), which every
-// render attaches, is left out.
+// render attaches, and revocations (Attestations reads them) are left out.
 func (s *Store) Records(ctx context.Context, repository, artifactDigest string, keys TrustedKeys) ([]Record, error) {
+	a, err := s.Attestations(ctx, repository, artifactDigest, keys)
+	return a.Records, err
+}
+
+// Attested is what Attestations reads of an artifact: its records, as Records lists them, and
+// its revocations, each verified.
+type Attested struct {
+	Records     []Record
+	Revocations []Revocation
+}
+
+// Attestations fetches the records and the revocations attached to the artifact
+// repository@artifactDigest, and verifies each with keys.
+func (s *Store) Attestations(ctx context.Context, repository, artifactDigest string, keys TrustedKeys) (Attested, error) {
 	tagName, err := AttestationTag(artifactDigest)
 	if err != nil {
-		return nil, fmt.Errorf("read records of %s: %w", repository, err)
+		return Attested{}, fmt.Errorf("read records of %s: %w", repository, err)
 	}
 	repo, opts, err := s.remote(ctx, repository)
 	if err != nil {
-		return nil, err
+		return Attested{}, err
 	}
 	tag := repo.Tag(tagName)
 	img, err := remote.Image(tag, opts...)
 	if isNotFound(err) {
-		return []Record{}, nil
+		return Attested{Records: []Record{}}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read records of %s@%s: %w", repository, artifactDigest, err)
+		return Attested{}, fmt.Errorf("read records of %s@%s: %w", repository, artifactDigest, err)
 	}
 	m, err := img.Manifest()
 	if err != nil {
-		return nil, fmt.Errorf("read records of %s@%s: %w", repository, artifactDigest, err)
+		return Attested{}, fmt.Errorf("read records of %s@%s: %w", repository, artifactDigest, err)
 	}
 	keyIDs := keys.Set()
-	records := make([]Record, 0, len(m.Layers))
+	out := Attested{Records: make([]Record, 0, len(m.Layers))}
 	for _, l := range m.Layers {
 		if l.MediaType != MediaTypeEnvelope {
-			records = append(records, Record{Digest: l.Digest.String(), Problem: fmt.Sprintf("not a Kokumi record (media type %q)", l.MediaType)})
+			out.Records = append(out.Records, Record{Digest: l.Digest.String(), Problem: fmt.Sprintf("not a Kokumi record (media type %q)", l.MediaType)})
 			continue
 		}
-		if l.Annotations[AnnotationPredicateType] == ProvenancePredicateType {
+		pt, annotated := l.Annotations[AnnotationPredicateType]
+		switch {
+		case pt == ProvenancePredicateType:
 			continue // a render's provenance, no record
-		}
-		if pt, ok := l.Annotations[AnnotationPredicateType]; ok && pt != PredicateType {
-			records = append(records, Record{Digest: l.Digest.String(), Problem: fmt.Sprintf("not a Kokumi record (predicate type %q)", pt)})
+		case pt == RevocationPredicateType && l.Size <= maxEnvelope:
+			envelope, err := fetch(img, l.Digest)
+			if err != nil {
+				return Attested{}, fmt.Errorf("read revocation %s of %s@%s: %w", l.Digest, repository, artifactDigest, err)
+			}
+			out.Revocations = append(out.Revocations, VerifyRevocation(envelope, artifactDigest, keys))
 			continue
-		}
-		if l.Size > maxEnvelope {
-			records = append(records, Record{Digest: l.Digest.String(), Problem: fmt.Sprintf("envelope of %d bytes is larger than %d", l.Size, maxEnvelope)})
+		case annotated && pt != PredicateType:
+			out.Records = append(out.Records, Record{Digest: l.Digest.String(), Problem: fmt.Sprintf("not a Kokumi record (predicate type %q)", pt)})
+			continue
+		case l.Size > maxEnvelope:
+			out.Records = append(out.Records, Record{Digest: l.Digest.String(), Problem: fmt.Sprintf("envelope of %d bytes is larger than %d", l.Size, maxEnvelope)})
 			continue
 		}
 		key := cacheKey{layer: l.Digest.String(), artifact: artifactDigest, keys: keyIDs}
 		if r, ok := s.cached(key); ok {
-			records = append(records, r)
+			out.Records = append(out.Records, r)
 			continue
 		}
 		envelope, err := fetch(img, l.Digest)
 		if err != nil {
-			return nil, fmt.Errorf("read record %s of %s@%s: %w", l.Digest, repository, artifactDigest, err)
+			return Attested{}, fmt.Errorf("read record %s of %s@%s: %w", l.Digest, repository, artifactDigest, err)
 		}
 		r := Verify(envelope, artifactDigest, keys)
 		s.remember(key, r)
-		records = append(records, r)
+		out.Records = append(out.Records, r)
 	}
-	return records, nil
+	return out, nil
 }
 
 // fetch reads a layer of img; remote layers check their digest as they are read.

@@ -24,6 +24,8 @@ const (
 	aborting
 	// halting: its failures are past the failure budget.
 	halting
+	// guarding: the Environment's guard failed after the release was Deployed.
+	guarding
 )
 
 // round is one decision of a roll-out, as its steps build it.
@@ -170,6 +172,9 @@ func (r *round) stepBudget() {
 	case r.aborted && !Stopped(st.State) || r.aborted && st.State == v1.RolloutHalted:
 		st.State, st.By, st.RollbackTo = v1.RolloutAborted, r.ctl.By, ""
 		r.stop = aborting
+	case guardFailed(st) && !Stopped(st.State):
+		st.State, st.By = v1.RolloutHalted, ""
+		r.stop = guarding
 	case (st.State == v1.RolloutProgressing || st.State == v1.RolloutPaused) && past:
 		r.at = st.Wave
 		if r.at == "" {
@@ -209,6 +214,17 @@ func (r *round) stepRollback() {
 				st.State, st.RollbackTo = v1.RolloutRolledBack, to
 				st.Message = fmt.Sprintf("the roll-out of Preparation %s failed in wave %s on %s%s: every cluster it changed goes back to Preparation %s, the last with a deployment record in the Environment",
 					in.Preparation, r.at, text.Names(r.failed), r.budgetPart, to) + passedOver(why)
+			} else {
+				st.Message += "; it cannot roll back: " + why
+			}
+		}
+	case guarding:
+		st.Message = guardMessage(in.Preparation, st.Guard) + "; no cluster is changed"
+		if g := in.Gates.Guard; g != nil && g.OnFailure == v1.RolloutRollback {
+			if to, why := r.goBack(); to != "" {
+				st.State, st.RollbackTo = v1.RolloutRolledBack, to
+				st.Message = guardMessage(in.Preparation, st.Guard) +
+					fmt.Sprintf(": every cluster goes back to Preparation %s, the last with a deployment record in the Environment that is not revoked", to) + passedOver(why)
 			} else {
 				st.Message += "; it cannot roll back: " + why
 			}

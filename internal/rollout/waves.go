@@ -113,10 +113,12 @@ type Gates struct {
 	Authors []string
 	// Serving names the Serving in messages that say how to approve.
 	Serving string
+	// Guard is the Environment's spec.guard: a failed guard stops the roll-out (status.guard).
+	Guard *v1.GuardPolicy
 }
 
-// Gated says whether the Environment asks for a verification or an approval of its own.
-func (g Gates) Gated() bool { return len(g.Verify) > 0 || g.Approval != nil }
+// Gated says whether the Environment asks for a verification, an approval or a guard of its own.
+func (g Gates) Gated() bool { return len(g.Verify) > 0 || g.Approval != nil || g.Guard != nil }
 
 // Course is what the roll-out in waves does now (Decide).
 type Course struct {

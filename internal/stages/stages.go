@@ -181,6 +181,14 @@ func (p *Pipeline) run(ctx context.Context, o *v1.Order, release promotion.Relea
 		return nil, fmt.Errorf("get Preparation %s/%s: %w", o.Namespace, s.Spec.PreparationName, err)
 	}
 	run := &promotion.Run{Order: o.Name, Environment: o.Spec.EnvironmentRef.Name, Preparation: prep.Name, Release: ReleaseOf(&prep)}
+	// A revocation the Preparation's status lists holds whatever the registry holds now: only
+	// Kokumi writes that status, and a tenant who can write the registry can remove one there.
+	for _, rev := range prep.Status.Revocations {
+		if rev.Environment == run.Environment {
+			run.Revocations = append(run.Revocations, promotion.Revoked{Digest: rev.Digest, Record: rev.Record,
+				Verification: rev.Verification, Message: rev.Message, Time: rev.Time.Time})
+		}
+	}
 	if c := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady); c != nil {
 		run.State = c.Reason
 		// The soak counts from when this revision became Deployed (status.deployedSince).
@@ -205,13 +213,31 @@ func (p *Pipeline) run(ctx context.Context, o *v1.Order, release promotion.Relea
 	repository, _ := preparation.ArtifactLocation(p.BundledRegistry, &prep)
 	ctx, cancel := context.WithTimeout(ctx, bundled.Timeout)
 	defer cancel()
-	recs, err := p.Records.Records(ctx, repository, prep.Spec.Artifact.Digest, **keys)
+	attested, err := p.Records.Attestations(ctx, repository, prep.Spec.Artifact.Digest, **keys)
 	if err != nil {
 		// The registry may be down for a while: the stage waits and says so.
 		run.RecordsError = fmt.Sprintf("reading them from %s failed: %v", repository, err)
 	}
-	run.Records = recs
+	run.Records = attested.Records
+	run.Revocations = append(run.Revocations, registryRevocations(attested.Revocations, o, run.Revocations)...)
 	return run, nil
+}
+
+// registryRevocations are the revocations attached to the artifact that verify with a trusted
+// key and revoke Order o's record in its Environment, less those the status listed (known).
+func registryRevocations(attached []record.Revocation, o *v1.Order, known []promotion.Revoked) []promotion.Revoked {
+	var out []promotion.Revoked
+	for _, r := range attached {
+		p := r.Predicate
+		if !r.Verified || p.Namespace != o.Namespace || p.Order != o.Name || p.Environment != o.Spec.EnvironmentRef.Name {
+			continue
+		}
+		if slices.ContainsFunc(known, func(k promotion.Revoked) bool { return k.Digest == r.Digest }) {
+			continue
+		}
+		out = append(out, promotion.Revoked{Digest: r.Digest, Record: p.Revokes, Verification: p.Check.Name, Message: p.Check.Message, Time: p.Time})
+	}
+	return out
 }
 
 // ReleaseOf is the release a Preparation carries (see promotion.NewRelease): its source
@@ -279,7 +305,7 @@ func DownstreamOf(c client.Reader) handler.EventHandler {
 }
 
 // EvidenceChanged passes the updates that can change a stage's verdict: a Serving's
-// Ready condition or promoted Preparation, a Preparation's records.
+// Ready condition or promoted Preparation, a Preparation's records or revocations.
 var EvidenceChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		switch o := e.ObjectOld.(type) {
@@ -289,7 +315,9 @@ var EvidenceChanged = predicate.Funcs{
 				!equality.Semantic.DeepEqual(apimeta.FindStatusCondition(o.Status.Conditions, v1.ConditionReady),
 					apimeta.FindStatusCondition(n.Status.Conditions, v1.ConditionReady))
 		case *v1.Preparation:
-			return !equality.Semantic.DeepEqual(o.Status.DeploymentRecords, e.ObjectNew.(*v1.Preparation).Status.DeploymentRecords)
+			n := e.ObjectNew.(*v1.Preparation)
+			return !equality.Semantic.DeepEqual(o.Status.DeploymentRecords, n.Status.DeploymentRecords) ||
+				!equality.Semantic.DeepEqual(o.Status.Revocations, n.Status.Revocations)
 		}
 		return false
 	},

@@ -466,6 +466,10 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = sum.Clusters, sum.Targets, sum.Omitted
 	s.Status.Running, s.Status.RunningOmitted = sum.Running, sum.RunningOmitted
 	r.outcome(s, sum.Ready.Status, sum.Ready.Reason, sum.Ready.Message)
+	guardAfter, guardErr := r.guard(ctx, s, prep, tgt, plan, sum.HealthyClusters)
+	if guardAfter > 0 && (sum.RecheckAfter == 0 || guardAfter < sum.RecheckAfter) {
+		sum.RecheckAfter = guardAfter
+	}
 	if sum.Ready.Reason == v1.ReasonDeployed {
 		d := deployment{prep: prep, environment: environment, healthy: sum.HealthyClusters}
 		if plan != nil {
@@ -488,6 +492,9 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 		}
 		// Folded into the status above; returned so that the write is retried with backoff.
 		return ctrl.Result{}, writeErr
+	}
+	if guardErr != nil {
+		return ctrl.Result{}, guardErr // the status folded above is written all the same
 	}
 	if more {
 		// The next slice of the writes, at once: the worker was held for one slice only.

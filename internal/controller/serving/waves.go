@@ -145,7 +145,7 @@ func gatesOf(env *v1.Environment, s *v1.Serving, prep *v1.Preparation) rollout.G
 		g.Authors = preparation.Authors(prep)
 	}
 	if env != nil {
-		g.Verify, g.Approval = env.Spec.Verify, env.Spec.Approval
+		g.Verify, g.Approval, g.Guard = env.Spec.Verify, env.Spec.Approval, env.Spec.Guard
 	}
 	return g
 }
