@@ -246,6 +246,16 @@ func TestProdAdmitsOnlyWhatStagingVerified(t *testing.T) {
 		refused(t, env.Client.Create(ctx, byName), "Cluster prod-1, a member of Environment "+ns+"/prod")
 		refused(t, env.Client.Create(ctx, application("dev-to-prod", devArtifact, w.dev.Spec.Artifact.Digest, server("prod-1")+"/")),
 			"Cluster prod-1, a member of Environment "+ns+"/prod")
+		// A Cluster being deleted has left its Environment, but Argo CD still reaches it.
+		leaving := &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "prod-2", Labels: map[string]string{"tier": "prod"}, Finalizers: []string{"test.kokumi.dev/hold"}},
+			Spec: v1.ClusterSpec{Server: server("prod-2"), CredentialsRef: v1.LocalObjectReference{Name: "prod-2"}}}
+		must(t, env.Client.Create(ctx, leaving))
+		must(t, env.Client.Delete(ctx, leaving))
+		refused(t, env.Client.Create(ctx, application("dev-to-prod", devArtifact, w.dev.Spec.Artifact.Digest, server("prod-2"))),
+			"Cluster prod-2, a member of Environment "+ns+"/prod")
+		must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(leaving), leaving))
+		leaving.Finalizers = nil
+		must(t, env.Client.Update(ctx, leaving))
 		// To dev's own Cluster it goes.
 		must(t, env.Client.Create(ctx, application("dev-1", devArtifact, w.dev.Spec.Artifact.Digest, server("dev-1"))))
 	})
@@ -264,6 +274,15 @@ func TestProdAdmitsOnlyWhatStagingVerified(t *testing.T) {
 		// A prefix exempts what continues it after a "/", nothing else.
 		refused(t, env.Client.Create(ctx, application("git-to-prod", "https://git.example.com/platform-evil/addons.git", "main", server("prod-1"))),
 			"--exempt-repositories")
+		// Behind Argo CD's source hydrator, too.
+		hydrated := application("hydrated-prod", "", "", server("prod-1"))
+		spec := hydrated.Object["spec"].(map[string]any)
+		delete(spec, "source")
+		spec["sourceHydrator"] = map[string]any{
+			"drySource":  map[string]any{"repoURL": "https://git.example.com/app.git", "targetRevision": "main", "path": "."},
+			"syncSource": map[string]any{"targetBranch": "env/prod", "path": "prod"},
+		}
+		refused(t, env.Client.Create(ctx, hydrated), "deploys https://git.example.com/app.git to Cluster prod-1", "--exempt-repositories")
 		must(t, env.Client.Create(ctx, application("addons-prod", "https://git.example.com/platform/addons.git", "main", server("prod-1"))))
 		// An exempt Application moved to a source that is not is checked.
 		app := get(t, "addons-prod")
