@@ -13,9 +13,11 @@
 package admission
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -48,11 +50,57 @@ type Check struct {
 	Exempt []string
 }
 
-// source is what an Application deploys: one of spec.source, spec.sources and the dry source
-// of spec.sourceHydrator.
+// source is what an Application deploys: one of spec.source, spec.sources, the dry source of
+// spec.sourceHydrator and the sources an operation (a sync, a rollback) overrides them with.
 type source struct {
 	RepoURL        string `json:"repoURL"`
 	TargetRevision string `json:"targetRevision"`
+	// raw is the source as written, compacted; keys its fields, sorted and comma-separated.
+	raw, keys string
+}
+
+// UnmarshalJSON reads the fields the check judges and keeps the whole source.
+func (s *source) UnmarshalJSON(data []byte) error {
+	var fields struct {
+		RepoURL        string `json:"repoURL"`
+		TargetRevision string `json:"targetRevision"`
+	}
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return fmt.Errorf("decode a source: %w", err)
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(data, &all); err != nil {
+		return fmt.Errorf("decode a source: %w", err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, data); err != nil {
+		return fmt.Errorf("decode a source: %w", err)
+	}
+	keys := slices.Sorted(maps.Keys(all))
+	*s = source{RepoURL: fields.RepoURL, TargetRevision: fields.TargetRevision, raw: compact.String(), keys: strings.Join(keys, ",")}
+	return nil
+}
+
+// asKokumiWrites reports whether s deploys an artifact as Kokumi's Applications do: its
+// manifests as they are, with no tool (Helm, Kustomize, a plugin, a directory's options) that
+// changes them and at the path ".".
+func (s source) asKokumiWrites() bool {
+	var fields map[string]any
+	if err := json.Unmarshal([]byte(s.raw), &fields); err != nil {
+		return false
+	}
+	for k, v := range fields {
+		switch k {
+		case "repoURL", "targetRevision", "name":
+		case "path":
+			if v != "." && v != "" {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // destination is where an Application deploys: a cluster by its server URL or by the name an
@@ -77,9 +125,19 @@ type application struct {
 			DrySource source `json:"drySource"`
 		} `json:"sourceHydrator"`
 	} `json:"spec"`
+	Operation *struct {
+		Sync *struct {
+			Revision  string   `json:"revision"`
+			Revisions []string `json:"revisions"`
+			Source    *source  `json:"source"`
+			Sources   []source `json:"sources"`
+		} `json:"sync"`
+	} `json:"operation"`
 }
 
-// sources are all the sources the Application names, whichever Argo CD uses.
+// sources are all the sources the Application names, whichever Argo CD uses: the spec's, and
+// an operation's (a sync to another revision is the source at that revision; a rollback's
+// sources are sources too).
 func (a *application) sources() []source {
 	all := slices.Clone(a.Spec.Sources)
 	if a.Spec.Source != nil {
@@ -87,6 +145,28 @@ func (a *application) sources() []source {
 	}
 	if a.Spec.SourceHydrator != nil {
 		all = append(all, a.Spec.SourceHydrator.DrySource)
+	}
+	if a.Operation == nil || a.Operation.Sync == nil {
+		return all
+	}
+	op := a.Operation.Sync
+	at := func(s source, revision string) {
+		if revision != "" && revision != s.TargetRevision {
+			s.TargetRevision = revision
+			all = append(all, s)
+		}
+	}
+	if a.Spec.Source != nil {
+		at(*a.Spec.Source, op.Revision)
+	}
+	for i, s := range a.Spec.Sources {
+		if i < len(op.Revisions) {
+			at(s, op.Revisions[i])
+		}
+	}
+	all = append(all, op.Sources...)
+	if op.Source != nil {
+		all = append(all, *op.Source)
 	}
 	return all
 }
@@ -126,10 +206,10 @@ func (c *Check) Handle(ctx context.Context, req admission.Request) admission.Res
 	}
 	if req.Operation == admissionv1.Update {
 		var old application
-		if err := json.Unmarshal(req.OldObject.Raw, &old); err == nil && slices.Equal(old.sources(), app.sources()) &&
+		if err := json.Unmarshal(req.OldObject.Raw, &old); err == nil && subset(app.sources(), old.sources()) &&
 			old.Spec.Destination == app.Spec.Destination && old.Spec.Project == app.Spec.Project {
 			// Argo CD and Kokumi update Applications all the time; what they deploy, and where,
-			// was admitted.
+			// was admitted (an operation that ends drops sources, and adds none).
 			return admission.Allowed("what it deploys and where did not change")
 		}
 	}
@@ -156,11 +236,26 @@ func (c *Check) Handle(ctx context.Context, req admission.Request) admission.Res
 			}
 			continue
 		}
+		if !s.asKokumiWrites() {
+			return admission.Denied(fmt.Sprintf("%s deploys %s with the source fields %s to %s which requires verified deployment records: "+
+				"a Preparation's artifact goes there as Kokumi writes it (repoURL, targetRevision, path \".\"), with nothing that changes its manifests",
+				name, s.RepoURL, s.keys, gates[0]))
+		}
 		if problem := c.check(ctx, name, a, gates); problem != "" {
 			return admission.Denied(problem)
 		}
 	}
 	return admission.Allowed("")
+}
+
+// subset reports whether every source of some is one of all.
+func subset(some, all []source) bool {
+	for _, s := range some {
+		if !slices.Contains(all, s) {
+			return false
+		}
+	}
+	return true
 }
 
 // exempt reports whether repoURL is under a prefix of c.Exempt.

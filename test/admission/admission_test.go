@@ -324,6 +324,33 @@ func TestProdAdmitsOnlyWhatStagingVerified(t *testing.T) {
 		must(t, unstructured.SetNestedField(app.Object, "sha256:"+strings.Repeat("0", 64), "spec", "source", "targetRevision"))
 		refused(t, env.Client.Update(ctx, app), "is no Preparation of Order "+ns+"/app-prod")
 	})
+	t.Run("what changes an admitted Preparation's manifests on a prod Cluster", func(t *testing.T) {
+		app := get(t, "prod-1")
+		must(t, unstructured.SetNestedMap(app.Object, map[string]any{"namePrefix": "x-"}, "spec", "source", "kustomize"))
+		refused(t, env.Client.Update(ctx, app), "with the source fields kustomize,path,repoURL,targetRevision to Cluster prod-1")
+		app = get(t, "prod-1")
+		must(t, unstructured.SetNestedField(app.Object, "other", "spec", "source", "path"))
+		refused(t, env.Client.Update(ctx, app), "path,repoURL,targetRevision to Cluster prod-1")
+	})
+	t.Run("an operation that syncs something else to a prod Cluster", func(t *testing.T) {
+		// A sync to another revision of prod's repository: that revision is judged.
+		app := get(t, "prod-1")
+		must(t, unstructured.SetNestedMap(app.Object, map[string]any{"sync": map[string]any{"revision": w.dev.Spec.Artifact.Digest}}, "operation"))
+		refused(t, env.Client.Update(ctx, app), "is no Preparation of Order "+ns+"/app-prod")
+		// A rollback's source: judged as a source.
+		app = get(t, "prod-1")
+		must(t, unstructured.SetNestedMap(app.Object, map[string]any{"sync": map[string]any{
+			"source": map[string]any{"repoURL": "https://git.example.com/app.git", "targetRevision": "main", "path": "."}}}, "operation"))
+		refused(t, env.Client.Update(ctx, app), "deploys https://git.example.com/app.git to Cluster prod-1", "--exempt-repositories")
+		// Argo CD's automated sync, at the revision the spec names, and its end.
+		app = get(t, "prod-1")
+		must(t, unstructured.SetNestedMap(app.Object, map[string]any{"sync": map[string]any{"revision": prodDigest, "prune": true},
+			"initiatedBy": map[string]any{"automated": true}}, "operation"))
+		must(t, env.Client.Update(ctx, app))
+		app = get(t, "prod-1")
+		unstructured.RemoveNestedField(app.Object, "operation")
+		must(t, env.Client.Update(ctx, app))
+	})
 	t.Run("an Application of no Kokumi artifact is not Kokumi's to judge", func(t *testing.T) {
 		// Its destination is no Kokumi Cluster.
 		must(t, env.Client.Create(ctx, application("elsewhere", "https://git.example.com/app.git", "main", v1.InClusterServer)))
