@@ -151,7 +151,8 @@ func (a *application) sources() []source {
 	}
 	op := a.Operation.Sync
 	at := func(s source, revision string) {
-		if revision != "" && revision != s.TargetRevision {
+		// Argo CD may write the digest it resolved without its "sha256:" prefix.
+		if revision != "" && revision != s.TargetRevision && !argocd.SameRevision(revision, s.TargetRevision) {
 			s.TargetRevision = revision
 			all = append(all, s)
 		}
