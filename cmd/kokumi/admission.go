@@ -32,6 +32,7 @@ func runAdmission(ctx context.Context, args []string, stderr io.Writer) error {
 	port := fs.Int("port", 9443, "port to listen on")
 	certDir := fs.String("cert-dir", "/etc/kokumi-admission/certs", "directory of the serving certificate "+admission.CertFile+" and its key "+admission.KeyFile+" (read again when they change)")
 	generate := fs.String("generate-cert", "", "comma-separated hosts (DNS names or IPs): write a self-signed certificate for them into --cert-dir first, with "+admission.CAFile+" for the caBundle (for trials; an install uses a certificate its admin issues)")
+	exempt := fs.String("exempt-repositories", "", "comma-separated repository URL prefixes (such as https://git.example.com/platform/) whose sources may deploy to a Cluster of an Environment requiring verified records without being a Preparation's artifact: the admins' own add-ons; default: none")
 	publicKeys := fs.String("public-keys", "", "a PEM file of the public keys that verify records (kokumi public-key --all); default: the ConfigMap "+record.ConfigMapName)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -73,5 +74,10 @@ func runAdmission(ctx context.Context, args []string, stderr io.Writer) error {
 	check := &admission.Check{Client: c, Records: &stages.Pipeline{
 		Client: c, Records: &record.Store{Client: bundled.Puller(c, cfg)}, Keys: keys, BundledRegistry: cfg.BundledRegistry,
 	}}
+	for _, p := range strings.Split(*exempt, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			check.Exempt = append(check.Exempt, p)
+		}
+	}
 	return admission.Serve(ctx, *host, *port, *certDir, check)
 }

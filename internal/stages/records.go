@@ -33,19 +33,9 @@ type MissingRecord struct {
 // later stage deploys only what the earlier stage verified. Soaks and what the stages run now
 // are the gate's (Check): a record, once written, stays evidence.
 func (p *Pipeline) MissingRecords(ctx context.Context, namespace, environment string, prep *v1.Preparation) ([]MissingRecord, error) {
-	var envs v1.EnvironmentList
-	if err := p.Client.List(ctx, &envs, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("list Environments of namespace %s: %w", namespace, err)
-	}
-	graph := promotion.NewGraph(envs.Items)
-	if cycle := graph.Cycle(environment); len(cycle) > 0 {
-		return []MissingRecord{{Environment: environment, Problem: fmt.Sprintf("the Environments' requirements form a cycle (%v)", cycle)}}, nil
-	}
-	var verified []promotion.Stage
-	for _, st := range graph.Stages(environment) {
-		if st.Verified {
-			verified = append(verified, st)
-		}
+	verified, cycle, err := p.verifiedStages(ctx, namespace, environment)
+	if err != nil || cycle != nil {
+		return cycle, err
 	}
 	if len(verified) == 0 {
 		return nil, nil
@@ -117,4 +107,33 @@ func (p *Pipeline) recordOf(ctx context.Context, st promotion.Stage, release pro
 			cand.Name, st.Environment, why)
 	}
 	return problem, nil
+}
+
+// RequiresRecords reports whether the Environment environment of namespace requires a verified
+// record of a stage (its stages, as MissingRecords reads them, include one with verified:
+// true), or its requirements form a cycle: whether MissingRecords may find any missing.
+func (p *Pipeline) RequiresRecords(ctx context.Context, namespace, environment string) (bool, error) {
+	verified, cycle, err := p.verifiedStages(ctx, namespace, environment)
+	return len(verified) > 0 || cycle != nil, err
+}
+
+// verifiedStages returns the stages the Environment environment of namespace requires with
+// verified: true, in the order it requires them; or, when its requirements form a cycle, that
+// cycle as the one missing record.
+func (p *Pipeline) verifiedStages(ctx context.Context, namespace, environment string) ([]promotion.Stage, []MissingRecord, error) {
+	var envs v1.EnvironmentList
+	if err := p.Client.List(ctx, &envs, client.InNamespace(namespace)); err != nil {
+		return nil, nil, fmt.Errorf("list Environments of namespace %s: %w", namespace, err)
+	}
+	graph := promotion.NewGraph(envs.Items)
+	if cycle := graph.Cycle(environment); len(cycle) > 0 {
+		return nil, []MissingRecord{{Environment: environment, Problem: fmt.Sprintf("the Environments' requirements form a cycle (%v)", cycle)}}, nil
+	}
+	var verified []promotion.Stage
+	for _, st := range graph.Stages(environment) {
+		if st.Verified {
+			verified = append(verified, st)
+		}
+	}
+	return verified, nil, nil
 }

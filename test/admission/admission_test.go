@@ -14,11 +14,13 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/admission"
+	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/ocitest"
 	"github.com/kokumi-dev/kokumi/internal/record"
@@ -36,15 +38,22 @@ func TestMain(m *testing.M) {
 
 const ns = "shop"
 
-// world is a pipeline staging → prod (prod requires a verified record of staging) with one
-// Preparation of each Order, of the same release, pushed to a registry on loopback.
+// world is a pipeline staging → prod (prod requires a verified record of staging) and an
+// Environment dev that requires nothing, each with one Cluster (dev-1, staging-1, prod-1) and
+// one Preparation of its Order, of the same release, pushed to a registry on loopback.
 type world struct {
 	registry          string
 	staging, prod     *v1.Preparation
+	dev               *v1.Preparation
 	stagingRepository string
 	trusted, stranger *record.Signer
 	store             *record.Store
+	// exempt are the repository prefixes the check exempts.
+	exempt []string
 }
+
+// server is the API server URL of the Cluster name.
+func server(name string) string { return "https://" + name + ".example.com:6443" }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
@@ -57,6 +66,12 @@ func newWorld(t *testing.T) *world {
 			t.Fatal(err)
 		}
 	}
+	for _, tier := range []string{"dev", "staging", "prod"} {
+		must(t, env.Client.Create(ctx, &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: tier + "-1", Labels: map[string]string{"tier": tier}},
+			Spec: v1.ClusterSpec{Server: server(tier + "-1"), CredentialsRef: v1.LocalObjectReference{Name: tier + "-1"}}}))
+	}
+	must(t, env.Client.Create(ctx, &v1.Environment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dev"},
+		Spec: v1.EnvironmentSpec{ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": "dev"}}, Project: "shop"}}))
 	must(t, env.Client.Create(ctx, &v1.Environment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "staging"},
 		Spec: v1.EnvironmentSpec{ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": "staging"}}, Project: "shop"}}))
 	must(t, env.Client.Create(ctx, &v1.Environment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod"},
@@ -79,7 +94,7 @@ func newWorld(t *testing.T) *world {
 		must(t, env.Client.Create(ctx, p))
 		return p
 	}
-	w.staging, w.prod = prep("staging"), prep("prod")
+	w.staging, w.prod, w.dev = prep("staging"), prep("prod"), prep("dev")
 	w.stagingRepository = w.registry + "/kokumi/" + ns + "/app-staging"
 	return w
 }
@@ -103,7 +118,7 @@ func (w *world) serve(t *testing.T) {
 	// the install does not grant fails the test.
 	reader := shippedAccount(t)
 	check := &admission.Check{Client: reader, Records: &stages.Pipeline{Client: reader, Records: &record.Store{Client: w.store.Client},
-		Keys: admission.PublicKeys(keys), BundledRegistry: w.registry}}
+		Keys: admission.PublicKeys(keys), BundledRegistry: w.registry}, Exempt: w.exempt}
 	dir := t.TempDir()
 	ca, err := admission.GenerateCert(dir, "127.0.0.1")
 	must(t, err)
@@ -145,24 +160,42 @@ func (w *world) serve(t *testing.T) {
 	}
 }
 
-// apply creates an Application in Argo CD's namespace that deploys prod's artifact at digest,
-// as anyone allowed to write Applications could, bypassing Kokumi.
+// apply creates an Application in Argo CD's namespace that deploys prod's artifact at digest to
+// the Cluster prod-1, as anyone allowed to write Applications could, bypassing Kokumi.
 func (w *world) apply(t *testing.T, name, digest string, opts ...client.CreateOption) error {
 	t.Helper()
-	app := application(name, "oci://"+w.registry+"/kokumi/"+ns+"/app-prod", digest)
+	app := application(name, "oci://"+w.registry+"/kokumi/"+ns+"/app-prod", digest, server("prod-1"))
 	return env.Client.Create(context.Background(), app, opts...)
 }
 
-func application(name, repoURL, revision string) *unstructured.Unstructured {
+// application is an Application of one source deploying to the cluster at server.
+func application(name, repoURL, revision, server string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
 		"metadata": map[string]any{"name": name, "namespace": "argocd"},
 		"spec": map[string]any{
 			"project":     "default",
 			"source":      map[string]any{"repoURL": repoURL, "targetRevision": revision, "path": "."},
-			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "app"},
+			"destination": map[string]any{"server": server, "namespace": "app"},
 		},
 	}}
+}
+
+// kokumis is the Application Kokumi's Serving of Order order writes for the Cluster name, at
+// the Preparation prep's digest.
+func (w *world) kokumis(order, clusterName string, prep *v1.Preparation) *unstructured.Unstructured {
+	return argocd.ApplicationSpec{Name: order + "-" + clusterName, Namespace: "argocd", ServingNamespace: ns, ServingName: order,
+		ServingUID: types.UID("uid-" + order), Cluster: clusterName, Project: "shop", RepoURL: "oci://" + w.registry + "/kokumi/" + ns + "/" + order,
+		Revision: prep.Spec.Artifact.Digest, Server: server(clusterName), TargetNamespace: "app", Retry: argocd.DefaultSyncRetry}.Build()
+}
+
+// get reads the Application name.
+func get(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(argocd.ApplicationGVK)
+	must(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: "argocd", Name: name}, app))
+	return app
 }
 
 func refused(t *testing.T, err error, mentions ...string) {
@@ -181,6 +214,7 @@ func refused(t *testing.T, err error, mentions ...string) {
 func TestProdAdmitsOnlyWhatStagingVerified(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
+	w.exempt = []string{"https://git.example.com/platform/"}
 	w.serve(t)
 	prodDigest := w.prod.Spec.Artifact.Digest
 	predicate := record.Predicate{Order: "app-staging", Namespace: ns, Environment: "staging", Preparation: w.staging.Name,
@@ -190,11 +224,70 @@ func TestProdAdmitsOnlyWhatStagingVerified(t *testing.T) {
 		refused(t, w.apply(t, "prod-1", prodDigest), "requires a verified deployment record of Environment staging",
 			"Preparation "+ns+"/"+w.prod.Name, "Promote this release through staging first")
 		// Behind another source of a multi-source Application, too.
-		multi := application("prod-multi", "https://git.example.com/app.git", "main")
+		multi := application("prod-multi", "https://git.example.com/platform/values.git", "main", server("prod-1"))
 		spec := multi.Object["spec"].(map[string]any)
 		spec["sources"] = []any{spec["source"], map[string]any{"repoURL": "oci://" + w.registry + "/kokumi/" + ns + "/app-prod", "targetRevision": prodDigest, "path": "."}}
 		delete(spec, "source")
 		refused(t, env.Client.Create(ctx, multi, client.DryRunAll), "requires a verified deployment record of Environment staging")
+		// Kokumi's own Application, as the Serving writes it, too.
+		refused(t, env.Client.Create(ctx, w.kokumis("app-prod", "prod-1", w.prod), client.DryRunAll),
+			"Cluster prod-1, a member of Environment "+ns+"/prod", "requires a verified deployment record of Environment staging")
+	})
+	// The destination decides, not the Order that made the artifact: dev requires nothing, prod-1
+	// is prod's.
+	devArtifact := "oci://" + w.registry + "/kokumi/" + ns + "/app-dev"
+	t.Run("dev's artifact to a prod Cluster", func(t *testing.T) {
+		refused(t, env.Client.Create(ctx, application("dev-to-prod", devArtifact, w.dev.Spec.Artifact.Digest, server("prod-1"))),
+			"Cluster prod-1, a member of Environment "+ns+"/prod", "requires a verified deployment record of Environment staging",
+			"Preparation "+ns+"/"+w.dev.Name)
+		// Named as Argo CD's cluster Secret names it, or by its server with a trailing slash.
+		byName := application("dev-to-prod", devArtifact, w.dev.Spec.Artifact.Digest, "")
+		must(t, unstructured.SetNestedMap(byName.Object, map[string]any{"name": "prod-1", "namespace": "app"}, "spec", "destination"))
+		refused(t, env.Client.Create(ctx, byName), "Cluster prod-1, a member of Environment "+ns+"/prod")
+		refused(t, env.Client.Create(ctx, application("dev-to-prod", devArtifact, w.dev.Spec.Artifact.Digest, server("prod-1")+"/")),
+			"Cluster prod-1, a member of Environment "+ns+"/prod")
+		// A Cluster being deleted has left its Environment, but Argo CD still reaches it.
+		leaving := &v1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "prod-2", Labels: map[string]string{"tier": "prod"}, Finalizers: []string{"test.kokumi.dev/hold"}},
+			Spec: v1.ClusterSpec{Server: server("prod-2"), CredentialsRef: v1.LocalObjectReference{Name: "prod-2"}}}
+		must(t, env.Client.Create(ctx, leaving))
+		must(t, env.Client.Delete(ctx, leaving))
+		refused(t, env.Client.Create(ctx, application("dev-to-prod", devArtifact, w.dev.Spec.Artifact.Digest, server("prod-2"))),
+			"Cluster prod-2, a member of Environment "+ns+"/prod")
+		must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(leaving), leaving))
+		leaving.Finalizers = nil
+		must(t, env.Client.Update(ctx, leaving))
+		// To dev's own Cluster it goes.
+		must(t, env.Client.Create(ctx, application("dev-1", devArtifact, w.dev.Spec.Artifact.Digest, server("dev-1"))))
+	})
+	t.Run("an update that moves an admitted Application to a prod Cluster", func(t *testing.T) {
+		must(t, env.Client.Create(ctx, application("dev-moved", devArtifact, w.dev.Spec.Artifact.Digest, server("dev-1"))))
+		app := get(t, "dev-moved")
+		must(t, unstructured.SetNestedField(app.Object, server("prod-1"), "spec", "destination", "server"))
+		refused(t, env.Client.Update(ctx, app), "Cluster prod-1, a member of Environment "+ns+"/prod", "Environment staging")
+		app = get(t, "dev-moved")
+		must(t, unstructured.SetNestedMap(app.Object, map[string]any{"name": "prod-1", "namespace": "app"}, "spec", "destination"))
+		refused(t, env.Client.Update(ctx, app), "Cluster prod-1, a member of Environment "+ns+"/prod")
+	})
+	t.Run("a source that is no Preparation to a prod Cluster", func(t *testing.T) {
+		refused(t, env.Client.Create(ctx, application("git-to-prod", "https://git.example.com/app.git", "main", server("prod-1"))),
+			"deploys https://git.example.com/app.git to Cluster prod-1, a member of Environment "+ns+"/prod", "--exempt-repositories")
+		// A prefix exempts what continues it after a "/", nothing else.
+		refused(t, env.Client.Create(ctx, application("git-to-prod", "https://git.example.com/platform-evil/addons.git", "main", server("prod-1"))),
+			"--exempt-repositories")
+		// Behind Argo CD's source hydrator, too.
+		hydrated := application("hydrated-prod", "", "", server("prod-1"))
+		spec := hydrated.Object["spec"].(map[string]any)
+		delete(spec, "source")
+		spec["sourceHydrator"] = map[string]any{
+			"drySource":  map[string]any{"repoURL": "https://git.example.com/app.git", "targetRevision": "main", "path": "."},
+			"syncSource": map[string]any{"targetBranch": "env/prod", "path": "prod"},
+		}
+		refused(t, env.Client.Create(ctx, hydrated), "deploys https://git.example.com/app.git to Cluster prod-1", "--exempt-repositories")
+		must(t, env.Client.Create(ctx, application("addons-prod", "https://git.example.com/platform/addons.git", "main", server("prod-1"))))
+		// An exempt Application moved to a source that is not is checked.
+		app := get(t, "addons-prod")
+		must(t, unstructured.SetNestedField(app.Object, "https://git.example.com/app.git", "spec", "source", "repoURL"))
+		refused(t, env.Client.Update(ctx, app), "--exempt-repositories")
 	})
 	t.Run("a record signed by another key", func(t *testing.T) {
 		_, err := w.store.Attach(ctx, w.stagingRepository, w.staging.Spec.Artifact.Digest, w.stranger, predicate)
@@ -223,22 +316,51 @@ func TestProdAdmitsOnlyWhatStagingVerified(t *testing.T) {
 		_, err := w.store.Attach(ctx, w.stagingRepository, w.staging.Spec.Artifact.Digest, w.trusted, predicate)
 		must(t, err)
 		must(t, w.apply(t, "prod-1", prodDigest))
+		must(t, env.Client.Create(ctx, w.kokumis("app-prod", "prod-1", w.prod)))
 		// Updates that deploy the same artifact are admitted without a look; another is checked.
-		app := &unstructured.Unstructured{}
-		app.SetAPIVersion("argoproj.io/v1alpha1")
-		app.SetKind("Application")
-		must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: "argocd", Name: "prod-1"}, app))
+		app := get(t, "prod-1")
 		app.SetLabels(map[string]string{"touched": "yes"})
 		must(t, env.Client.Update(ctx, app))
 		must(t, unstructured.SetNestedField(app.Object, "sha256:"+strings.Repeat("0", 64), "spec", "source", "targetRevision"))
 		refused(t, env.Client.Update(ctx, app), "is no Preparation of Order "+ns+"/app-prod")
 	})
+	t.Run("what changes an admitted Preparation's manifests on a prod Cluster", func(t *testing.T) {
+		app := get(t, "prod-1")
+		must(t, unstructured.SetNestedMap(app.Object, map[string]any{"namePrefix": "x-"}, "spec", "source", "kustomize"))
+		refused(t, env.Client.Update(ctx, app), "with the source fields kustomize,path,repoURL,targetRevision to Cluster prod-1")
+		app = get(t, "prod-1")
+		must(t, unstructured.SetNestedField(app.Object, "other", "spec", "source", "path"))
+		refused(t, env.Client.Update(ctx, app), "path,repoURL,targetRevision to Cluster prod-1")
+	})
+	t.Run("an operation that syncs something else to a prod Cluster", func(t *testing.T) {
+		// A sync to another revision of prod's repository: that revision is judged.
+		app := get(t, "prod-1")
+		must(t, unstructured.SetNestedMap(app.Object, map[string]any{"sync": map[string]any{"revision": w.dev.Spec.Artifact.Digest}}, "operation"))
+		refused(t, env.Client.Update(ctx, app), "is no Preparation of Order "+ns+"/app-prod")
+		// A rollback's source: judged as a source.
+		app = get(t, "prod-1")
+		must(t, unstructured.SetNestedMap(app.Object, map[string]any{"sync": map[string]any{
+			"source": map[string]any{"repoURL": "https://git.example.com/app.git", "targetRevision": "main", "path": "."}}}, "operation"))
+		refused(t, env.Client.Update(ctx, app), "deploys https://git.example.com/app.git to Cluster prod-1", "--exempt-repositories")
+		// Argo CD's automated sync, at the revision the spec names, and its end.
+		app = get(t, "prod-1")
+		must(t, unstructured.SetNestedMap(app.Object, map[string]any{"sync": map[string]any{"revision": prodDigest, "prune": true},
+			"initiatedBy": map[string]any{"automated": true}}, "operation"))
+		must(t, env.Client.Update(ctx, app))
+		app = get(t, "prod-1")
+		must(t, unstructured.SetNestedField(app.Object, strings.TrimPrefix(prodDigest, "sha256:"), "operation", "sync", "revision"))
+		must(t, env.Client.Update(ctx, app))
+		app = get(t, "prod-1")
+		unstructured.RemoveNestedField(app.Object, "operation")
+		must(t, env.Client.Update(ctx, app))
+	})
 	t.Run("an Application of no Kokumi artifact is not Kokumi's to judge", func(t *testing.T) {
-		must(t, env.Client.Create(ctx, application("elsewhere", "https://git.example.com/app.git", "main")))
+		// Its destination is no Kokumi Cluster.
+		must(t, env.Client.Create(ctx, application("elsewhere", "https://git.example.com/app.git", "main", v1.InClusterServer)))
 	})
 	t.Run("staging itself requires nothing", func(t *testing.T) {
-		app := application("staging-1", "oci://"+w.stagingRepository, w.staging.Spec.Artifact.Digest)
-		must(t, env.Client.Create(ctx, app))
+		must(t, env.Client.Create(ctx, w.kokumis("app-staging", "staging-1", w.staging)))
+		must(t, env.Client.Create(ctx, application("staging-git", "https://git.example.com/app.git", "main", server("staging-1"))))
 	})
 }
 
