@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -70,7 +71,7 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	fleet, err = sandbox.StartFleet(ctx, sandbox.FleetOptions{
-		Assets: assets, StateDir: state, Members: sandbox.DefaultMembers, Progress: os.Stdout,
+		Assets: assets, StateDir: state, Members: append(slices.Clone(sandbox.DefaultMembers), wideMembers...), Progress: os.Stdout,
 	})
 	defer func() {
 		if err := fleet.Stop(); err != nil {
@@ -123,6 +124,26 @@ func run(m *testing.M) int {
 	}
 	fmt.Printf("e2e: took %s in all\n", time.Since(started).Round(time.Second))
 	return code
+}
+
+// wideMembers join the e2e's fleet beside sandbox.DefaultMembers for the per-cluster
+// comparison, which judges a wave of four clusters against a baseline of four: registered with
+// wideLabel alone, which no other scenario's Environment selects, they stay out of the others.
+var wideMembers = []string{"wide-1", "wide-2", "wide-3", "wide-4", "wide-5"}
+
+// wideLabel is the label of the Clusters the per-cluster comparison's Environment selects.
+const wideLabel = "fleet"
+
+// edgeMembers returns the members the scenarios deploy to, by name: every member but
+// wideMembers.
+func edgeMembers() []*sandbox.Cluster {
+	var out []*sandbox.Cluster
+	for _, c := range fleet.Members() {
+		if !slices.Contains(wideMembers, c.Name) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // uiToken logs in to the server the e2e runs beside the controller, at uiBase.
