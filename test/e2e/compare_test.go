@@ -152,8 +152,8 @@ func widePolicy(t *testing.T, policy string) (cleanup func()) {
 	for _, name := range wideMembers {
 		must(t, fleet.RegisterCluster(ctx, fleet.Member(name), map[string]string{wideLabel: "wide"}))
 	}
-	kubectl(t, append([]string{"label", "cluster", "--overwrite", wideLabel + "=wide"}, sandbox.DefaultMembers...)...)
-	kubectl(t, append([]string{"label", "cluster", "--overwrite", "ring=canary"}, wideCanary...)...)
+	labelClusters(t, wideLabel+"=wide", sandbox.DefaultMembers...)
+	labelClusters(t, "ring=canary", wideCanary...)
 	var rollout map[string]any
 	must(t, json.Unmarshal([]byte(policy), &rollout))
 	rollout["spec"].(map[string]any)["clusterSelector"] = map[string]any{"matchLabels": map[string]any{sandbox.EnvironmentLabel: nil, wideLabel: "wide"}}
@@ -169,9 +169,15 @@ func widePolicy(t *testing.T, policy string) (cleanup func()) {
 		kubectl(t, "patch", "-n", tenant, "environment", sandbox.DemoEnvironment, "--type=json", "-p",
 			fmt.Sprintf(`[{"op":"replace","path":"/spec/clusterSelector","value":{"matchLabels":{%q:%q}}},{"op":"remove","path":"/spec/rollout"}]`,
 				sandbox.EnvironmentLabel, sandbox.DemoEnvironment))
-		kubectl(t, append([]string{"label", "cluster", "ring-"}, wideCanary...)...)
-		kubectl(t, append([]string{"label", "cluster", wideLabel + "-"}, sandbox.DefaultMembers...)...)
+		labelClusters(t, "ring-", wideCanary...)
+		labelClusters(t, wideLabel+"-", sandbox.DefaultMembers...)
 	}
 	t.Cleanup(cleanup)
 	return cleanup
+}
+
+// labelClusters applies label (KEY=VALUE, or KEY- to remove it) to the Clusters named, with
+// kubectl.
+func labelClusters(t *testing.T, label string, names ...string) {
+	kubectl(t, append(append([]string{"label", "cluster"}, names...), label, "--overwrite")...)
 }
