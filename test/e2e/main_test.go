@@ -68,6 +68,14 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// The controller's log, set before the fleet starts: envtest logs through it as it installs
+	// the CRDs, and controller-runtime takes only the first logger it is given.
+	logFile, err := controllerLog(state)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer logFile.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	fleet, err = sandbox.StartFleet(ctx, sandbox.FleetOptions{
@@ -151,14 +159,24 @@ const uiToken = "e2e-token"
 
 var uiBase string
 
-// startController runs Kokumi's controller and server against the hub, as `kokumi dev` does,
-// with a short probe period so that a stopped member is noticed within seconds.
-func startController() (stop func(), err error) {
-	logFile, err := os.Create(filepath.Join(fleet.LogDir(), "kokumi-controller.log"))
+// controllerLog creates the controller's log among the fleet's on state and makes it
+// controller-runtime's.
+func controllerLog(state string) (*os.File, error) {
+	dir := sandbox.LogDir(state)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create the fleet's log directory: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, "kokumi-controller.log"))
 	if err != nil {
 		return nil, fmt.Errorf("create the controller's log: %w", err)
 	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
+	ctrl.SetLogger(zap.New(zap.WriteTo(f)))
+	return f, nil
+}
+
+// startController runs Kokumi's controller and server against the hub, as `kokumi dev` does,
+// with a short probe period so that a stopped member is noticed within seconds.
+func startController() (stop func(), err error) {
 	cfg := config.Default()
 	cfg.Namespace = sandbox.KokumiNamespace
 	cfg.ArgoCDNamespace = fleet.ArgoCDNamespace
@@ -187,7 +205,6 @@ func startController() (stop func(), err error) {
 		if err := <-done; err != nil {
 			fmt.Fprintln(os.Stderr, "controller:", err)
 		}
-		logFile.Close()
 	}, nil
 }
 
