@@ -37,7 +37,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("resolve state directory: %w", err)
 	}
 	// The controller logs beside the fleet's processes, so that the terminal shows the fleet.
-	logPath := filepath.Join(state, "logs", "kokumi-controller.log")
+	logPath := filepath.Join(sandbox.LogDir(state), "kokumi-controller.log")
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return fmt.Errorf("create log directory: %w", err)
 	}

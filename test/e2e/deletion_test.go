@@ -31,7 +31,7 @@ func TestDeletingAnOrderAndItsNamespaceOnTheHub(t *testing.T) {
 		stays  = "podinfo-stays"
 	)
 	ctx := context.Background()
-	must(t, fleet.RegisterDemoClusters(ctx))
+	must(t, fleet.RegisterDemoClusters(ctx, wideMembers...))
 	must(t, fleet.SetUpEnvironment(ctx, sandbox.EnvironmentSetup{
 		Namespace: ns, Name: sandbox.DemoStagingEnvironment, Project: "deleted", TargetNamespaces: []string{target},
 		Selector: map[string]string{sandbox.StagingLabel: sandbox.DemoStagingEnvironment},

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -67,10 +68,18 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// The controller's log, set before the fleet starts: envtest logs through it as it installs
+	// the CRDs, and controller-runtime takes only the first logger it is given.
+	logFile, err := controllerLog(state)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer logFile.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	fleet, err = sandbox.StartFleet(ctx, sandbox.FleetOptions{
-		Assets: assets, StateDir: state, Members: sandbox.DefaultMembers, Progress: os.Stdout,
+		Assets: assets, StateDir: state, Members: append(slices.Clone(sandbox.DefaultMembers), wideMembers...), Progress: os.Stdout,
 	})
 	defer func() {
 		if err := fleet.Stop(); err != nil {
@@ -125,19 +134,49 @@ func run(m *testing.M) int {
 	return code
 }
 
+// wideMembers join the e2e's fleet beside sandbox.DefaultMembers for the per-cluster
+// comparison, which judges a wave of four clusters against a baseline of four: registered with
+// wideLabel alone, which no other scenario's Environment selects, they stay out of the others.
+var wideMembers = []string{"wide-1", "wide-2", "wide-3", "wide-4", "wide-5"}
+
+// wideLabel is the label of the Clusters the per-cluster comparison's Environment selects.
+const wideLabel = "fleet"
+
+// edgeMembers returns the members the scenarios deploy to, by name: every member but
+// wideMembers.
+func edgeMembers() []*sandbox.Cluster {
+	var out []*sandbox.Cluster
+	for _, c := range fleet.Members() {
+		if !slices.Contains(wideMembers, c.Name) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // uiToken logs in to the server the e2e runs beside the controller, at uiBase.
 const uiToken = "e2e-token"
 
 var uiBase string
 
-// startController runs Kokumi's controller and server against the hub, as `kokumi dev` does,
-// with a short probe period so that a stopped member is noticed within seconds.
-func startController() (stop func(), err error) {
-	logFile, err := os.Create(filepath.Join(fleet.LogDir(), "kokumi-controller.log"))
+// controllerLog creates the controller's log among the fleet's on state and makes it
+// controller-runtime's.
+func controllerLog(state string) (*os.File, error) {
+	dir := sandbox.LogDir(state)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create the fleet's log directory: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, "kokumi-controller.log"))
 	if err != nil {
 		return nil, fmt.Errorf("create the controller's log: %w", err)
 	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logFile)))
+	ctrl.SetLogger(zap.New(zap.WriteTo(f)))
+	return f, nil
+}
+
+// startController runs Kokumi's controller and server against the hub, as `kokumi dev` does,
+// with a short probe period so that a stopped member is noticed within seconds.
+func startController() (stop func(), err error) {
 	cfg := config.Default()
 	cfg.Namespace = sandbox.KokumiNamespace
 	cfg.ArgoCDNamespace = fleet.ArgoCDNamespace
@@ -166,7 +205,6 @@ func startController() (stop func(), err error) {
 		if err := <-done; err != nil {
 			fmt.Fprintln(os.Stderr, "controller:", err)
 		}
-		logFile.Close()
 	}, nil
 }
 

@@ -44,7 +44,7 @@ func TestAReleaseFlowsFromStagingToEdgeWithASignedRecord(t *testing.T) {
 		edgeOr    = "podinfo-edge"
 	)
 	ctx := context.Background()
-	must(t, fleet.RegisterDemoClusters(ctx))
+	must(t, fleet.RegisterDemoClusters(ctx, wideMembers...))
 	for _, e := range []sandbox.EnvironmentSetup{
 		{Name: "staging", Selector: map[string]string{sandbox.StagingLabel: sandbox.DemoStagingEnvironment}},
 		{Name: "edge", Requires: []v1.StageRequirement{{Environment: "staging", Soak: &metav1.Duration{Duration: soak}}}},
@@ -110,7 +110,7 @@ func TestAReleaseFlowsFromStagingToEdgeWithASignedRecord(t *testing.T) {
 		if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: edgeOr}, &s); err != nil {
 			return err
 		}
-		return expectReady(&s, metav1.ConditionTrue, v1.ReasonDeployed, int32(len(fleet.Members())), s.Status.Clusters.Selected-s.Status.Clusters.Held)
+		return expectReady(&s, metav1.ConditionTrue, v1.ReasonDeployed, int32(len(edgeMembers())), s.Status.Clusters.Selected-s.Status.Clusters.Held)
 	})
 
 	// The record of staging's run verifies with stock cosign, as the docs tell a user to run it.
@@ -130,7 +130,7 @@ func TestAReleaseFlowsFromStagingToEdgeWithASignedRecord(t *testing.T) {
 	if err != nil || !strings.Contains(out, "The signatures were verified against the specified public key") {
 		t.Fatalf("stock cosign refused the deployment record of %s (%v):\n%s", ref, err, out)
 	}
-	if want := `"clusters":["` + fleet.Members()[0].Name + `"]`; !strings.Contains(payloads(out), want) {
+	if want := `"clusters":["` + edgeMembers()[0].Name + `"]`; !strings.Contains(payloads(out), want) {
 		t.Errorf("the verified record does not name staging's cluster (%s):\n%s", want, payloads(out))
 	}
 

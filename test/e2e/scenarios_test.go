@@ -72,7 +72,7 @@ func TestScenarios(t *testing.T) {
 func deployToThree(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now()
-	for _, m := range fleet.Members() {
+	for _, m := range edgeMembers() {
 		if err := fleet.RegisterCluster(ctx, m, map[string]string{sandbox.EnvironmentLabel: sandbox.DemoEnvironment}); err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func deployToThree(t *testing.T) {
 	if f := strings.Fields(lastLine(out)); len(f) < 7 || f[3] != "3" || f[4] != "3" || f[5] != "True" || f[6] != "Deployed" {
 		t.Errorf("kubectl shows %q, want CLUSTERS 3, HEALTHY 3, READY True, REASON Deployed", lastLine(out))
 	}
-	for _, m := range fleet.Members() {
+	for _, m := range edgeMembers() {
 		expectWorkload(t, m.Name, sandbox.DemoTargetNamespace)
 	}
 	apps := applications(t)
@@ -229,7 +229,7 @@ func canaryRollsBack(t *testing.T) {
 	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
 		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary that fails"},"progressDeadlineSeconds":5}}}}}`)
 	reached := map[string]string{}
-	watchRest := func() { secondWaveReached(t, good, reached) }
+	watchRest := func() { secondWaveReached(t, good, reached, "edge-2", "edge-3") }
 	s := waitServing(t, serving, "the canary failed and the roll-out went back", func(s *v1.Serving) error {
 		watchRest()
 		if c := readyCondition(s); c == nil || c.Reason != v1.ReasonRolledBack {
@@ -292,7 +292,7 @@ func smokeGateHolds(t *testing.T) {
 	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
 		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary whose smoke test fails"}}}}}}`)
 	reached := map[string]string{}
-	watchRest := func() { secondWaveReached(t, good, reached) }
+	watchRest := func() { secondWaveReached(t, good, reached, "edge-2", "edge-3") }
 	s := waitServing(t, serving, "the smoke gate failed and the roll-out halted", func(s *v1.Serving) error {
 		watchRest()
 		if c := readyCondition(s); c == nil || c.Reason != v1.ReasonRolloutHalted {
@@ -347,10 +347,10 @@ func canaryPolicy(t *testing.T, policy string) (cleanup func()) {
 	return cleanup
 }
 
-// secondWaveReached notes in reached each member of the second wave, edge-2 and edge-3, whose
-// Application targets another revision than good.
-func secondWaveReached(t *testing.T, good string, reached map[string]string) {
-	for _, c := range []string{"edge-2", "edge-3"} {
+// secondWaveReached notes in reached each member of the second wave, rest, whose Application
+// targets another revision than good.
+func secondWaveReached(t *testing.T, good string, reached map[string]string, rest ...string) {
+	for _, c := range rest {
 		for _, app := range clusterApplications(t, serving, c) {
 			if rev, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision"); rev != good {
 				reached[c] = rev
@@ -382,7 +382,7 @@ func forbiddenDestination(t *testing.T) {
 		if err := expectReady(s, metav1.ConditionFalse, v1.ReasonDeploymentFailed, 3, 0); err != nil {
 			return err
 		}
-		for _, m := range fleet.Members() {
+		for _, m := range edgeMembers() {
 			if err := expectTarget(s, m.Name, v1.ReasonRejected); err != nil {
 				return err
 			}
@@ -393,7 +393,7 @@ func forbiddenDestination(t *testing.T) {
 		}
 		return nil
 	})
-	for _, m := range fleet.Members() {
+	for _, m := range edgeMembers() {
 		if _, err := member(t, m.Name).CoreV1().Namespaces().Get(ctx, "forbidden", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("%s: the forbidden namespace exists (%v)", m.Name, err)
 		}
@@ -543,7 +543,7 @@ func targetNamespaceChange(t *testing.T) {
 	waitServing(t, serving, "the workload is deployed in the new namespace", func(s *v1.Serving) error {
 		return expectReady(s, metav1.ConditionTrue, v1.ReasonDeployed, 3, 3)
 	})
-	for _, m := range fleet.Members() {
+	for _, m := range edgeMembers() {
 		if m.Name == "edge-4" {
 			continue
 		}
@@ -585,7 +585,7 @@ func projectDeleted(t *testing.T) {
 		}
 		return nil
 	})
-	for _, m := range fleet.Members() {
+	for _, m := range edgeMembers() {
 		if m.Name == "edge-4" {
 			continue
 		}
@@ -725,7 +725,7 @@ func lastLine(s string) string {
 // lifecycle controller marks the node, and every Pod on it, NotReady within a minute, and
 // KWOK never turns those Pods Ready again. The scenarios above take longer than that.
 func TestMembersKeepTheirNodeLease(t *testing.T) {
-	for _, m := range fleet.Members() {
+	for _, m := range edgeMembers() {
 		eventually(t, time.Minute, m.Name+"'s node lease is fresh", func(ctx context.Context) error {
 			lease, err := member(t, m.Name).CoordinationV1().Leases("kube-node-lease").Get(ctx, sandbox.NodeName, metav1.GetOptions{})
 			if err != nil {
@@ -793,7 +793,7 @@ func jobGateHolds(t *testing.T) {
 	kubectl(t, "patch", "-n", tenant, "product", sandbox.DemoProduct, "--type=merge",
 		"-p", `{"spec":{"render":{"helm":{"values":{"ui":{"message":"A canary whose Job fails"}}}}}}`)
 	reached := map[string]string{}
-	watchRest := func() { secondWaveReached(t, good, reached) }
+	watchRest := func() { secondWaveReached(t, good, reached, "edge-2", "edge-3") }
 	s := waitServing(t, serving, "the Job gate failed and the roll-out halted", func(s *v1.Serving) error {
 		watchRest()
 		if s.Spec.PreparationName == goodPrep {

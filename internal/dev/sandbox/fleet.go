@@ -85,7 +85,7 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 		ArgoCDNamespace: ArgoCDNamespace,
 		opts:            o,
 		ports:           ports,
-		logDir:          filepath.Join(o.StateDir, "logs"),
+		logDir:          LogDir(o.StateDir),
 		members:         map[string]*Cluster{},
 	}
 	if err := f.start(ctx); err != nil {
@@ -237,6 +237,9 @@ func (f *Fleet) Pids() map[string]int {
 
 // LogDir is where every process of the fleet logs.
 func (f *Fleet) LogDir() string { return f.logDir }
+
+// LogDir is where the processes of a fleet on stateDir log, known before it starts.
+func LogDir(stateDir string) string { return filepath.Join(stateDir, "logs") }
 
 // Stop stops every process the fleet started: Argo CD, the members, the hub, redis and etcd.
 func (f *Fleet) Stop() error {
