@@ -53,8 +53,19 @@ const ChildRenders = 100
 // runtime's own growth.
 const addressHeadroom = 256 << 20
 
-// childNice is the child's scheduling priority (nice): below the controller's.
+// OrdinaryRender is the wall time an ordinary render takes at most (a chart of a few hundred
+// objects renders in well under a second): a render that runs longer has its child moved to the
+// lowest CPU priority (Process.Share), and the controller's render slots give the spare slot to a
+// namespace that runs no render once every slot has been held longer.
+const OrdinaryRender = 2 * time.Second
+
+// childNice is the child's scheduling priority (nice): below the controller's, so that its own
+// work (roll-outs, probes, records) comes first on a busy CPU.
 const childNice = 10
+
+// lowestNice is the lowest scheduling priority, of a render that ran past its share: on a busy
+// core the kernel gives such a child some 15% of a child's at childNice.
+const lowestNice = 19
 
 // exitCPU is the exit code of a child whose render ran out of CPU time (SIGXCPU).
 const exitCPU = 86
@@ -88,6 +99,11 @@ type Process struct {
 	// small chart's render costs) nor pay its CPU time; as many as renders run at a time is
 	// enough. Zero starts a child for each render, which exits after it.
 	Warm int
+	// Share is how long a render runs at the children's priority: its child is moved to the
+	// lowest then (nice 19), so that renders that run to their budgets leave the CPU to others'
+	// ordinary renders, and exits after the render (no process may raise its priority again).
+	// OrdinaryRender when zero.
+	Share time.Duration
 	// Namespace is the namespace whose render this is: a child that rendered for one namespace
 	// is kept for that namespace's renders only, so that nothing one tenant's render leaves in a
 	// child (Helm's engine keeps nothing, but a flaw might) reaches another's. Children started
@@ -154,7 +170,7 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		objs, err = newDecoder(dec, o.Limits).all()
 		return err
 	}
-	tooMuch, readErr := c.exchange(ctx, in, most, read)
+	tooMuch, readErr := p.exchange(ctx, c, in, most, read)
 	if kept && errors.Is(readErr, errNotSent) && ctx.Err() == nil {
 		// A kept child that died while it waited (killed from outside) took no part in this
 		// render: a new one renders it.
@@ -162,7 +178,7 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		if c, err = p.startLive(); err != nil {
 			return nil, err
 		}
-		tooMuch, readErr = c.exchange(ctx, in, most, read)
+		tooMuch, readErr = p.exchange(ctx, c, in, most, read)
 	}
 	var le *oci.LimitError
 	switch {
@@ -193,7 +209,7 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		}
 		return nil, fmt.Errorf("read the render's output: %w", readErr)
 	}
-	if res.Retire {
+	if res.Retire || c.demoted {
 		p.discard(c)
 	} else {
 		p.put(c)
@@ -213,6 +229,28 @@ type child struct {
 	stdin  io.WriteCloser
 	stdout *bufio.Reader
 	stderr bytes.Buffer
+	// demoted is set when the child was moved to the lowest priority (Process.Share).
+	demoted bool
+}
+
+// exchange is c.exchange, with c moved to the lowest priority once the render has run p's
+// share (Share, or OrdinaryRender).
+func (p Process) exchange(ctx context.Context, c *child, in []byte, most int64, read func(io.Reader) error) (bool, error) {
+	share := p.Share
+	if share <= 0 {
+		share = OrdinaryRender
+	}
+	demoted := make(chan struct{})
+	demote := time.AfterFunc(share, func() {
+		renice(c.cmd.Process.Pid, lowestNice)
+		close(demoted)
+	})
+	tooMuch, err := c.exchange(ctx, in, most, read)
+	if !demote.Stop() {
+		<-demoted // before the child may exit, and its process ID be another's
+		c.demoted = true
+	}
+	return tooMuch, err
 }
 
 // exchange writes the request in to the child and reads its answer with read, which is given
@@ -282,7 +320,7 @@ func readFrameSize(r *bufio.Reader) (int64, error) {
 	return n, nil
 }
 
-// pool holds, for each Process but its Namespace (base), its children: those started ahead
+// pool holds, for each Process but its Namespace and Share (base), its children: those started ahead
 // (fresh), which have rendered nothing yet, those kept after a render of a namespace (used), which
 // render that namespace's only, and how many it has started and not seen exit (live).
 var pool = struct {
@@ -298,9 +336,10 @@ type children struct {
 	live  int
 }
 
-// base is p without its Namespace: the key of its children in pool.
+// base is p without its Namespace and its Share (the parent's, not the children's): the key of its
+// children in pool.
 func (p Process) base() Process {
-	p.Namespace = ""
+	p.Namespace, p.Share = "", 0
 	return p
 }
 
@@ -568,8 +607,8 @@ func runChild(stdin io.Reader, stdout io.Writer) int {
 	// cgroup run out first.
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0)
 	// And the controller's own work (roll-outs, probes, records) comes before any render's on
-	// a busy CPU.
-	_ = syscall.Setpriority(syscall.PRIO_PROCESS, 0, childNice)
+	// a busy CPU: every thread of this process (read before Restrict closes /proc).
+	renice(os.Getpid(), childNice)
 	// Nothing of the file system but what a render reads, no network.
 	if err := Restrict(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -664,6 +703,26 @@ func (l limits) hold() {
 	}
 	if l.cpuSeconds > 0 {
 		setSoft(syscall.RLIMIT_CPU, cpuUsed()+l.cpuSeconds)
+	}
+}
+
+// renice sets the scheduling priority of every thread of process pid to nice. On Linux a nice
+// value is a thread's (setpriority of a process ID sets its main thread's alone), and a thread
+// takes the nice value of the thread that starts it: the threads are set twice over, so that one
+// started meanwhile by a thread not yet set is set too. A process may lower its own priority, and
+// its children's, never raise it.
+func renice(pid, nice int) {
+	for range 2 {
+		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		if err != nil {
+			_ = syscall.Setpriority(syscall.PRIO_PROCESS, pid, nice)
+			return
+		}
+		for _, t := range tasks {
+			if tid, err := strconv.Atoi(t.Name()); err == nil {
+				_ = syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice)
+			}
+		}
 	}
 }
 

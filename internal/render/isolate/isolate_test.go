@@ -291,3 +291,85 @@ func TestTheParentsReadOfARendersObjectsStopsAtItsBudget(t *testing.T) {
 		t.Fatalf("an ordinary chart of the same budgets: %v", err)
 	}
 }
+
+// A render child runs below the controller (nice 10), all its threads; one whose render runs past
+// its share is moved to the lowest priority (nice 19), all its threads, so that on a busy core
+// another tenant's ordinary render takes most of the CPU time; and it renders nothing more (no
+// process may raise its priority again). Counted in the nice values the kernel reports, not in
+// wall time.
+func TestARenderPastItsShareRunsAtTheLowestPriority(t *testing.T) {
+	layers := []oci.Layer{{MediaType: oci.MediaTypeHelmChart, Data: ocitest.PodinfoChart(t)}}
+	opts := render.Options{ReleaseName: "web", TargetNamespace: "team-a"}
+	p := isolate.Process{Memory: 256 << 20, Timeout: 5 * time.Minute, Warm: 1, Namespace: "nice"}
+	if _, err := p.Render(context.Background(), layers, opts); err != nil {
+		t.Fatal(err)
+	}
+	kept := p.Kept()
+	if len(kept) != 1 {
+		t.Fatalf("kept children %v, want one", kept)
+	}
+	if got := niceOf(t, kept[0]); len(got) < 2 || !all(got, 10) {
+		t.Errorf("the kept child's threads run at nice %v, want 10 each", got)
+	}
+
+	// A share of a nanosecond: every render runs past it.
+	p.Share = time.Nanosecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Render(ctx, bomb(t, "{{ range until 4000000 }}{{ range until 400 }}{{ end }}{{ end }}"), render.Options{ReleaseName: "b", TargetNamespace: "b"})
+		done <- err
+	}()
+	var got []int
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if got = niceOf(t, kept[0]); len(got) > 0 && all(got, 19) {
+			break
+		}
+	}
+	if len(got) == 0 || !all(got, 19) {
+		t.Errorf("the child's threads run at nice %v past its share, want 19 each", got)
+	}
+	cancel()
+	<-done
+	if _, err := p.Render(context.Background(), layers, opts); err != nil {
+		t.Fatal(err)
+	}
+	if now := p.Kept(); len(now) != 0 {
+		t.Errorf("a render past its share kept its child %v, want none", now)
+	}
+}
+
+// niceOf is the nice value of each thread of process pid (none once it exited).
+func niceOf(t *testing.T, pid int) []int {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return nil
+	}
+	var nice []int
+	for _, task := range tasks {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// nice is field 19 of stat, 17 after the comm.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		n, err := strconv.Atoi(fields[16])
+		if err != nil {
+			t.Fatalf("stat of thread %s of %d: %q", task.Name(), pid, stat)
+		}
+		nice = append(nice, n)
+	}
+	return nice
+}
+
+// all reports whether every one of ns is n.
+func all(ns []int, n int) bool {
+	for _, m := range ns {
+		if m != n {
+			return false
+		}
+	}
+	return true
+}
