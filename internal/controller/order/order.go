@@ -536,20 +536,19 @@ func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespa
 		Images:  &images.Resolver{Credentials: creds, PlainHTTP: plain, Namespace: namespace, Allow: own, Tags: r.tagCache()},
 		Budgets: r.Config.RenderBudgets,
 		Allowed: r.Config.RegistryAllowed,
-		Render:  r.renderer().Render,
+		Render:  r.renderer(namespace).Render,
 	}, nil
 }
 
-// renderer renders in a process of its own, held to the render budgets' memory and timeout,
-// with a child started ahead for each render slot so that no render waits for its start. A
-// child kept after a render renders the next of any namespace: keeping one per namespace
-// (isolate.Process.Namespace) made a change of 100 Orders over 100 namespaces 1.5 times slower
-// (make bench-render), so the controller does not (docs/orders-and-preparations.md).
-func (r *Reconciler) renderer() isolate.Process {
+// renderer renders namespace's renders in a process of its own, held to the render budgets'
+// memory and timeout. A child that rendered for one namespace renders that namespace's only
+// (isolate.Process.Namespace); a child started ahead for each render slot waits at all times, so
+// that a namespace's render does not wait for a child's start (docs/orders-and-preparations.md).
+func (r *Reconciler) renderer(namespace string) isolate.Process {
 	b := r.Config.RenderBudgets.WithDefaults()
 	workers := r.Config.RenderWorkers
 	config.OrDefault(&workers, config.DefaultRenderWorkers)
-	return isolate.Process{Memory: b.Memory, Timeout: b.Timeout, Warm: workers}
+	return isolate.Process{Memory: b.Memory, Timeout: b.Timeout, Warm: workers, Namespace: namespace}
 }
 
 // artifactRepository is where an Order's Preparations are pushed: the bundled registry,

@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,11 +106,12 @@ type Process struct {
 	// OrdinaryRender when zero.
 	Share time.Duration
 	// Namespace is the namespace whose render this is: a child that rendered for one namespace
-	// is kept for that namespace's renders only, so that nothing one tenant's render leaves in a
-	// child (Helm's engine keeps nothing, but a flaw might) reaches another's. Children started
-	// ahead have rendered nothing and take any namespace's first render. The Warm children
-	// waiting are shared by all namespaces: when a render of another namespace would keep one
-	// more, the one that waited longest exits.
+	// renders that namespace's only, so that nothing one tenant's render leaves in a child (Helm's
+	// engine keeps nothing, but a flaw might) reaches another's. Warm children that rendered
+	// nothing wait at all times and take any namespace's first render, and Warm children are kept
+	// after a render, those of the namespaces that rendered last: a render of a namespace that has
+	// none kept costs a child's start, made ahead. Without a Namespace a child renders any
+	// namespace's renders.
 	Namespace string
 }
 
@@ -231,6 +233,8 @@ type child struct {
 	stderr bytes.Buffer
 	// demoted is set when the child was moved to the lowest priority (Process.Share).
 	demoted bool
+	// namespace is the namespace the child rendered for, of a Process with a Namespace.
+	namespace string
 }
 
 // exchange is c.exchange, with c moved to the lowest priority once the render has run p's
@@ -320,9 +324,13 @@ func readFrameSize(r *bufio.Reader) (int64, error) {
 	return n, nil
 }
 
-// pool holds, for each Process but its Namespace and Share (base), its children: those started ahead
-// (fresh), which have rendered nothing yet, those kept after a render of a namespace (used), which
-// render that namespace's only, and how many it has started and not seen exit (live).
+// pool holds the children of each Process but its Namespace and Share (base), and how many it
+// has started and not seen exit (live), how many of those are starting (starting). Of a Process
+// without a Namespace, the children waiting for a request (fresh) render any render. Of one with a
+// Namespace, those started ahead (fresh) have rendered nothing and take any namespace's render,
+// and Warm of them wait at all times, so that a namespace's render does not wait for a start; a
+// child kept after a render (used) renders its namespace's only, and Warm are kept, those of the
+// namespaces that rendered last.
 var pool = struct {
 	sync.Mutex
 	of map[Process]*children
@@ -331,15 +339,22 @@ var pool = struct {
 // children are a Process's children (pool).
 type children struct {
 	fresh []*child
-	used  map[string][]*child
-	idle  int
-	live  int
+	// used are the children kept after a render of a namespace, the one kept first first.
+	used           []*child
+	live, starting int
 }
 
-// base is p without its Namespace and its Share (the parent's, not the children's): the key of its
-// children in pool.
+// perNamespace is the Namespace of the key in pool of the Processes with a Namespace.
+const perNamespace = "\x00"
+
+// base is the key of p's children in pool: p without its Share (the parent's, not the
+// children's) and its Namespace, but for whether it has one (a child that rendered for any
+// namespace is never one of those that render for one only).
 func (p Process) base() Process {
-	p.Namespace, p.Share = "", 0
+	if p.Namespace != "" {
+		p.Namespace = perNamespace
+	}
+	p.Share = 0
 	return p
 }
 
@@ -347,65 +362,105 @@ func (p Process) base() Process {
 func (p Process) children() *children {
 	k := pool.of[p.base()]
 	if k == nil {
-		k = &children{used: map[string][]*child{}}
+		k = &children{}
 		pool.of[p.base()] = k
 	}
 	return k
 }
 
 // take returns a child waiting for its request: one kept from an earlier render of p's
-// Namespace, or one started ahead (kept), when there is one, else one started now.
+// Namespace, or one started ahead (kept), when there is one, else one started now; and starts
+// others ahead (topUp).
 func (p Process) take() (c *child, kept bool, err error) {
 	pool.Lock()
 	k := p.children()
-	if used := k.used[p.Namespace]; len(used) > 0 {
-		c = used[len(used)-1]
-		k.used[p.Namespace] = used[:len(used)-1]
-	} else if len(k.fresh) > 0 {
+	if p.Namespace != "" {
+		c = k.takeUsed(p.Namespace)
+	}
+	if c == nil && len(k.fresh) > 0 {
 		c = k.fresh[len(k.fresh)-1]
 		k.fresh = k.fresh[:len(k.fresh)-1]
 	}
+	if c == nil {
+		k.live++ // the one started now
+	}
+	p.topUp(k)
+	pool.Unlock()
 	if c != nil {
-		k.idle--
-		pool.Unlock()
 		return c, true, nil
 	}
-	pool.Unlock()
-	if c, err = p.startLive(); err != nil {
+	if c, err = p.start(); err != nil {
+		p.notStarted()
 		return nil, false, err
 	}
 	return c, false, nil
 }
 
+// takeUsed takes the child kept last after a render of namespace, if any; pool is held.
+func (k *children) takeUsed(namespace string) *child {
+	for i := len(k.used) - 1; i >= 0; i-- {
+		if c := k.used[i]; c.namespace == namespace {
+			k.used = slices.Delete(k.used, i, i+1)
+			return c
+		}
+	}
+	return nil
+}
+
 // startLive starts a child for the render at hand, and counts it live.
 func (p Process) startLive() (*child, error) {
-	c, err := p.start()
-	if err != nil {
-		return nil, err
-	}
 	pool.Lock()
 	p.children().live++
 	pool.Unlock()
+	c, err := p.start()
+	if err != nil {
+		p.notStarted()
+		return nil, err
+	}
 	return c, nil
 }
 
-// put keeps c, which has answered a request of p's Namespace and waits for the next, for a
-// later render of that namespace; when Warm children wait already, one of another namespace
-// (or one started ahead) exits instead, else c.
-func (p Process) put(c *child) {
+// notStarted counts a child that was counted live and did not start.
+func (p Process) notStarted() {
 	pool.Lock()
-	k := p.children()
+	p.children().live--
+	pool.Unlock()
+}
+
+// topUp starts children ahead of need: of a Process with a Namespace, until Warm wait that
+// rendered nothing; of one without, until Warm live; pool is held.
+func (p Process) topUp(k *children) {
+	n := p.Warm - k.live
+	if p.Namespace != "" {
+		n = p.Warm - len(k.fresh) - k.starting
+	}
+	for range max(n, 0) {
+		k.live++
+		k.starting++
+		go p.refill()
+	}
+}
+
+// put keeps c, which has answered a request of p's Namespace and waits for the next: for any
+// later render (no Namespace), or for a later render of that namespace. When more than Warm are
+// kept, the one kept first exits, one of another namespace first.
+func (p Process) put(c *child) {
 	if p.Warm <= 0 {
-		pool.Unlock()
 		p.discard(c)
 		return
 	}
-	k.used[p.Namespace] = append(k.used[p.Namespace], c)
-	k.idle++
+	pool.Lock()
+	k := p.children()
 	var evicted *child
-	if k.idle > p.Warm {
-		evicted = k.evict(p.Namespace)
-		k.idle--
+	if p.Namespace == "" {
+		if k.fresh = append(k.fresh, c); len(k.fresh) > p.Warm {
+			evicted, k.fresh = k.fresh[0], k.fresh[1:]
+		}
+	} else {
+		c.namespace = p.Namespace
+		if k.used = append(k.used, c); len(k.used) > p.Warm {
+			evicted = k.evict(p.Namespace)
+		}
 	}
 	pool.Unlock()
 	if evicted != nil {
@@ -413,30 +468,17 @@ func (p Process) put(c *child) {
 	}
 }
 
-// evict takes out the child that waits longest of a namespace other than ns, else one started
-// ahead, else the one of ns that waits longest; pool is held.
+// evict takes out the child kept first of a namespace other than ns, else the one kept first;
+// pool is held.
 func (k *children) evict(ns string) *child {
-	for other, used := range k.used {
-		if other != ns && len(used) > 0 {
-			c := used[0]
-			if k.used[other] = used[1:]; len(k.used[other]) == 0 {
-				delete(k.used, other)
-			}
-			return c
-		}
-	}
-	if len(k.fresh) > 0 {
-		c := k.fresh[0]
-		k.fresh = k.fresh[1:]
-		return c
-	}
-	c := k.used[ns][0]
-	k.used[ns] = k.used[ns][1:]
+	i := slices.IndexFunc(k.used, func(c *child) bool { return c.namespace != ns })
+	i = max(i, 0)
+	c := k.used[i]
+	k.used = slices.Delete(k.used, i, i+1)
 	return c
 }
 
-// discard lets c exit (its stdin closed) or kills it, and starts another for a later render
-// when fewer than Warm children live.
+// discard lets c exit (its stdin closed) or kills it, and starts another ahead of need (topUp).
 func (p Process) discard(c *child) {
 	_ = c.stdin.Close()
 	_ = c.cmd.Process.Kill()
@@ -444,35 +486,29 @@ func (p Process) discard(c *child) {
 	p.gone()
 }
 
-// gone counts a child that exited, or will, and starts another ahead of need when fewer than
-// Warm live.
+// gone counts a child that exited, or will, and starts others ahead of need (topUp).
 func (p Process) gone() {
 	pool.Lock()
 	k := p.children()
 	k.live--
-	refill := k.live < p.Warm
-	if refill {
-		k.live++
-	}
+	p.topUp(k)
 	pool.Unlock()
-	if refill {
-		go p.refill()
-	}
 }
 
-// refill starts a child for a later render of any namespace (a live one, counted already).
+// refill starts a child for a later render of any namespace (a live and starting one, counted
+// already).
 func (p Process) refill() {
 	c, err := p.start()
 	pool.Lock()
 	k := p.children()
+	k.starting--
 	if err != nil {
 		k.live--
 		pool.Unlock()
 		return // the next render starts its own, and says what fails
 	}
-	if k.idle < p.Warm {
+	if len(k.fresh) < p.Warm {
 		k.fresh = append(k.fresh, c)
-		k.idle++
 		pool.Unlock()
 		return
 	}
@@ -524,7 +560,9 @@ func (p Process) childFailed(err error, stderr string) error {
 // childEnv is the child's environment: none of the controller's, but for what the Go runtime
 // reads, with its memory limit, and the render's limits.
 func childEnv(p Process) []string {
-	env := []string{"GOTRACEBACK=none"}
+	// No collection while the child starts (the packages' init allocates some 10 MiB, all of it
+	// kept): a quarter of its start's CPU time. runChild sets the collector going.
+	env := []string{"GOTRACEBACK=none", "GOGC=off"}
 	if p.Memory > 0 {
 		env = append(env, "GOMEMLIMIT="+strconv.FormatInt(p.Memory, 10), "KOKUMI_RENDER_MEMORY="+strconv.FormatInt(p.Memory, 10))
 	}
@@ -557,16 +595,25 @@ func (p Process) resolved() (Process, error) {
 	return p, nil
 }
 
-// Kept returns the process IDs of the children p keeps waiting for a request of its Namespace
-// after one (Warm), the one kept last first.
+// Kept returns the process IDs of the children p keeps waiting for a request after one (Warm):
+// of its Namespace when it has one, else of any; the one kept last first.
 func (p Process) Kept() []int {
 	p, _ = p.resolved()
 	pool.Lock()
 	defer pool.Unlock()
-	idle := p.children().used[p.Namespace]
-	pids := make([]int, 0, len(idle))
-	for i := len(idle) - 1; i >= 0; i-- {
-		pids = append(pids, idle[i].cmd.Process.Pid)
+	k := p.children()
+	kept := k.fresh
+	if p.Namespace != "" {
+		kept = nil
+		for _, c := range k.used {
+			if c.namespace == p.Namespace {
+				kept = append(kept, c)
+			}
+		}
+	}
+	pids := make([]int, 0, len(kept))
+	for i := len(kept) - 1; i >= 0; i-- {
+		pids = append(pids, kept[i].cmd.Process.Pid)
 	}
 	return pids
 }
@@ -633,6 +680,7 @@ func runChild(stdin io.Reader, stdout io.Writer) int {
 			}
 		}()
 	}
+	debug.SetGCPercent(100) // off while the child started (childEnv)
 	if lim.memory > 0 {
 		debug.SetMemoryLimit(lim.memory)
 	}

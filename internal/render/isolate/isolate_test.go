@@ -264,6 +264,16 @@ func TestAKeptChildRendersOneNamespacesRendersOnly(t *testing.T) {
 	if again := a.Kept(); len(again) != 1 || again[0] != keptA[0] {
 		t.Errorf("team-a's next render kept %v, want its child %v", again, keptA)
 	}
+	// Warm (2) children are kept after renders, those of the namespaces that rendered last: a
+	// third namespace's render takes the place of team-b's, which rendered before team-a's last.
+	c := a
+	c.Namespace = "team-c"
+	if _, err := c.Render(context.Background(), victim, render.Options{ReleaseName: "c", TargetNamespace: "team-c"}); err != nil {
+		t.Fatal(err)
+	}
+	if ka, kb, kc := a.Kept(), b.Kept(), c.Kept(); len(ka) != 1 || len(kb) != 0 || len(kc) != 1 {
+		t.Errorf("kept for team-a %v, team-b %v, team-c %v: want team-b's to have exited", ka, kb, kc)
+	}
 }
 
 // manyKeys is a chart of configMaps ConfigMaps of keys short keys each: some 13 bytes of YAML a
@@ -332,11 +342,12 @@ func TestARenderPastItsShareRunsAtTheLowestPriority(t *testing.T) {
 	}
 	cancel()
 	<-done
+	p.Share = 0
 	if _, err := p.Render(context.Background(), layers, opts); err != nil {
 		t.Fatal(err)
 	}
-	if now := p.Kept(); len(now) != 0 {
-		t.Errorf("a render past its share kept its child %v, want none", now)
+	if now := p.Kept(); len(now) != 1 || now[0] == kept[0] {
+		t.Errorf("kept children %v after a render past its share in %d: want another one", now, kept[0])
 	}
 }
 
