@@ -55,8 +55,8 @@ const ChildRenders = 100
 const addressHeadroom = 256 << 20
 
 // OrdinaryRender is the wall time an ordinary render takes at most (a chart of a few hundred
-// objects renders in well under a second): a render that runs longer has its child moved to the
-// lowest CPU priority (Process.Share), and the controller's render slots give the spare slot to a
+// objects renders in well under a second): a render that runs longer beside another has its child
+// moved to the lowest CPU priority (Process.Share), and the controller's render slots give the spare slot to a
 // namespace that runs no render once every slot has been held longer.
 const OrdinaryRender = 2 * time.Second
 
@@ -100,10 +100,10 @@ type Process struct {
 	// small chart's render costs) nor pay its CPU time; as many as renders run at a time is
 	// enough. Zero starts a child for each render, which exits after it.
 	Warm int
-	// Share is how long a render runs at the children's priority: its child is moved to the
-	// lowest then (nice 19), so that renders that run to their budgets leave the CPU to others'
-	// ordinary renders, and exits after the render (no process may raise its priority again).
-	// OrdinaryRender when zero.
+	// Share is how long a render runs at the children's priority: past it, while another render
+	// runs, its child is moved to the lowest (nice 19), so that renders that run to their budgets
+	// leave the CPU to others' ordinary renders, and exits after the render (no process may raise
+	// its priority again). OrdinaryRender when zero.
 	Share time.Duration
 	// Namespace is the namespace whose render this is: a child that rendered for one namespace
 	// renders that namespace's only, so that nothing one tenant's render leaves in a child (Helm's
@@ -238,23 +238,72 @@ type child struct {
 }
 
 // exchange is c.exchange, with c moved to the lowest priority once the render has run p's
-// share (Share, or OrdinaryRender).
+// share (Share, or OrdinaryRender) while another render runs, of any Process: when it has run it
+// and another starts, or when it reaches it beside another. A render alone keeps its priority: it
+// takes the CPU from no render, and the controller's own work comes first anyway.
 func (p Process) exchange(ctx context.Context, c *child, in []byte, most int64, read func(io.Reader) error) (bool, error) {
 	share := p.Share
 	if share <= 0 {
 		share = OrdinaryRender
 	}
-	demoted := make(chan struct{})
-	demote := time.AfterFunc(share, func() {
-		renice(c.cmd.Process.Pid, lowestNice)
-		close(demoted)
+	f := &inFlight{c: c, share: share, start: time.Now()}
+	running.Lock()
+	var past []*inFlight
+	for o := range running.renders {
+		if time.Since(o.start) >= o.share {
+			past = append(past, o)
+		}
+	}
+	running.renders[f] = struct{}{}
+	running.Unlock()
+	for _, o := range past {
+		o.demote()
+	}
+	timer := time.AfterFunc(share, func() {
+		running.Lock()
+		beside := len(running.renders) > 1
+		running.Unlock()
+		if beside {
+			f.demote()
+		}
 	})
 	tooMuch, err := c.exchange(ctx, in, most, read)
-	if !demote.Stop() {
-		<-demoted // before the child may exit, and its process ID be another's
-		c.demoted = true
-	}
+	timer.Stop()
+	running.Lock()
+	delete(running.renders, f)
+	running.Unlock()
+	f.mu.Lock()
+	f.done = true // before the child may exit, and its process ID be another's
+	c.demoted = f.demoted
+	f.mu.Unlock()
 	return tooMuch, err
+}
+
+// running are the renders under way, of every Process.
+var running = struct {
+	sync.Mutex
+	renders map[*inFlight]struct{}
+}{renders: map[*inFlight]struct{}{}}
+
+// inFlight is a render under way in child c, since start, of a Process whose share is share.
+type inFlight struct {
+	c     *child
+	share time.Duration
+	start time.Time
+	// mu guards done (the render ended) and demoted (its child was moved to the lowest priority).
+	mu            sync.Mutex
+	done, demoted bool
+}
+
+// demote moves the render's child to the lowest priority, unless the render ended.
+func (f *inFlight) demote() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done || f.demoted {
+		return
+	}
+	renice(f.c.cmd.Process.Pid, lowestNice)
+	f.demoted = true
 }
 
 // exchange writes the request in to the child and reads its answer with read, which is given
