@@ -56,8 +56,8 @@ const addressHeadroom = 256 << 20
 
 // OrdinaryRender is the wall time an ordinary render takes at most (a chart of a few hundred
 // objects renders in well under a second): a render that runs longer beside another has its child
-// moved to the lowest CPU priority (Process.Share), and the controller's render slots give the spare slot to a
-// namespace that runs no render once every slot has been held longer.
+// moved to the lowest CPU priority (Process.Share), and the controller's render slots give the
+// spare slot to a namespace that runs no render once every slot has been held longer.
 const OrdinaryRender = 2 * time.Second
 
 // childNice is the child's scheduling priority (nice): below the controller's, so that its own
@@ -65,7 +65,8 @@ const OrdinaryRender = 2 * time.Second
 const childNice = 10
 
 // lowestNice is the lowest scheduling priority, of a render that ran past its share: on a busy
-// core the kernel gives such a child some 15% of a child's at childNice.
+// core the kernel gives such a child about a seventh of a child's at childNice (CFS weights 15
+// and 110).
 const lowestNice = 19
 
 // exitCPU is the exit code of a child whose render ran out of CPU time (SIGXCPU).
@@ -98,7 +99,8 @@ type Process struct {
 	// Warm is how many children are kept waiting for a request between renders, so that a
 	// render does not wait for its child's start (some 80 ms for Kokumi's binary, most of what a
 	// small chart's render costs) nor pay its CPU time; as many as renders run at a time is
-	// enough. Zero starts a child for each render, which exits after it.
+	// enough. Zero starts a child for each render, which exits after it. With a Namespace, Warm
+	// that rendered nothing and Warm kept after renders (Namespace).
 	Warm int
 	// Share is how long a render runs at the children's priority: past it, while another render
 	// runs, its child is moved to the lowest (nice 19), so that renders that run to their budgets
