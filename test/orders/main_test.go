@@ -79,7 +79,7 @@ func (s suite) Run() int {
 	cfg = config.Default()
 	cfg.BundledRegistry = bundled.Addr
 	// A render that never ends is killed within seconds here (hostile_test.go), and a chart of
-	// 100,000 objects reaches its objects budget before (budget_test.go).
+	// 12,000 objects reaches its objects budget before, under load too (budget_test.go).
 	cfg.RenderBudgets.Timeout = 15 * time.Second
 	cfg.RenderBudgets.Memory = 256 << 20
 	if err := env.CreateNamespaces(ctx, cfg.Namespace, cfg.ArgoCDNamespace); err != nil {

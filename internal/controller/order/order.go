@@ -554,11 +554,13 @@ func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespa
 	}, nil
 }
 
-// renderer renders in a process of its own, held to the render budgets' memory and timeout,
-// with a child started ahead for each render slot so that no render waits for its start. A
-// child kept after a render renders the next of any namespace: keeping one per namespace
-// (isolate.Process.Namespace) made a change of 100 Orders over 100 namespaces 1.5 times slower
-// (make bench-render), so the controller does not (docs/orders-and-preparations.md).
+// renderer renders in a process of its own, held to the render budgets'
+// memory and timeout, with a child started ahead for each render slot so that no render waits
+// for its start. A child kept after a render renders the next of any namespace: keeping them per
+// namespace (isolate.Process.Namespace, a child started ahead as one is taken) costs a child's
+// start for almost every render when Orders spread over namespaces, and made a chart change of
+// 100 Orders over 100 namespaces 1.61× the recording bare pipeline against 0.88× (make
+// bench-render's check), too near its bound of 2× (docs/orders-and-preparations.md).
 func (r *Reconciler) renderer() isolate.Process {
 	b := r.Config.RenderBudgets.WithDefaults()
 	workers := r.Config.RenderWorkers

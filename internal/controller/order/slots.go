@@ -5,12 +5,9 @@ import (
 	"slices"
 	"sync"
 	"time"
-)
 
-// ordinaryRender is the wall time an ordinary render takes at most (a chart of a few hundred
-// objects renders in well under a second): when every render slot has been held longer, the
-// spare slot takes a render of a namespace that runs none.
-const ordinaryRender = 2 * time.Second
+	"github.com/kokumi-dev/kokumi/internal/render/isolate"
+)
 
 // slots bound the renders that run at once: size in all, and perNamespace of one namespace, so
 // that one namespace's hundred Orders, or a hostile Order's renders that run to their timeout,
@@ -27,7 +24,7 @@ type slots struct {
 	size         int
 	perNamespace int
 	// share is how long a render holds a slot before it no longer keeps the spare from a
-	// namespace that runs none (ordinaryRender).
+	// namespace that runs none (isolate.OrdinaryRender).
 	share   time.Duration
 	running map[string]int
 	// turn are the namespaces that wait for a slot, in the order they take one, and waiting how
@@ -46,7 +43,7 @@ type slots struct {
 // (at least one), and the spare.
 func newSlots(size int) *slots {
 	size = max(size, 1)
-	return &slots{size: size, perNamespace: max(size/2, 1), share: ordinaryRender, running: map[string]int{}, waiting: map[string]int{},
+	return &slots{size: size, perNamespace: max(size/2, 1), share: isolate.OrdinaryRender, running: map[string]int{}, waiting: map[string]int{},
 		held: map[uint64]time.Time{}, freed: make(chan struct{})}
 }
 

@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,8 +54,20 @@ const ChildRenders = 100
 // runtime's own growth.
 const addressHeadroom = 256 << 20
 
-// childNice is the child's scheduling priority (nice): below the controller's.
+// OrdinaryRender is the wall time an ordinary render takes at most (a chart of a few hundred
+// objects renders in well under a second): a render that runs longer beside another has its child
+// moved to the lowest CPU priority (Process.Share), and the controller's render slots give the
+// spare slot to a namespace that runs no render once every slot has been held longer.
+const OrdinaryRender = 2 * time.Second
+
+// childNice is the child's scheduling priority (nice): below the controller's, so that its own
+// work (roll-outs, probes, records) comes first on a busy CPU.
 const childNice = 10
+
+// lowestNice is the lowest scheduling priority, of a render that ran past its share: on a busy
+// core the kernel gives such a child about a seventh of a child's at childNice (CFS weights 15
+// and 110).
+const lowestNice = 19
 
 // exitCPU is the exit code of a child whose render ran out of CPU time (SIGXCPU).
 const exitCPU = 86
@@ -86,14 +99,21 @@ type Process struct {
 	// Warm is how many children are kept waiting for a request between renders, so that a
 	// render does not wait for its child's start (some 80 ms for Kokumi's binary, most of what a
 	// small chart's render costs) nor pay its CPU time; as many as renders run at a time is
-	// enough. Zero starts a child for each render, which exits after it.
+	// enough. Zero starts a child for each render, which exits after it. With a Namespace, Warm
+	// that rendered nothing and Warm kept after renders (Namespace).
 	Warm int
+	// Share is how long a render runs at the children's priority: past it, while another render
+	// runs, its child is moved to the lowest (nice 19), so that renders that run to their budgets
+	// leave the CPU to others' ordinary renders, and exits after the render (no process may raise
+	// its priority again). OrdinaryRender when zero.
+	Share time.Duration
 	// Namespace is the namespace whose render this is: a child that rendered for one namespace
-	// is kept for that namespace's renders only, so that nothing one tenant's render leaves in a
-	// child (Helm's engine keeps nothing, but a flaw might) reaches another's. Children started
-	// ahead have rendered nothing and take any namespace's first render. The Warm children
-	// waiting are shared by all namespaces: when a render of another namespace would keep one
-	// more, the one that waited longest exits.
+	// renders that namespace's only, so that nothing one tenant's render leaves in a child (Helm's
+	// engine keeps nothing, but a flaw might) reaches another's. Warm children that rendered
+	// nothing wait at all times and take any namespace's first render, and Warm children are kept
+	// after a render, those of the namespaces that rendered last: a render of a namespace that has
+	// none kept costs a child's start, made ahead. Without a Namespace a child renders any
+	// namespace's renders.
 	Namespace string
 }
 
@@ -154,7 +174,7 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		objs, err = newDecoder(dec, o.Limits).all()
 		return err
 	}
-	tooMuch, readErr := c.exchange(ctx, in, most, read)
+	tooMuch, readErr := p.exchange(ctx, c, in, most, read)
 	if kept && errors.Is(readErr, errNotSent) && ctx.Err() == nil {
 		// A kept child that died while it waited (killed from outside) took no part in this
 		// render: a new one renders it.
@@ -162,7 +182,7 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		if c, err = p.startLive(); err != nil {
 			return nil, err
 		}
-		tooMuch, readErr = c.exchange(ctx, in, most, read)
+		tooMuch, readErr = p.exchange(ctx, c, in, most, read)
 	}
 	var le *oci.LimitError
 	switch {
@@ -193,7 +213,7 @@ func (p Process) Render(ctx context.Context, layers []oci.Layer, o render.Option
 		}
 		return nil, fmt.Errorf("read the render's output: %w", readErr)
 	}
-	if res.Retire {
+	if res.Retire || c.demoted {
 		p.discard(c)
 	} else {
 		p.put(c)
@@ -213,6 +233,79 @@ type child struct {
 	stdin  io.WriteCloser
 	stdout *bufio.Reader
 	stderr bytes.Buffer
+	// demoted is set when the child was moved to the lowest priority (Process.Share).
+	demoted bool
+	// namespace is the namespace the child rendered for, of a Process with a Namespace.
+	namespace string
+}
+
+// exchange is c.exchange, with c moved to the lowest priority once the render has run p's
+// share (Share, or OrdinaryRender) while another render runs, of any Process: when it has run it
+// and another starts, or when it reaches it beside another. A render alone keeps its priority: it
+// takes the CPU from no render, and the controller's own work comes first anyway.
+func (p Process) exchange(ctx context.Context, c *child, in []byte, most int64, read func(io.Reader) error) (bool, error) {
+	share := p.Share
+	if share <= 0 {
+		share = OrdinaryRender
+	}
+	f := &inFlight{c: c, share: share, start: time.Now()}
+	running.Lock()
+	var past []*inFlight
+	for o := range running.renders {
+		if time.Since(o.start) >= o.share {
+			past = append(past, o)
+		}
+	}
+	running.renders[f] = struct{}{}
+	running.Unlock()
+	for _, o := range past {
+		o.demote()
+	}
+	timer := time.AfterFunc(share, func() {
+		running.Lock()
+		beside := len(running.renders) > 1
+		running.Unlock()
+		if beside {
+			f.demote()
+		}
+	})
+	tooMuch, err := c.exchange(ctx, in, most, read)
+	timer.Stop()
+	running.Lock()
+	delete(running.renders, f)
+	running.Unlock()
+	f.mu.Lock()
+	f.done = true // before the child may exit, and its process ID be another's
+	c.demoted = f.demoted
+	f.mu.Unlock()
+	return tooMuch, err
+}
+
+// running are the renders under way, of every Process.
+var running = struct {
+	sync.Mutex
+	renders map[*inFlight]struct{}
+}{renders: map[*inFlight]struct{}{}}
+
+// inFlight is a render under way in child c, since start, of a Process whose share is share.
+type inFlight struct {
+	c     *child
+	share time.Duration
+	start time.Time
+	// mu guards done (the render ended) and demoted (its child was moved to the lowest priority).
+	mu            sync.Mutex
+	done, demoted bool
+}
+
+// demote moves the render's child to the lowest priority, unless the render ended.
+func (f *inFlight) demote() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done || f.demoted {
+		return
+	}
+	renice(f.c.cmd.Process.Pid, lowestNice)
+	f.demoted = true
 }
 
 // exchange writes the request in to the child and reads its answer with read, which is given
@@ -282,9 +375,13 @@ func readFrameSize(r *bufio.Reader) (int64, error) {
 	return n, nil
 }
 
-// pool holds, for each Process but its Namespace (base), its children: those started ahead
-// (fresh), which have rendered nothing yet, those kept after a render of a namespace (used), which
-// render that namespace's only, and how many it has started and not seen exit (live).
+// pool holds the children of each Process but its Namespace and Share (base), and how many it
+// has started and not seen exit (live), how many of those are starting (starting). Of a Process
+// without a Namespace, the children waiting for a request (fresh) render any render. Of one with a
+// Namespace, those started ahead (fresh) have rendered nothing and take any namespace's render,
+// and Warm of them wait at all times, so that a namespace's render does not wait for a start; a
+// child kept after a render (used) renders its namespace's only, and Warm are kept, those of the
+// namespaces that rendered last.
 var pool = struct {
 	sync.Mutex
 	of map[Process]*children
@@ -293,14 +390,22 @@ var pool = struct {
 // children are a Process's children (pool).
 type children struct {
 	fresh []*child
-	used  map[string][]*child
-	idle  int
-	live  int
+	// used are the children kept after a render of a namespace, the one kept first first.
+	used           []*child
+	live, starting int
 }
 
-// base is p without its Namespace: the key of its children in pool.
+// perNamespace is the Namespace of the key in pool of the Processes with a Namespace.
+const perNamespace = "\x00"
+
+// base is the key of p's children in pool: p without its Share (the parent's, not the
+// children's) and its Namespace, but for whether it has one (a child that rendered for any
+// namespace is never one of those that render for one only).
 func (p Process) base() Process {
-	p.Namespace = ""
+	if p.Namespace != "" {
+		p.Namespace = perNamespace
+	}
+	p.Share = 0
 	return p
 }
 
@@ -308,65 +413,105 @@ func (p Process) base() Process {
 func (p Process) children() *children {
 	k := pool.of[p.base()]
 	if k == nil {
-		k = &children{used: map[string][]*child{}}
+		k = &children{}
 		pool.of[p.base()] = k
 	}
 	return k
 }
 
 // take returns a child waiting for its request: one kept from an earlier render of p's
-// Namespace, or one started ahead (kept), when there is one, else one started now.
+// Namespace, or one started ahead (kept), when there is one, else one started now; and starts
+// others ahead (topUp).
 func (p Process) take() (c *child, kept bool, err error) {
 	pool.Lock()
 	k := p.children()
-	if used := k.used[p.Namespace]; len(used) > 0 {
-		c = used[len(used)-1]
-		k.used[p.Namespace] = used[:len(used)-1]
-	} else if len(k.fresh) > 0 {
+	if p.Namespace != "" {
+		c = k.takeUsed(p.Namespace)
+	}
+	if c == nil && len(k.fresh) > 0 {
 		c = k.fresh[len(k.fresh)-1]
 		k.fresh = k.fresh[:len(k.fresh)-1]
 	}
+	if c == nil {
+		k.live++ // the one started now
+	}
+	p.topUp(k)
+	pool.Unlock()
 	if c != nil {
-		k.idle--
-		pool.Unlock()
 		return c, true, nil
 	}
-	pool.Unlock()
-	if c, err = p.startLive(); err != nil {
+	if c, err = p.start(); err != nil {
+		p.notStarted()
 		return nil, false, err
 	}
 	return c, false, nil
 }
 
+// takeUsed takes the child kept last after a render of namespace, if any; pool is held.
+func (k *children) takeUsed(namespace string) *child {
+	for i := len(k.used) - 1; i >= 0; i-- {
+		if c := k.used[i]; c.namespace == namespace {
+			k.used = slices.Delete(k.used, i, i+1)
+			return c
+		}
+	}
+	return nil
+}
+
 // startLive starts a child for the render at hand, and counts it live.
 func (p Process) startLive() (*child, error) {
-	c, err := p.start()
-	if err != nil {
-		return nil, err
-	}
 	pool.Lock()
 	p.children().live++
 	pool.Unlock()
+	c, err := p.start()
+	if err != nil {
+		p.notStarted()
+		return nil, err
+	}
 	return c, nil
 }
 
-// put keeps c, which has answered a request of p's Namespace and waits for the next, for a
-// later render of that namespace; when Warm children wait already, one of another namespace
-// (or one started ahead) exits instead, else c.
-func (p Process) put(c *child) {
+// notStarted counts a child that was counted live and did not start.
+func (p Process) notStarted() {
 	pool.Lock()
-	k := p.children()
+	p.children().live--
+	pool.Unlock()
+}
+
+// topUp starts children ahead of need: of a Process with a Namespace, until Warm wait that
+// rendered nothing; of one without, until Warm live; pool is held.
+func (p Process) topUp(k *children) {
+	n := p.Warm - k.live
+	if p.Namespace != "" {
+		n = p.Warm - len(k.fresh) - k.starting
+	}
+	for range max(n, 0) {
+		k.live++
+		k.starting++
+		go p.refill()
+	}
+}
+
+// put keeps c, which has answered a request of p's Namespace and waits for the next: for any
+// later render (no Namespace), or for a later render of that namespace. When more than Warm are
+// kept, the one kept first exits, one of another namespace first.
+func (p Process) put(c *child) {
 	if p.Warm <= 0 {
-		pool.Unlock()
 		p.discard(c)
 		return
 	}
-	k.used[p.Namespace] = append(k.used[p.Namespace], c)
-	k.idle++
+	pool.Lock()
+	k := p.children()
 	var evicted *child
-	if k.idle > p.Warm {
-		evicted = k.evict(p.Namespace)
-		k.idle--
+	if p.Namespace == "" {
+		if k.fresh = append(k.fresh, c); len(k.fresh) > p.Warm {
+			evicted, k.fresh = k.fresh[0], k.fresh[1:]
+		}
+	} else {
+		c.namespace = p.Namespace
+		if k.used = append(k.used, c); len(k.used) > p.Warm {
+			evicted = k.evict(p.Namespace)
+		}
 	}
 	pool.Unlock()
 	if evicted != nil {
@@ -374,30 +519,17 @@ func (p Process) put(c *child) {
 	}
 }
 
-// evict takes out the child that waits longest of a namespace other than ns, else one started
-// ahead, else the one of ns that waits longest; pool is held.
+// evict takes out the child kept first of a namespace other than ns, else the one kept first;
+// pool is held.
 func (k *children) evict(ns string) *child {
-	for other, used := range k.used {
-		if other != ns && len(used) > 0 {
-			c := used[0]
-			if k.used[other] = used[1:]; len(k.used[other]) == 0 {
-				delete(k.used, other)
-			}
-			return c
-		}
-	}
-	if len(k.fresh) > 0 {
-		c := k.fresh[0]
-		k.fresh = k.fresh[1:]
-		return c
-	}
-	c := k.used[ns][0]
-	k.used[ns] = k.used[ns][1:]
+	i := slices.IndexFunc(k.used, func(c *child) bool { return c.namespace != ns })
+	i = max(i, 0)
+	c := k.used[i]
+	k.used = slices.Delete(k.used, i, i+1)
 	return c
 }
 
-// discard lets c exit (its stdin closed) or kills it, and starts another for a later render
-// when fewer than Warm children live.
+// discard lets c exit (its stdin closed) or kills it, and starts another ahead of need (topUp).
 func (p Process) discard(c *child) {
 	_ = c.stdin.Close()
 	_ = c.cmd.Process.Kill()
@@ -405,35 +537,29 @@ func (p Process) discard(c *child) {
 	p.gone()
 }
 
-// gone counts a child that exited, or will, and starts another ahead of need when fewer than
-// Warm live.
+// gone counts a child that exited, or will, and starts others ahead of need (topUp).
 func (p Process) gone() {
 	pool.Lock()
 	k := p.children()
 	k.live--
-	refill := k.live < p.Warm
-	if refill {
-		k.live++
-	}
+	p.topUp(k)
 	pool.Unlock()
-	if refill {
-		go p.refill()
-	}
 }
 
-// refill starts a child for a later render of any namespace (a live one, counted already).
+// refill starts a child for a later render of any namespace (a live and starting one, counted
+// already).
 func (p Process) refill() {
 	c, err := p.start()
 	pool.Lock()
 	k := p.children()
+	k.starting--
 	if err != nil {
 		k.live--
 		pool.Unlock()
 		return // the next render starts its own, and says what fails
 	}
-	if k.idle < p.Warm {
+	if len(k.fresh) < p.Warm {
 		k.fresh = append(k.fresh, c)
-		k.idle++
 		pool.Unlock()
 		return
 	}
@@ -485,7 +611,9 @@ func (p Process) childFailed(err error, stderr string) error {
 // childEnv is the child's environment: none of the controller's, but for what the Go runtime
 // reads, with its memory limit, and the render's limits.
 func childEnv(p Process) []string {
-	env := []string{"GOTRACEBACK=none"}
+	// No collection while the child starts (the packages' init allocates some 10 MiB, all of it
+	// kept): a quarter of its start's CPU time. runChild sets the collector going.
+	env := []string{"GOTRACEBACK=none", "GOGC=off"}
 	if p.Memory > 0 {
 		env = append(env, "GOMEMLIMIT="+strconv.FormatInt(p.Memory, 10), "KOKUMI_RENDER_MEMORY="+strconv.FormatInt(p.Memory, 10))
 	}
@@ -518,16 +646,25 @@ func (p Process) resolved() (Process, error) {
 	return p, nil
 }
 
-// Kept returns the process IDs of the children p keeps waiting for a request of its Namespace
-// after one (Warm), the one kept last first.
+// Kept returns the process IDs of the children p keeps waiting for a request after one (Warm):
+// of its Namespace when it has one, else of any; the one kept last first.
 func (p Process) Kept() []int {
 	p, _ = p.resolved()
 	pool.Lock()
 	defer pool.Unlock()
-	idle := p.children().used[p.Namespace]
-	pids := make([]int, 0, len(idle))
-	for i := len(idle) - 1; i >= 0; i-- {
-		pids = append(pids, idle[i].cmd.Process.Pid)
+	k := p.children()
+	kept := k.fresh
+	if p.Namespace != "" {
+		kept = nil
+		for _, c := range k.used {
+			if c.namespace == p.Namespace {
+				kept = append(kept, c)
+			}
+		}
+	}
+	pids := make([]int, 0, len(kept))
+	for i := len(kept) - 1; i >= 0; i-- {
+		pids = append(pids, kept[i].cmd.Process.Pid)
 	}
 	return pids
 }
@@ -568,8 +705,8 @@ func runChild(stdin io.Reader, stdout io.Writer) int {
 	// cgroup run out first.
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0)
 	// And the controller's own work (roll-outs, probes, records) comes before any render's on
-	// a busy CPU.
-	_ = syscall.Setpriority(syscall.PRIO_PROCESS, 0, childNice)
+	// a busy CPU: every thread of this process (read before Restrict closes /proc).
+	renice(os.Getpid(), childNice)
 	// Nothing of the file system but what a render reads, no network.
 	if err := Restrict(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -594,6 +731,7 @@ func runChild(stdin io.Reader, stdout io.Writer) int {
 			}
 		}()
 	}
+	debug.SetGCPercent(100) // off while the child started (childEnv)
 	if lim.memory > 0 {
 		debug.SetMemoryLimit(lim.memory)
 	}
@@ -664,6 +802,26 @@ func (l limits) hold() {
 	}
 	if l.cpuSeconds > 0 {
 		setSoft(syscall.RLIMIT_CPU, cpuUsed()+l.cpuSeconds)
+	}
+}
+
+// renice sets the scheduling priority of every thread of process pid to nice. On Linux a nice
+// value is a thread's (setpriority of a process ID sets its main thread's alone), and a thread
+// takes the nice value of the thread that starts it: the threads are set twice over, so that one
+// started meanwhile by a thread not yet set is set too. A process may lower its own priority, and
+// its children's, never raise it.
+func renice(pid, nice int) {
+	for range 2 {
+		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		if err != nil {
+			_ = syscall.Setpriority(syscall.PRIO_PROCESS, pid, nice)
+			return
+		}
+		for _, t := range tasks {
+			if tid, err := strconv.Atoi(t.Name()); err == nil {
+				_ = syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice)
+			}
+		}
 	}
 }
 

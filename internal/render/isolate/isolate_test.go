@@ -264,6 +264,16 @@ func TestAKeptChildRendersOneNamespacesRendersOnly(t *testing.T) {
 	if again := a.Kept(); len(again) != 1 || again[0] != keptA[0] {
 		t.Errorf("team-a's next render kept %v, want its child %v", again, keptA)
 	}
+	// Warm (2) children are kept after renders, those of the namespaces that rendered last: a
+	// third namespace's render takes the place of team-b's, which rendered before team-a's last.
+	c := a
+	c.Namespace = "team-c"
+	if _, err := c.Render(context.Background(), victim, render.Options{ReleaseName: "c", TargetNamespace: "team-c"}); err != nil {
+		t.Fatal(err)
+	}
+	if ka, kb, kc := a.Kept(), b.Kept(), c.Kept(); len(ka) != 1 || len(kb) != 0 || len(kc) != 1 {
+		t.Errorf("kept for team-a %v, team-b %v, team-c %v: want team-b's to have exited", ka, kb, kc)
+	}
 }
 
 // manyKeys is a chart of configMaps ConfigMaps of keys short keys each: some 13 bytes of YAML a
@@ -290,4 +300,95 @@ func TestTheParentsReadOfARendersObjectsStopsAtItsBudget(t *testing.T) {
 	if err != nil || len(got.Objects) != 3 {
 		t.Fatalf("an ordinary chart of the same budgets: %v", err)
 	}
+}
+
+// A render child runs below the controller (nice 10), all its threads; one whose render runs past
+// its share beside another render is moved to the lowest priority (nice 19), all its threads, so
+// that on a busy core the other render takes most of the CPU time; alone, it keeps its priority;
+// and once moved it renders nothing more (no process may raise its priority again). Counted in
+// the nice values the kernel reports and the child's CPU time, not in wall time.
+func TestARenderPastItsShareBesideAnotherRunsAtTheLowestPriority(t *testing.T) {
+	layers := []oci.Layer{{MediaType: oci.MediaTypeHelmChart, Data: ocitest.PodinfoChart(t)}}
+	opts := render.Options{ReleaseName: "web", TargetNamespace: "team-a"}
+	p := isolate.Process{Memory: 256 << 20, Timeout: 5 * time.Minute, Warm: 1, Namespace: "nice"}
+	if _, err := p.Render(context.Background(), layers, opts); err != nil {
+		t.Fatal(err)
+	}
+	kept := p.Kept()
+	if len(kept) != 1 {
+		t.Fatalf("kept children %v, want one", kept)
+	}
+	if got := niceOf(t, kept[0]); len(got) < 2 || !all(got, 10) {
+		t.Errorf("the kept child's threads run at nice %v, want 10 each", got)
+	}
+
+	// A share of a nanosecond: every render runs past it.
+	p.Share = time.Nanosecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Render(ctx, bomb(t, "{{ range until 4000000 }}{{ range until 400 }}{{ end }}{{ end }}"), render.Options{ReleaseName: "b", TargetNamespace: "b"})
+		done <- err
+	}()
+	// Alone past its share (its render has taken CPU time), it keeps its priority.
+	for deadline := time.Now().Add(time.Minute); childCPU(t, kept[0]) < 200*time.Millisecond; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the bomb's render took no CPU time in a minute")
+		}
+	}
+	if got := niceOf(t, kept[0]); !all(got, 10) {
+		t.Errorf("alone past its share, the child's threads run at nice %v, want 10 each", got)
+	}
+	// Another render starts beside it: the child is moved before that render runs.
+	other := isolate.Process{Memory: 256 << 20, Timeout: 5 * time.Minute, Warm: 1, Namespace: "other"}
+	if _, err := other.Render(context.Background(), layers, opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := niceOf(t, kept[0]); len(got) < 2 || !all(got, 19) {
+		t.Errorf("past its share beside another render, the child's threads run at nice %v, want 19 each", got)
+	}
+	cancel()
+	<-done
+	p.Share = 0
+	if _, err := p.Render(context.Background(), layers, opts); err != nil {
+		t.Fatal(err)
+	}
+	if now := p.Kept(); len(now) != 1 || now[0] == kept[0] {
+		t.Errorf("kept children %v after a render past its share in %d: want another one", now, kept[0])
+	}
+}
+
+// niceOf is the nice value of each thread of process pid (none once it exited).
+func niceOf(t *testing.T, pid int) []int {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return nil
+	}
+	var nice []int
+	for _, task := range tasks {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// nice is field 19 of stat, 17 after the comm.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		n, err := strconv.Atoi(fields[16])
+		if err != nil {
+			t.Fatalf("stat of thread %s of %d: %q", task.Name(), pid, stat)
+		}
+		nice = append(nice, n)
+	}
+	return nice
+}
+
+// all reports whether every one of ns is n.
+func all(ns []int, n int) bool {
+	for _, m := range ns {
+		if m != n {
+			return false
+		}
+	}
+	return true
 }
