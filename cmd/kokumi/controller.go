@@ -59,6 +59,7 @@ func bindConfigFlags(fs *flag.FlagSet, c *config.Config) {
 	fs.IntVar(&c.ApplicationWriters, "application-writers", d.ApplicationWriters, "how many Argo CD Applications one Serving writes at a time")
 	fs.IntVar(&c.ApplicationWriteSlice, "application-write-slice", d.ApplicationWriteSlice, "how many Argo CD Applications one reconcile of a Serving writes at most (and at most about 10 s of writes) before it writes its progress and goes on in the next reconcile")
 	fs.IntVar(&c.RenderWorkers, "render-workers", d.RenderWorkers, "how many renders run at a time, each in a process of its own; one namespace's at most half of them (at least one), so that another namespace's Order finds a slot")
+	fs.BoolVar(&c.RenderChildPerNamespace, "render-child-per-namespace", d.RenderChildPerNamespace, "keep render children per namespace, so that a child that rendered one namespace's chart never renders another's (costs a child's start, about 40 ms of CPU, for most renders when Orders spread over many namespaces); false: a kept child renders any namespace's next render")
 	fs.IntVar(&c.ProbeWorkers, "probe-workers", d.ProbeWorkers, "how many Cluster probes run at a time, apart from the reconcile workers")
 	fs.BoolVar(&c.ProbeKeepAlive, "probe-keep-alive", d.ProbeKeepAlive, "keep each Cluster's probe connection open from probe to probe (false: close it after each probe, holding about 60 KB less memory per Cluster for a TLS handshake each probe)")
 	bindConcurrencyFlags(fs, c)

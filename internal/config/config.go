@@ -60,6 +60,11 @@ type Config struct {
 	// (at least one): an Order of a namespace that runs its share waits without holding an
 	// Order worker. Zero or less means DefaultRenderWorkers.
 	RenderWorkers int
+	// RenderChildPerNamespace keeps render children per namespace: a child that rendered for
+	// one namespace renders that namespace's renders only (isolate.Process.Namespace), at the
+	// cost of a child's start for most renders when Orders spread over many namespaces. False
+	// keeps them shared: a kept child renders the next render of any namespace.
+	RenderChildPerNamespace bool
 	// Concurrency is how many reconciles of each kind run at a time, by kind (OrderConcurrency,
 	// ServingConcurrency, ClusterConcurrency, EnvironmentConcurrency: the flags
 	// --<kind>-concurrency); a kind missing, or zero, runs DefaultConcurrency's number.

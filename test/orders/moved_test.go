@@ -18,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	kconfig "github.com/kokumi-dev/kokumi/internal/config"
 	orderctrl "github.com/kokumi-dev/kokumi/internal/controller/order"
 	"github.com/kokumi-dev/kokumi/internal/oci"
 	"github.com/kokumi-dev/kokumi/internal/oci/registry"
@@ -40,6 +41,14 @@ func startOrdersWith(t *testing.T, addr string, retryAfter time.Duration) (stop 
 	t.Helper()
 	c := cfg
 	c.BundledRegistry = addr
+	return startOrdersConfig(t, c, retryAfter)
+}
+
+// startOrdersConfig runs an Order reconciler of movedNamespace with configuration c until the
+// stop it returns is called or the test ends.
+func startOrdersConfig(t *testing.T, c kconfig.Config, retryAfter time.Duration) (stop func()) {
+	t.Helper()
+	addr := c.BundledRegistry
 	sa, err := env.ControllerConfig(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -550,22 +550,32 @@ func (r *Reconciler) builder(ctx context.Context, creds oci.Credentials, namespa
 		Images:  &images.Resolver{Credentials: creds, PlainHTTP: plain, Namespace: namespace, Allow: own, Tags: r.tagCache()},
 		Budgets: r.Config.RenderBudgets,
 		Allowed: r.Config.RegistryAllowed,
-		Render:  r.renderer().Render,
+		Render:  r.renderer(namespace).Render,
 	}, nil
 }
 
-// renderer renders in a process of its own, held to the render budgets'
-// memory and timeout, with a child started ahead for each render slot so that no render waits
-// for its start. A child kept after a render renders the next of any namespace: keeping them per
-// namespace (isolate.Process.Namespace, a child started ahead as one is taken) costs a child's
-// start for almost every render when Orders spread over namespaces, and made a chart change of
-// 100 Orders over 100 namespaces 1.61× the recording bare pipeline against 0.88× (make
-// bench-render's check), too near its bound of 2× (docs/orders-and-preparations.md).
-func (r *Reconciler) renderer() isolate.Process {
-	b := r.Config.RenderBudgets.WithDefaults()
-	workers := r.Config.RenderWorkers
+// renderer renders namespace's renders in a process of its own (RenderProcess).
+func (r *Reconciler) renderer(namespace string) isolate.Process {
+	return RenderProcess(r.Config, namespace)
+}
+
+// RenderProcess is the render process of namespace's renders under configuration c: the render
+// budgets' memory and timeout, and a child started ahead for each render slot so that no render
+// waits for its start. A child kept after a render renders the next of any namespace unless the
+// admin keeps them per namespace (Config.RenderChildPerNamespace, isolate.Process.Namespace):
+// that costs a child's start for almost every render when Orders spread over namespaces, and
+// made a chart change of 100 Orders over 100 namespaces 1.61× the recording bare pipeline
+// against 0.88× (make bench-render's check), too near its bound of 2× to be the default
+// (docs/orders-and-preparations.md).
+func RenderProcess(c config.Config, namespace string) isolate.Process {
+	b := c.RenderBudgets.WithDefaults()
+	workers := c.RenderWorkers
 	config.OrDefault(&workers, config.DefaultRenderWorkers)
-	return isolate.Process{Memory: b.Memory, Timeout: b.Timeout, Warm: workers}
+	p := isolate.Process{Memory: b.Memory, Timeout: b.Timeout, Warm: workers}
+	if c.RenderChildPerNamespace {
+		p.Namespace = namespace
+	}
+	return p
 }
 
 // artifactRepository is where an Order's Preparations are pushed: the bundled registry,
