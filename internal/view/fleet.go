@@ -75,12 +75,6 @@ type FleetQuery struct {
 // which is wrong and how to fix it.
 func FleetQueryOf(v url.Values) (FleetQuery, error) {
 	q := FleetQuery{Selector: v.Get("selector"), Order: v.Get("order"), State: v.Get("state"), After: v.Get("after")}
-	if q.State != "" && !slices.Contains(FleetStates, q.State) {
-		return q, fmt.Errorf("state %q is not a state of the fleet view: use one of %s", q.State, strings.Join(FleetStates, ", "))
-	}
-	if _, err := fleetSelector(q.Selector); err != nil {
-		return q, err
-	}
 	if s := v.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxRows {
@@ -88,7 +82,19 @@ func FleetQueryOf(v url.Values) (FleetQuery, error) {
 		}
 		q.Limit = n
 	}
-	return q, nil
+	return q, q.Check()
+}
+
+// Check says what of q is wrong, and how to fix it: its state, its selector or its limit.
+func (q FleetQuery) Check() error {
+	if q.State != "" && !slices.Contains(FleetStates, q.State) {
+		return fmt.Errorf("state %q is not a state of the fleet view: use one of %s", q.State, strings.Join(FleetStates, ", "))
+	}
+	if q.Limit < 0 || q.Limit > MaxRows {
+		return fmt.Errorf("limit %d is not a whole number from 1 to %d", q.Limit, MaxRows)
+	}
+	_, err := fleetSelector(q.Selector)
+	return err
 }
 
 // fleetSelector parses a fleet query's label selector; its error says how to write one.
@@ -169,12 +175,12 @@ type fleetColumn struct {
 // view keeps those the Environments select). Rows are ordered by cluster name; columns by
 // namespace, Environment and Order. Its error says what of q is wrong.
 func FleetOf(clusters []v1.Cluster, envs []FleetEnvironment, argoBase string, q FleetQuery) (FleetPage, error) {
+	if err := q.Check(); err != nil {
+		return FleetPage{}, err
+	}
 	sel, err := fleetSelector(q.Selector)
 	if err != nil {
 		return FleetPage{}, err
-	}
-	if q.State != "" && !slices.Contains(FleetStates, q.State) {
-		return FleetPage{}, fmt.Errorf("state %q is not a state of the fleet view: use one of %s", q.State, strings.Join(FleetStates, ", "))
 	}
 	page := FleetPage{Environments: []string{}, Columns: []FleetColumn{}, Rows: []FleetRow{}, Counts: map[string]int{}}
 	for _, st := range FleetStates {
