@@ -19,7 +19,6 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/view"
 )
 
-
 // Fleet is what `fleet` prints with -o json or -o yaml: the page of the fleet view the UI
 // shows, and why Argo CD's Applications could not be read, when they could not.
 type Fleet struct {
