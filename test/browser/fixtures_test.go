@@ -214,6 +214,9 @@ func fixtures(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := fleetView(ctx); err != nil {
+		return fmt.Errorf("the Fleet page: %w", err)
+	}
 	return fleet(ctx)
 }
 
