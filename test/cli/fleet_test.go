@@ -136,18 +136,26 @@ func TestFleetErrorsNameTheFix(t *testing.T) {
 	must(t, env.Client.Create(ctx, &v1.Environment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod"}, Spec: v1.EnvironmentSpec{
 		ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{"fleet": ns}}, Project: "prod",
 	}}))
-	cfg, err := env.AddUser("fleet-viewer")
-	must(t, err)
-	must(t, env.Client.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet-viewer-view"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "fleet-viewer"}},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
-	}))
-	kubeconfig := t.TempDir() + "/viewer.kubeconfig"
-	must(t, writeKubeconfig(kubeconfig, cfg, ns))
+	kubeconfig := viewerKubeconfig(t, ns, "fleet-viewer")
 	r = kubectlKokumi(t, "fleet", "prod", "--kubeconfig", kubeconfig)
 	want := "error: you may not list Clusters: the fleet view needs `list clusters.delivery.kokumi.dev` (cluster-wide)"
 	if r.code != 1 || !strings.HasPrefix(r.stderr, want) || !strings.Contains(r.stderr, "Fleet page") {
 		t.Errorf("as a viewer: exit %d, stderr %q, want %q", r.code, r.stderr, want)
 	}
+}
+
+// viewerKubeconfig writes the kubeconfig of a new user bound to the role view in ns, and returns
+// its path.
+func viewerKubeconfig(t *testing.T, ns, user string) string {
+	t.Helper()
+	cfg, err := env.AddUser(user)
+	must(t, err)
+	must(t, env.Client.Create(context.Background(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user + "-view"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+	}))
+	kubeconfig := t.TempDir() + "/" + user + ".kubeconfig"
+	must(t, writeKubeconfig(kubeconfig, cfg, ns))
+	return kubeconfig
 }

@@ -109,19 +109,8 @@ func RunFleetView(ctx context.Context, opts FleetViewOptions) (row *FleetViewRow
 	if err := r.setUpHub(hubOptions{bulk: true}, bareNamespace); err != nil {
 		return row, err
 	}
-	preps := make([]prep, opts.Orders)
-	if err := parallel(8, opts.Orders, func(i int) error {
-		name := servingName(i)
-		p, err := r.preparation(name, name+"-1")
-		if err != nil {
-			return err
-		}
-		preps[i] = p
-		return r.admin.Create(r.ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenantNamespace}, Spec: v1.OrderSpec{
-			ProductRef: v1.LocalObjectReference{Name: productName}, EnvironmentRef: v1.LocalObjectReference{Name: environmentName},
-			Promotion: v1.Promotion{Mode: v1.PromotionManual},
-		}})
-	}); err != nil {
+	preps, err := r.manualOrders(opts.Orders)
+	if err != nil {
 		return row, err
 	}
 	if err := parallel(16, opts.N, func(i int) error { return r.readyCluster(ClusterName(i)) }); err != nil {
@@ -151,6 +140,28 @@ func RunFleetView(ctx context.Context, opts FleetViewOptions) (row *FleetViewRow
 		return row, fmt.Errorf("run kokumi server: %w", err)
 	}
 	return row, nil
+}
+
+// manualOrders creates n Orders of the Environment that promote by hand (named servingName(i)),
+// each with a Preparation and its artifact, and returns the Preparations.
+func (r *run) manualOrders(n int) ([]prep, error) {
+	preps := make([]prep, n)
+	err := parallel(8, n, func(i int) error {
+		name := servingName(i)
+		p, err := r.preparation(name, name+"-1")
+		if err != nil {
+			return err
+		}
+		preps[i] = p
+		if err := r.admin.Create(r.ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenantNamespace}, Spec: v1.OrderSpec{
+			ProductRef: v1.LocalObjectReference{Name: productName}, EnvironmentRef: v1.LocalObjectReference{Name: environmentName},
+			Promotion: v1.Promotion{Mode: v1.PromotionManual},
+		}}); err != nil {
+			return fmt.Errorf("create Order %s: %w", name, err)
+		}
+		return nil
+	})
+	return preps, err
 }
 
 // readyCluster creates the Cluster name of the Environment, Ready as its probe would say.
