@@ -65,6 +65,7 @@
  * @property {(args: string[]) => Promise<void> | void} [mount]
  * @property {() => any} [init]
  * @property {boolean} [public]
+ * @property {number} [refreshEvery] how often, at most, events fetch the page again, in ms (300 when unset)
  */
 
 /** @param {string} id */
@@ -462,10 +463,11 @@ function signedOut() {
 
 /** @type {ReturnType<typeof setTimeout> | undefined} */
 let refreshTimer;
-// refreshSoon fetches the page again at most every 300 ms, however many events arrive.
+// refreshSoon fetches the page again at most every 300 ms (or the page's refreshEvery), however
+// many events arrive.
 function refreshSoon() {
   if (refreshTimer !== undefined) return;
-  refreshTimer = setTimeout(() => { refreshTimer = undefined; refresh(); }, 300);
+  refreshTimer = setTimeout(() => { refreshTimer = undefined; refresh(); }, current.page?.refreshEvery || 300);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1317,6 +1319,9 @@ async function pageFleet(pressed, other) {
  * @type {Page}
  */
 const fleetPage = {
+  // Every answer decides every cell of the fleet (the counts need them all): a busy fleet's
+  // events fetch it again at most every 2 s.
+  refreshEvery: 2000,
   title: (_, args) => args.length ? `${args[1]} · Fleet · Kokumi` : "Fleet · Kokumi",
   /** @returns {FleetUI} */
   init: () => ({ selector: "", order: "", state: "", after: "", before: [], orders: [], selectorTimer: undefined }),
