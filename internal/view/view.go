@@ -491,32 +491,48 @@ func rowRank(r ClusterRow) int {
 	return int(fleet.Progressing)
 }
 
+// clusterRow is the row of Cluster c for a Serving whose status says target of it (nil: nothing)
+// and deploys revision: from c's Application (nil when there is none), held while c is not
+// Ready, and otherwise in the state fleet.Observe decides (settle). The Cluster page and the
+// fleet view build their cells with it.
+func clusterRow(c *v1.Cluster, app *argocd.Application, target *v1.Target, revision, argoBase string) ClusterRow {
+	row := ClusterRow{Cluster: c.Name}
+	if app != nil {
+		row = appRow(app, c.Name, argoBase)
+	} else if target != nil {
+		row.Application, row.Revision = target.Application, target.Revision
+	}
+	if target != nil {
+		applyTarget(&row, *target)
+	}
+	if !cluster.IsReady(c) {
+		holdNotReady(&row, c)
+	}
+	settle(&row, app, revision)
+	return row
+}
+
 // ClusterDeployments builds the Cluster page's Deployments tab from the Applications Kokumi
 // keeps for the Cluster c, ordered by Serving: each row as the Serving page shows the cluster,
 // from the Application and what the Serving's status (of servings, by namespace/name) says of
 // it, and held while c is not Ready.
 func ClusterDeployments(c *v1.Cluster, apps []argocd.Application, servings map[string]*v1.Serving, argoBase string) ([]Deployment, int) {
-	ready := apimeta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionReady)
 	out := make([]Deployment, 0, len(apps))
 	for i := range apps {
 		app := &apps[i]
 		l := app.GetLabels()
-		d := Deployment{Namespace: l[argocd.LabelServingNamespace], Serving: l[argocd.LabelServing], ClusterRow: appRow(app, c.Name, argoBase)}
-		if sv := servings[d.Namespace+"/"+d.Serving]; sv != nil {
-			for _, t := range sv.Status.Targets {
-				if t.Cluster == c.Name {
-					applyTarget(&d.ClusterRow, t)
-				}
-			}
-		}
-		if !ready {
-			holdNotReady(&d.ClusterRow, c)
-		}
+		d := Deployment{Namespace: l[argocd.LabelServingNamespace], Serving: l[argocd.LabelServing]}
+		var target *v1.Target
 		revision := ""
 		if sv := servings[d.Namespace+"/"+d.Serving]; sv != nil {
+			for j := range sv.Status.Targets {
+				if sv.Status.Targets[j].Cluster == c.Name {
+					target = &sv.Status.Targets[j]
+				}
+			}
 			revision = sv.Status.Revision
 		}
-		settle(&d.ClusterRow, app, revision)
+		d.ClusterRow = clusterRow(c, app, target, revision, argoBase)
 		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool {
