@@ -148,7 +148,7 @@ func TestStockCosignVerifiesRecords(t *testing.T) {
 	revoked := pushArtifact(t, repo, "revoked")
 	recordDigest := attach(t, st, repo, revoked, a, evidencePredicate())
 	revocation := revocationPredicate(recordDigest)
-	if _, err := st.Revoke(context.Background(), repo, revoked, a, revocation); err != nil {
+	if _, _, err := st.Revoke(context.Background(), repo, revoked, a, revocation); err != nil {
 		t.Fatal(err)
 	}
 

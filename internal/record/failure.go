@@ -38,8 +38,6 @@ type FailurePredicate struct {
 	Wave       string `json:"wave,omitempty"`
 	RollbackTo string `json:"rollbackTo,omitempty"`
 	By         string `json:"by,omitempty"`
-	// Message says why, as the Serving's Ready condition did.
-	Message string `json:"message,omitempty"`
 	// Time is when the roll-out stopped: the time of the Serving's Ready condition.
 	Time time.Time `json:"time"`
 }

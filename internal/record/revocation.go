@@ -72,14 +72,14 @@ func RevocationEnvelope(ctx context.Context, repository, artifactDigest string, 
 }
 
 // Revoke signs a revocation and appends it to the artifact's attestation image, beside the
-// records; it returns its digest. The same revocation attached already is not added again.
-// Compaction never drops a revocation.
-func (s *Store) Revoke(ctx context.Context, repository, artifactDigest string, signer *Signer, p RevocationPredicate) (string, error) {
+// records; it returns its digest and whether it was added. The same revocation attached already
+// is not added again. Compaction never drops a revocation.
+func (s *Store) Revoke(ctx context.Context, repository, artifactDigest string, signer *Signer, p RevocationPredicate) (string, bool, error) {
 	envelope, err := RevocationEnvelope(ctx, repository, artifactDigest, signer, p)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	return s.AttachEnvelope(ctx, repository, artifactDigest, RevocationPredicateType, envelope)
+	return s.attach(ctx, repository, artifactDigest, RevocationPredicateType, envelope)
 }
 
 // VerifyRevocation verifies one DSSE envelope for artifactDigest with keys as Verify does, as a
