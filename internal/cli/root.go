@@ -93,6 +93,7 @@ checks the certificate first): for a token, use a kubeconfig user without one (-
 	root.InitDefaultHelpFlag()
 	root.AddCommand(newStatusCommand(o), newPromoteCommand(o), newRollbackCommand(o), newPauseCommand(o), newResumeCommand(o), newAbortCommand(o), newApproveCommand(o), newHistoryCommand(o), newDiffCommand(o), newVersionCommand(o), newClusterCommand(o))
 	root.AddCommand(newPlanCommand(o))
+	root.AddCommand(newDoraCommand(o))
 	return root
 }
 

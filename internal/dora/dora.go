@@ -22,6 +22,8 @@
 package dora
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -192,13 +194,38 @@ func Restores(e Event, failed time.Time) bool {
 	return e.Kind == Deployed && e.Wave == "" && e.Time.After(failed)
 }
 
-// Summary sums up durations.
+// Summary sums up durations. In JSON the durations are seconds: {"count": 3,
+// "medianSeconds": 14400, "meanSeconds": 21600, "maxSeconds": 43200}.
 type Summary struct {
 	// Count is how many; Median, Mean and Max are zero when there are none.
-	Count  int           `json:"count"`
-	Median time.Duration `json:"median"`
-	Mean   time.Duration `json:"mean"`
-	Max    time.Duration `json:"max"`
+	Count  int
+	Median time.Duration
+	Mean   time.Duration
+	Max    time.Duration
+}
+
+// summaryJSON is a Summary in JSON.
+type summaryJSON struct {
+	Count  int     `json:"count"`
+	Median float64 `json:"medianSeconds"`
+	Mean   float64 `json:"meanSeconds"`
+	Max    float64 `json:"maxSeconds"`
+}
+
+// MarshalJSON writes the durations as seconds.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	return json.Marshal(summaryJSON{Count: s.Count, Median: s.Median.Seconds(), Mean: s.Mean.Seconds(), Max: s.Max.Seconds()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *Summary) UnmarshalJSON(data []byte) error {
+	var j summaryJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return fmt.Errorf("read a summary of durations: %w", err)
+	}
+	sec := func(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+	*s = Summary{Count: j.Count, Median: sec(j.Median), Mean: sec(j.Mean), Max: sec(j.Max)}
+	return nil
 }
 
 // summarize sums durations up; the median of an even count is the mean of the two middle ones.
