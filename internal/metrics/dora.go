@@ -91,11 +91,23 @@ func Deployed(environment, namespace, name string, lead time.Duration, ok bool, 
 	doraState.mu.Lock()
 	defer doraState.mu.Unlock()
 	order := doraState.orderLabel(namespace, name)
+	touch(environment, order)
 	deployments.WithLabelValues(environment, order).Inc()
 	if ok {
 		leadTime.WithLabelValues(environment, order).Observe(lead.Seconds())
 	}
 	restoredAt(environment, namespace, name, order, at)
+}
+
+// touch makes every series of an Environment and Order exist, at zero until counted, so that a
+// rate or a ratio over them works from its first evidence on.
+func touch(environment, order string) {
+	deployments.WithLabelValues(environment, order)
+	leadTime.WithLabelValues(environment, order)
+	timeToRestore.WithLabelValues(environment, order)
+	for _, k := range dora.FailureKinds {
+		changeFailures.WithLabelValues(environment, order, string(k))
+	}
 }
 
 // Restored ends the outage of the Order namespace/name in environment, if one is open, with a
@@ -121,7 +133,9 @@ func restoredAt(environment, namespace, name, order string, at time.Time) {
 func ChangeFailed(environment, namespace, name, kind string, at time.Time) {
 	doraState.mu.Lock()
 	defer doraState.mu.Unlock()
-	changeFailures.WithLabelValues(environment, doraState.orderLabel(namespace, name), kind).Inc()
+	order := doraState.orderLabel(namespace, name)
+	touch(environment, order)
+	changeFailures.WithLabelValues(environment, order, kind).Inc()
 	outageSince(environment, namespace, name, at)
 }
 
