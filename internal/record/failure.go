@@ -2,7 +2,6 @@ package record
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -56,27 +55,13 @@ type Failure struct {
 	Problem string
 }
 
-// FailureEnvelope signs a roll-out failure of the artifact repository@artifactDigest and returns
-// the DSSE envelope as JSON; the time is in UTC. The same inputs and key always give the same
-// bytes, so the failure of one roll-out is attached once however often it is signed.
-func FailureEnvelope(ctx context.Context, repository, artifactDigest string, signer *Signer, p FailurePredicate) ([]byte, error) {
-	p.Time = p.Time.UTC()
-	out, err := SignStatement(ctx, repository, artifactDigest, signer, FailurePredicateType, p)
-	if err != nil {
-		return nil, fmt.Errorf("sign roll-out failure: %w", err)
-	}
-	return out, nil
-}
-
-// Fail signs a roll-out failure and appends it to the artifact's attestation image, beside the
-// records; it returns its digest and whether it was added (false: the same failure was attached
-// already). Compaction never drops one.
+// Fail signs a roll-out failure (the time in UTC) and appends it to the artifact's attestation
+// image, beside the records; it returns its digest and whether it was added (false: the same
+// failure was attached already: the same inputs and key always give the same envelope).
+// Compaction never drops one.
 func (s *Store) Fail(ctx context.Context, repository, artifactDigest string, signer *Signer, p FailurePredicate) (string, bool, error) {
-	envelope, err := FailureEnvelope(ctx, repository, artifactDigest, signer, p)
-	if err != nil {
-		return "", false, err
-	}
-	return s.attach(ctx, repository, artifactDigest, FailurePredicateType, envelope)
+	p.Time = p.Time.UTC()
+	return s.attachStatement(ctx, repository, artifactDigest, signer, FailurePredicateType, "roll-out failure", p)
 }
 
 // VerifyFailure verifies one DSSE envelope for artifactDigest with keys as Verify does, as a

@@ -92,6 +92,16 @@ func (s *Store) AttachEnvelope(ctx context.Context, repository, artifactDigest, 
 	return digest, err
 }
 
+// attachStatement signs an in-toto Statement about the artifact with the predicate type and
+// predicate (SignStatement) and attaches it (attach); what names it in errors.
+func (s *Store) attachStatement(ctx context.Context, repository, artifactDigest string, signer *Signer, predicateType, what string, predicate any) (string, bool, error) {
+	envelope, err := SignStatement(ctx, repository, artifactDigest, signer, predicateType, predicate)
+	if err != nil {
+		return "", false, fmt.Errorf("sign %s: %w", what, err)
+	}
+	return s.attach(ctx, repository, artifactDigest, predicateType, envelope)
+}
+
 // attach is AttachEnvelope, and says whether the envelope was added (false: it was attached
 // already).
 func (s *Store) attach(ctx context.Context, repository, artifactDigest, predicateType string, envelope []byte) (string, bool, error) {
