@@ -74,7 +74,10 @@ checks the certificate first): for a token, use a kubeconfig user without one (-
   # Hold a roll-out where it stands, let it go on, or undo it
   kubectl kokumi pause web -n shop
   kubectl kokumi resume web -n shop
-  kubectl kokumi abort web -n shop`,
+  kubectl kokumi abort web -n shop
+
+  # How is delivery going: deployments, lead time, change failures, time to restore?
+  kubectl kokumi dora -n shop --since 30d`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: DisplayName},

@@ -121,8 +121,8 @@ func FromAttested(namespace, order, preparation string, a record.Attested) Evide
 	}
 	for _, r := range a.Records {
 		p := r.Predicate
-		if !r.Verified && strings.HasPrefix(r.Problem, "not a") {
-			continue // another tool's attestation, no Kokumi record: not evidence at all
+		if !r.Verified && strings.HasPrefix(r.Problem, "not a Kokumi record") {
+			continue // another tool's attestation (its media or predicate type): no evidence at all
 		}
 		add(r.Verified, r.Problem, r.Digest, p.Namespace, p.Order, p.Preparation, Event{
 			Key: Key{Namespace: p.Namespace, Order: p.Order, Environment: p.Environment}, Kind: Deployed,
