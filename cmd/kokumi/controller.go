@@ -13,6 +13,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/egress"
+	"github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/shard"
 )
 
@@ -24,6 +25,14 @@ func bindControllerFlags(fs *flag.FlagSet, o *controller.Options) {
 	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader so that one replica reconciles at a time")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader lease (default: Kokumi's own)")
 	fs.DurationVar(&o.CacheSyncTimeout, "cache-sync-timeout", controller.DefaultCacheSyncTimeout, "how long the controllers wait for their caches to list what they watch at start before the controller exits (a hub with 100,000 Argo CD Applications takes minutes)")
+	fs.Func("dora-order-labels", fmt.Sprintf("how many Orders the delivery measures' series (kokumi_dora_*) name in their order label; the Orders past it share the label %q (default %d)", metrics.OtherOrder, metrics.DefaultDORAOrderLabels), func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q is not a count of Orders (0 or more)", v)
+		}
+		metrics.SetDORAOrderLabels(n)
+		return nil
+	})
 	bindConfigFlags(fs, &o.Config)
 	// Without --shard the controller is the main shard: the delivery objects without the label,
 	// and the work that runs once.

@@ -110,6 +110,8 @@ type Reconciler struct {
 	applied writes.Memo
 	// unlisted remembers the clusters past status.targets' cap, with their times.
 	unlisted writes.Unlisted
+	// failures remembers the stopped roll-outs whose failure is signed (dora.go).
+	failures failureMemo
 }
 
 // Setup registers the Serving reconciler.
@@ -306,6 +308,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	for i := 0; err == nil && i < len(deployed); i++ {
 		// After the status: a registry that is slow or down delays only the record.
+		if deployed[i].stopped {
+			err = r.recordFailure(ctx, &s, &deployed[i])
+			continue
+		}
 		err = r.recordDeployment(ctx, &s, &deployed[i])
 	}
 	return res, err
@@ -368,6 +374,9 @@ type deployment struct {
 	wave string
 	// evidence is what the record says of the gates.
 	evidence rollout.Evidence
+	// stopped: no record, but the roll-out of prep halted, rolled back or was aborted, and its
+	// failure is signed (dora.go).
+	stopped bool
 }
 
 func (r *Reconciler) deploy(ctx context.Context, s *v1.Serving, deployed *[]deployment) (_ ctrl.Result, err error) {
@@ -476,6 +485,9 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 			d.evidence = plan.Evidence
 		}
 		*deployed = append(*deployed, d)
+	}
+	if plan != nil && failed(&plan.Status) {
+		*deployed = append(*deployed, deployment{prep: prep, environment: environment, stopped: true})
 	}
 	if plan != nil {
 		for _, w := range plan.Passed {
