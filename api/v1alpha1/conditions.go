@@ -143,6 +143,13 @@ const (
 	// wave has as many clusters updating as maxUnavailable allows, or the roll-out halted: its
 	// Application is left as it is, running what it ran.
 	ReasonWaiting = "Waiting"
+	// ReasonOutOfSync: progressing; Argo CD deployed the revision, and now reports the cluster
+	// OutOfSync at it with no operation running (or Synced at another revision): what runs
+	// there changed. Past the drift threshold, the cluster is Drifted.
+	ReasonOutOfSync = "OutOfSync"
+	// ReasonDrifted: the cluster has been OutOfSync (ReasonOutOfSync) for longer than the
+	// drift threshold: something on it keeps changing what Argo CD deployed.
+	ReasonDrifted = "Drifted"
 )
 
 // Cluster Ready reasons.

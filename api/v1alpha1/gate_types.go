@@ -252,8 +252,9 @@ type ApprovalPolicy struct {
 	SeparateFromPromoter bool `json:"separateFromPromoter,omitempty"`
 }
 
-// NotificationEvent is a roll-out transition a webhook can be told of.
-// +kubebuilder:validation:Enum=WaveStarted;RolloutHalted;RolledBack;RolloutAborted;RolloutPaused;RolloutResumed;VerificationFailed;AwaitingApproval;Approved;RolloutComplete
+// NotificationEvent is a roll-out transition a webhook can be told of, or Drifted: clusters of
+// the Serving became Drifted.
+// +kubebuilder:validation:Enum=WaveStarted;RolloutHalted;RolledBack;RolloutAborted;RolloutPaused;RolloutResumed;VerificationFailed;AwaitingApproval;Approved;RolloutComplete;Drifted
 type NotificationEvent string
 
 // NotificationFormat is the shape of the body a webhook receives.

@@ -520,7 +520,7 @@ func setServingMetrics(s *v1.Serving) {
 	c := s.Status.Clusters
 	ready := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
 	kmetrics.SetServing(s.Namespace, s.Name,
-		kmetrics.ClusterCounts{Selected: c.Selected, Healthy: c.Healthy, Progressing: c.Progressing, Degraded: c.Degraded, Held: c.Held},
+		kmetrics.ClusterCounts{Selected: c.Selected, Healthy: c.Healthy, Progressing: c.Progressing, Degraded: c.Degraded, Held: c.Held, Drifted: c.Drifted},
 		ready != nil && ready.Status == metav1.ConditionTrue, ready != nil && ready.Reason == v1.ReasonAwaitingStage)
 }
 
