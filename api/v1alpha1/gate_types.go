@@ -257,6 +257,9 @@ type ApprovalPolicy struct {
 // +kubebuilder:validation:Enum=WaveStarted;RolloutHalted;RolledBack;RolloutAborted;RolloutPaused;RolloutResumed;VerificationFailed;AwaitingApproval;Approved;RolloutComplete;Drifted
 type NotificationEvent string
 
+// NotificationDrifted is the event of clusters of a Serving that became Drifted.
+const NotificationDrifted NotificationEvent = "Drifted"
+
 // NotificationFormat is the shape of the body a webhook receives.
 // +kubebuilder:validation:Enum=Kokumi;CloudEvents
 type NotificationFormat string

@@ -110,6 +110,8 @@ type Reconciler struct {
 	applied writes.Memo
 	// unlisted remembers the clusters past status.targets' cap, with their times.
 	unlisted writes.Unlisted
+	// drifted remembers the clusters last seen Drifted, so that their drift is told once.
+	drifted writes.Drifted
 }
 
 // Setup registers the Serving reconciler.
@@ -231,6 +233,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			kmetrics.ForgetServing(req.Namespace, req.Name)
 			r.applied.Forget(req.NamespacedName)
 			r.unlisted.Forget(req.NamespacedName)
+			r.drifted.Forget(req.NamespacedName)
 			// A Serving that is gone leaves no Application behind, whether it went through its
 			// finalizer or not (an Application of it that appears, or the start's list of them,
 			// brings its key here).
@@ -242,6 +245,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		kmetrics.ForgetServing(s.Namespace, s.Name)
 		r.applied.Forget(req.NamespacedName)
 		r.unlisted.Forget(req.NamespacedName)
+		r.drifted.Forget(req.NamespacedName)
 		if controllerutil.ContainsFinalizer(&s, ServingFinalizer) {
 			if err := r.removeApplications(ctx, &s, "ServingDeleted"); err != nil {
 				return ctrl.Result{}, err
@@ -335,6 +339,7 @@ func (r *Reconciler) hold(ctx context.Context, s *v1.Serving, v gate.Verdict) (c
 		// workloads keep running, and the collector keeps what they run.
 		s.Status.Rollout = rollout.AcrossStop(s.Status.Rollout)
 		r.unlisted.Forget(client.ObjectKeyFromObject(s))
+		r.drifted.Forget(client.ObjectKeyFromObject(s))
 	}
 	r.outcome(s, metav1.ConditionFalse, v.Reason, v.Message)
 	return ctrl.Result{RequeueAfter: v.RecheckAfter}, nil
@@ -462,6 +467,7 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	sum := rollout.Fold(in, out, results, environment)
 	req = out.Request
 	r.unlisted.Remember(key, sum.Unlisted)
+	r.driftEvents(s, tgt.env, r.drifted.Entered(key, sum.DriftedClusters, previous))
 	s.Status.Revision = req.Revision
 	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = sum.Clusters, sum.Targets, sum.Omitted
 	s.Status.Running, s.Status.RunningOmitted = sum.Running, sum.RunningOmitted
@@ -536,7 +542,8 @@ func (r *Reconciler) recordTransition(s *v1.Serving, before *v1.ServingStatus) {
 	switch now.Reason {
 	case v1.ReasonDeployed:
 		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, now.Reason, "Deploy", "%s", now.Message)
-	case v1.ReasonProgressing, v1.ReasonNoPreparation:
+	case v1.ReasonProgressing, v1.ReasonNoPreparation, v1.ReasonDrifted:
+		// Drifted clusters are told of as they drift (driftEvents).
 	default:
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, now.Reason, "Deploy", "%s", now.Message)
 	}
