@@ -85,7 +85,7 @@ type ClusterRow struct {
 	Cluster     string `json:"cluster"`
 	Application string `json:"application,omitempty"`
 	// State is where the cluster's deployment stands, as the Serving counts it: Held,
-	// Degraded, Progressing or Healthy. A held cluster keeps the health Argo CD last reported.
+	// Degraded, Drifted, Progressing or Healthy. A held cluster keeps the health Argo CD last reported.
 	State string `json:"state"`
 	// Link opens the Application in Argo CD's UI, when the server knows where that is.
 	Link     string `json:"link,omitempty"`
