@@ -340,7 +340,6 @@ type RowQuery struct {
 	Offset, Limit int
 }
 
-
 // RowQueryOf reads q, state, offset and limit of a request's query; an error says which is wrong.
 func RowQueryOf(v url.Values) (RowQuery, error) {
 	q := RowQuery{Q: v.Get("q"), State: v.Get("state")}
