@@ -148,29 +148,3 @@ func TestDriftedClustersAreListedBeforeProgressingOnes(t *testing.T) {
 		t.Errorf("states %v", States)
 	}
 }
-
-// The drift threshold reaches the clusters past status.targets' cap, by the times the
-// controller remembers of them (Summary.Unlisted).
-func TestTheDriftThresholdReachesClustersPastTheCap(t *testing.T) {
-	const n = v1.MaxTargets + 10
-	after := 5 * time.Minute
-	decide := func() []Decision {
-		ds := make([]Decision, n)
-		for i := range ds {
-			ds[i] = Decision{Cluster: fmt.Sprintf("c%03d", i), State: Progressing, Reason: v1.ReasonOutOfSync}
-		}
-		return ds
-	}
-	start := metav1.NewTime(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC))
-	first := decide()
-	ApplyDrift(first, nil, start, after)
-	sum := Fold("p", "edge", first, nil, start)
-	previous := append(append([]v1.Target{}, sum.Targets...), sum.Unlisted...)
-	later := decide()
-	ApplyDrift(later, previous, metav1.NewTime(start.Add(after)), after)
-	for _, d := range later {
-		if d.State != Drifted {
-			t.Fatalf("cluster %s is %s (%s) past the threshold", d.Cluster, d.State, d.Reason)
-		}
-	}
-}
