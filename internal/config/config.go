@@ -127,8 +127,8 @@ func Default() Config {
 		SyncRetry:       argocd.DefaultSyncRetry,
 		// Argo CD's retries (about 2.5 minutes with the defaults) end well before it.
 		ProgressDeadline: 10 * time.Minute,
-		// Longer than Argo CD's self-heal takes to undo a change (its timeout is 5 s by default,
-		// after a refresh of up to 3 minutes).
+		// Far longer than Argo CD's self-heal takes to undo a change on a cluster (it watches the
+		// objects, and syncs again after its self-heal timeout, 5 s by default).
 		DriftAfter:                 5 * time.Minute,
 		ApplicationWriters:         16,
 		ApplicationWriteSlice:      1000,
