@@ -1,6 +1,7 @@
 package argocd
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -337,11 +338,7 @@ func (st *Status) UnmarshalJSON(data []byte) error {
 		History []struct {
 			Revision string `json:"revision"`
 		} `json:"history"`
-		Resources []struct {
-			Kind   string `json:"kind"`
-			Name   string `json:"name"`
-			Status string `json:"status"`
-		} `json:"resources"`
+		Resources []resourceEntry `json:"resources"`
 	}
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &w); err != nil {
 		return fmt.Errorf("decode an Application's status: %w", err)
@@ -351,7 +348,7 @@ func (st *Status) UnmarshalJSON(data []byte) error {
 		st.LastDeployed = w.History[n-1].Revision
 	}
 	for _, r := range w.Resources {
-		if r.Status != SyncOutOfSync {
+		if r.outOfSync == "" {
 			continue
 		}
 		if st.OutOfSync == nil {
@@ -359,8 +356,35 @@ func (st *Status) UnmarshalJSON(data []byte) error {
 		}
 		st.OutOfSync.Count++
 		if len(st.OutOfSync.Names) < MaxOutOfSyncNames {
-			st.OutOfSync.Names = append(st.OutOfSync.Names, r.Kind+"/"+r.Name)
+			st.OutOfSync.Names = append(st.OutOfSync.Names, r.outOfSync)
 		}
+	}
+	return nil
+}
+
+// resourceEntry is one entry of status.resources as Kokumi reads it: Kind/name when Argo CD
+// reports the object OutOfSync, else nothing. An entry that does not name OutOfSync, as most
+// do, is not decoded at all: nothing of it is allocated.
+type resourceEntry struct{ outOfSync string }
+
+// outOfSyncValue is the sync status an entry names when it is out of sync.
+var outOfSyncValue = []byte(`"` + SyncOutOfSync + `"`)
+
+// UnmarshalJSON reads the entry's kind and name when its status is OutOfSync.
+func (r *resourceEntry) UnmarshalJSON(data []byte) error {
+	if !bytes.Contains(data, outOfSyncValue) {
+		return nil
+	}
+	var e struct {
+		Kind   string `json:"kind"`
+		Name   string `json:"name"`
+		Status string `json:"status"`
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &e); err != nil {
+		return fmt.Errorf("decode an entry of an Application's status.resources: %w", err)
+	}
+	if e.Status == SyncOutOfSync {
+		r.outOfSync = e.Kind + "/" + e.Name
 	}
 	return nil
 }
