@@ -147,8 +147,12 @@ const (
 	// OutOfSync at it with no operation running (or Synced at another revision): what runs
 	// there changed. Past the drift threshold, the cluster is Drifted.
 	ReasonOutOfSync = "OutOfSync"
+	// ReasonSelfHealing: progressing; as ReasonOutOfSync, while Argo CD syncs the cluster again.
+	// It does not start a drift, nor end one or restart its clock.
+	ReasonSelfHealing = "SelfHealing"
 	// ReasonDrifted: the cluster has been OutOfSync (ReasonOutOfSync) for longer than the
-	// drift threshold: something on it keeps changing what Argo CD deployed.
+	// drift threshold: something on it keeps changing what Argo CD deployed. Also the Serving's
+	// Ready reason when clusters drifted and none failed.
 	ReasonDrifted = "Drifted"
 )
 

@@ -42,7 +42,7 @@ func TestDrifting(t *testing.T) {
 		{"a first roll-out not synced yet is not drift", deployed(argocd.SyncOutOfSync, rev, ""), Progressing, v1.ReasonProgressing},
 		{"a roll-out over an older release not synced yet is not drift", deployed(argocd.SyncOutOfSync, rev, oldRev), Progressing, v1.ReasonProgressing},
 		{"the older release still reported synced while the new one is not deployed is not drift", deployed(argocd.SyncSynced, oldRev, oldRev), Progressing, v1.ReasonProgressing},
-		{"out of sync while Argo CD syncs is not drift", running, Progressing, v1.ReasonProgressing},
+		{"out of sync while Argo CD syncs is not drift", running, Progressing, v1.ReasonSelfHealing},
 		{"out of sync at the revision deployed is drift", deployed(argocd.SyncOutOfSync, rev, rev, "Deployment/web"), Progressing, v1.ReasonOutOfSync},
 		{"out of sync after a sync operation that succeeded at the revision is drift", succeeded, Progressing, v1.ReasonOutOfSync},
 		{"synced at another revision after the revision was deployed is drift", deployed(argocd.SyncSynced, oldRev, rev), Progressing, v1.ReasonOutOfSync},
@@ -146,5 +146,41 @@ func TestDriftedClustersAreListedBeforeProgressingOnes(t *testing.T) {
 	}
 	if fmt.Sprint(States) != "[Held Degraded Drifted Progressing Healthy]" {
 		t.Errorf("states %v", States)
+	}
+}
+
+// Self-heal's attempts, which Argo CD makes every few seconds while another controller changes
+// the objects back, neither start a drift, nor end one or restart its clock; a first roll-out's
+// sync is not taken for one.
+func TestSelfHealingNeitherStartsNorEndsADrift(t *testing.T) {
+	healing := deployed(argocd.SyncOutOfSync, rev, rev, "Deployment/web")
+	healing.OperationState = &argocd.OperationState{Phase: argocd.OperationRunning}
+	req := request(ready("a"))
+	req.Applications[appName("a")] = Observed{Ours: true, UpToDate: true, Status: healing}
+	start := metav1.NewTime(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))
+	const deadline, after = time.Minute, 5 * time.Minute
+	target := func(reason string, since metav1.Time) []v1.Target {
+		return []v1.Target{{Cluster: "a", Conditions: []v1.TargetCondition{{Type: Progressing.String(), Reason: reason}}, Since: since}}
+	}
+	for _, tc := range []struct {
+		name     string
+		previous []v1.Target
+		at       time.Duration
+		state    State
+		reason   string
+	}{
+		{"first seen syncing: not drift", nil, 0, Progressing, v1.ReasonSelfHealing},
+		{"syncing long after, never drifting: not drift, nor past the deadline", target(v1.ReasonSelfHealing, start), time.Hour, Progressing, v1.ReasonSelfHealing},
+		{"syncing while drifting: still drifting", target(v1.ReasonOutOfSync, start), time.Minute, Progressing, v1.ReasonOutOfSync},
+		{"syncing while drifting, past the threshold: Drifted", target(v1.ReasonOutOfSync, start), after, Drifted, v1.ReasonDrifted},
+		{"syncing while Drifted: still Drifted", []v1.Target{{Cluster: "a", Conditions: []v1.TargetCondition{{Type: Drifted.String(), Reason: v1.ReasonDrifted}}, Since: start}}, time.Second, Drifted, v1.ReasonDrifted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := Decide(req)
+			ApplyTimes(ds, tc.previous, metav1.NewTime(start.Add(tc.at)), deadline, after)
+			if ds[0].State != tc.state || ds[0].Reason != tc.reason {
+				t.Errorf("%s (%s), want %s (%s)", ds[0].State, ds[0].Reason, tc.state, tc.reason)
+			}
+		})
 	}
 }

@@ -257,7 +257,8 @@ func (d *Decision) deployed(app Observed, exists bool, revision string) {
 // reports of it for revision: Held when Argo CD refuses it, Degraded when its sync failed, Argo
 // CD cannot load it or it is Degraded at revision, Healthy when synced and healthy at revision,
 // else Progressing, with reason OutOfSync when it is drifting (Drifting: ApplyDrift makes it
-// Drifted past the drift threshold). The Serving's fold and the UI's rows both take a cluster's state from here.
+// Drifted past the drift threshold) and SelfHealing while Argo CD syncs it again. The Serving's
+// fold and the UI's rows both take a cluster's state from here.
 // The message is what a tenant reads of Argo CD's (TenantMessage).
 func Observe(st argocd.Status, revision string) (state State, reason, message string) {
 	state, reason, message = observe(st, revision)
@@ -286,6 +287,8 @@ func observe(st argocd.Status, revision string) (state State, reason, message st
 		return Degraded, v1.ReasonDegraded, msg
 	case Drifting(st, revision):
 		return Progressing, v1.ReasonOutOfSync, driftMessage(st, revision)
+	case SelfHealing(st, revision):
+		return Progressing, v1.ReasonSelfHealing, "syncing again: " + driftMessage(st, revision)
 	default:
 		msg := fmt.Sprintf("sync %s, health %s", orUnknown(st.Sync.Status), orUnknown(st.Health.Status))
 		if st.Sync.Revision != "" {
@@ -302,11 +305,24 @@ func observe(st argocd.Status, revision string) (state State, reason, message st
 // entry of status.history or the last sync operation, was of revision), now reports what runs
 // there changed: OutOfSync at revision with no sync operation running, or Synced at another
 // revision. A first roll-out not synced yet is not drifting (Argo CD has not deployed revision),
-// nor is a cluster Argo CD is syncing. Kokumi's Applications self-heal, so a drift that lasts
-// is one self-heal cannot undo: another controller changing the objects back, an admission
-// webhook refusing Argo CD's change, an immutable field.
+// nor is a cluster Argo CD is syncing (SelfHealing). Kokumi's Applications self-heal, so a drift
+// that lasts is one self-heal does not undo, such as another controller changing the objects
+// back after each sync.
 func Drifting(st argocd.Status, revision string) bool {
-	if !st.DeployedAt(revision) || st.OperationRunning() {
+	return changed(st, revision) && !st.OperationRunning()
+}
+
+// SelfHealing reports whether Argo CD, having deployed revision, reports what runs there changed
+// (as Drifting) and is syncing it again: not drift by itself, but it does not end a drift either
+// (ApplyDrift).
+func SelfHealing(st argocd.Status, revision string) bool {
+	return changed(st, revision) && st.OperationRunning()
+}
+
+// changed reports whether Argo CD's last deployment was of revision and it now reports the
+// cluster OutOfSync at revision, or Synced at another revision.
+func changed(st argocd.Status, revision string) bool {
+	if !st.DeployedAt(revision) {
 		return false
 	}
 	switch st.Sync.Status {
@@ -379,8 +395,8 @@ func ApplyDeadline(decisions []Decision, previous []v1.Target, now metav1.Time, 
 		return 0
 	}
 	progressing := func(d *Decision) bool {
-		// A cluster a roll-out leaves waiting is not updating, nor is one drifting.
-		return d.State == Progressing && d.Reason != v1.ReasonWaiting && d.Reason != v1.ReasonOutOfSync
+		// A cluster a roll-out leaves waiting is not updating, nor is one drifting or self-healing.
+		return d.State == Progressing && d.Reason != v1.ReasonWaiting && d.Reason != v1.ReasonOutOfSync && d.Reason != v1.ReasonSelfHealing
 	}
 	return applyLimit(decisions, previous, now, deadline, progressing, v1.ReasonProgressing, v1.ReasonProgressDeadlineExceeded, func(d *Decision) {
 		d.State, d.Reason = Degraded, v1.ReasonProgressDeadlineExceeded
@@ -391,9 +407,30 @@ func ApplyDeadline(decisions []Decision, previous []v1.Target, now metav1.Time, 
 // ApplyDrift makes Drifted the clusters that have been drifting (Progressing with reason
 // OutOfSync, Drifting) for longer than after, timed as ApplyDeadline times the progress
 // deadline: by the times previous (the last status's targets, and those past their cap the
-// controller remembers) says they started. They stay Drifted until Argo CD reports them
-// otherwise. It returns how long until the next of the others drifts (0 when none is drifting).
+// controller remembers) says they started. A cluster Argo CD syncs again (SelfHealing) goes on
+// drifting, or stays Drifted, when previous shows it so: self-heal's attempts, every few seconds
+// while another controller changes the objects back, neither end a drift nor restart its clock.
+// A drifted cluster stays Drifted until Argo CD reports it otherwise. It returns how long until
+// the next of the others drifts (0 when none is drifting).
 func ApplyDrift(decisions []Decision, previous []v1.Target, now metav1.Time, after time.Duration) time.Duration {
+	var was map[string]string
+	for i := range decisions {
+		d := &decisions[i]
+		if d.State != Progressing || d.Reason != v1.ReasonSelfHealing {
+			continue
+		}
+		if was == nil {
+			was = make(map[string]string, len(previous))
+			for _, t := range previous {
+				if len(t.Conditions) > 0 {
+					was[t.Cluster] = t.Conditions[0].Reason
+				}
+			}
+		}
+		if r := was[d.Cluster]; r == v1.ReasonOutOfSync || r == v1.ReasonDrifted {
+			d.Reason = v1.ReasonOutOfSync
+		}
+	}
 	drifting := func(d *Decision) bool { return d.State == Progressing && d.Reason == v1.ReasonOutOfSync }
 	return applyLimit(decisions, previous, now, after, drifting, v1.ReasonOutOfSync, v1.ReasonDrifted, func(d *Decision) {
 		d.State, d.Reason = Drifted, v1.ReasonDrifted
