@@ -296,7 +296,7 @@ function soakLeft(st, loadedAt) {
 const glyphs = {
   Healthy: ["✓", "ok"], True: ["✓", "ok"], Passed: ["✓", "ok"], Synced: ["✓", "ok"], yes: ["✓", "ok"],
   Progressing: ["◐", "warn"], Soaking: ["◷", "warn"], Waiting: ["…", "warn"], Unknown: ["?", "warn"],
-  OutOfSync: ["≠", "warn"], Suspended: ["‖", "warn"], Drifted: ["≠", "bad"],
+  OutOfSync: ["≠", "warn"], Suspended: ["‖", "warn"], Drifted: ["↯", "bad"],
   Degraded: ["✕", "bad"], False: ["✕", "bad"], no: ["✕", "bad"], Missing: ["∅", "bad"], Held: ["⊘", "bad"], Failed: ["✕", "bad"], Running: ["◐", "warn"],
 };
 
