@@ -63,6 +63,7 @@ func bindConfigFlags(fs *flag.FlagSet, c *config.Config) {
 	fs.Int64Var(&c.SyncRetry.Factor, "sync-retry-factor", d.SyncRetry.Factor, "what each wait is multiplied by after a failure")
 	fs.DurationVar(&c.SyncRetry.MaxBackoff, "sync-retry-max-backoff", d.SyncRetry.MaxBackoff, "the longest wait between retries")
 	fs.DurationVar(&c.ProgressDeadline, "progress-deadline", d.ProgressDeadline, "how long a cluster may stay Progressing before it fails the deployment (0: forever)")
+	fs.DurationVar(&c.DriftAfter, "drift-after", d.DriftAfter, "how long a cluster Argo CD deployed to may stay out of sync (something on it changed what was deployed, and self-heal did not undo it) before it is Drifted (0: at once)")
 	bindBudgetFlags(fs, &c.RenderBudgets, d.RenderBudgets)
 	fs.IntVar(&c.PreparationHistory, "preparation-history", d.PreparationHistory, "how many of its newest Preparations each Order keeps, besides the ones its Serving names or runs (0: keep all)")
 	fs.IntVar(&c.ApplicationWriters, "application-writers", d.ApplicationWriters, "how many Argo CD Applications one Serving writes at a time")

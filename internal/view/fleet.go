@@ -22,18 +22,14 @@ import (
 // runs for that Order and its state, as the Serving page decides it (applyTarget, holdNotReady,
 // settle). The server and the kubectl plugin both build it here.
 
-// States of a fleet cell beyond fleet's: Waiting is a cluster its Serving's roll-out has not
-// reached yet (Progressing with reason Waiting: it runs what it ran); Drifted is a cluster whose
-// Serving's status.targets says it no longer runs what was deployed.
-const (
-	StateWaiting = "Waiting"
-	StateDrifted = "Drifted"
-)
+// StateWaiting is the one state of a fleet cell beyond fleet's: a cluster its Serving's
+// roll-out has not reached yet (Progressing with reason Waiting: it runs what it ran).
+const StateWaiting = "Waiting"
 
 // FleetStates are the states a fleet cell may be in, most in need of a look first: the order of
 // FleetPage.Counts and of the state filter.
 var FleetStates = []string{
-	fleet.Held.String(), fleet.Degraded.String(), StateDrifted, StateWaiting, fleet.Progressing.String(), fleet.Healthy.String(),
+	fleet.Held.String(), fleet.Degraded.String(), fleet.Drifted.String(), StateWaiting, fleet.Progressing.String(), fleet.Healthy.String(),
 }
 
 // DefaultFleetLimit is how many rows a fleet page has when the query names no limit.

@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
+	"github.com/kokumi-dev/kokumi/internal/fleet"
 )
 
 func fleetCluster(name string, ready bool, lbls map[string]string) v1.Cluster {
@@ -57,7 +58,7 @@ func fixtureFleet() ([]v1.Cluster, []FleetEnvironment, time.Time) {
 	web.Status.Revision = "sha256:2222"
 	web.Status.Targets = []v1.Target{
 		{Cluster: "b", Revision: "sha256:1111", Conditions: []v1.TargetCondition{{Type: "Progressing", Reason: v1.ReasonWaiting, Message: "wave rest has not started"}}},
-		{Cluster: "c", Revision: "sha256:2222", Conditions: []v1.TargetCondition{{Type: StateDrifted, Reason: "OutOfSync", Message: "Deployment/web changed on the cluster"}}},
+		{Cluster: "c", Revision: "sha256:2222", Conditions: []v1.TargetCondition{{Type: fleet.Drifted.String(), Reason: "OutOfSync", Message: "Deployment/web changed on the cluster"}}},
 	}
 	api := &v1.Serving{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "api"}}
 	api.Spec.PreparationName = "api-1"

@@ -143,7 +143,7 @@ const scenarios = {
     check(await page.$("main[aria-live]") === null, "the page is not one aria-live region");
     check(await page.getAttribute("#banner", "aria-live") === "polite", "the banner is announced politely");
     const counts = await page.$$eval(".count", cs => cs.map(c => c.textContent));
-    check(counts.length === 5 && counts[0]?.includes("3") && counts[0].includes("selected"), `the counts are shown (${counts})`);
+    check(counts.length === 6 && counts[0]?.includes("3") && counts[0].includes("selected"), `the counts are shown (${counts})`);
     const history = await page.textContent("#preparations tr[data-key='web-1'] td[data-label='Deployed']");
     check(history?.includes("edge") && history.includes("3 clusters"), `a Preparation says where and when it ran (${history})`);
     await shot(page, "serving");

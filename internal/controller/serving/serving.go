@@ -112,6 +112,8 @@ type Reconciler struct {
 	unlisted writes.Unlisted
 	// failures remembers the stopped roll-outs whose failure is signed (dora.go).
 	failures failureMemo
+	// drifted remembers the clusters last seen Drifted, so that their drift is told once.
+	drifted writes.Drifted
 }
 
 // Setup registers the Serving reconciler.
@@ -233,6 +235,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			kmetrics.ForgetServing(req.Namespace, req.Name)
 			r.applied.Forget(req.NamespacedName)
 			r.unlisted.Forget(req.NamespacedName)
+			r.drifted.Forget(req.NamespacedName)
 			// A Serving that is gone leaves no Application behind, whether it went through its
 			// finalizer or not (an Application of it that appears, or the start's list of them,
 			// brings its key here).
@@ -244,6 +247,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		kmetrics.ForgetServing(s.Namespace, s.Name)
 		r.applied.Forget(req.NamespacedName)
 		r.unlisted.Forget(req.NamespacedName)
+		r.drifted.Forget(req.NamespacedName)
 		if controllerutil.ContainsFinalizer(&s, ServingFinalizer) {
 			if err := r.removeApplications(ctx, &s, "ServingDeleted"); err != nil {
 				return ctrl.Result{}, err
@@ -341,6 +345,7 @@ func (r *Reconciler) hold(ctx context.Context, s *v1.Serving, v gate.Verdict) (c
 		// workloads keep running, and the collector keeps what they run.
 		s.Status.Rollout = rollout.AcrossStop(s.Status.Rollout)
 		r.unlisted.Forget(client.ObjectKeyFromObject(s))
+		r.drifted.Forget(client.ObjectKeyFromObject(s))
 	}
 	r.outcome(s, metav1.ConditionFalse, v.Reason, v.Message)
 	return ctrl.Result{RequeueAfter: v.RecheckAfter}, nil
@@ -471,6 +476,7 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	sum := rollout.Fold(in, out, results, environment)
 	req = out.Request
 	r.unlisted.Remember(key, sum.Unlisted)
+	r.driftEvents(s, tgt.env, r.drifted.Entered(key, sum.DriftedClusters, previous))
 	s.Status.Revision = req.Revision
 	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = sum.Clusters, sum.Targets, sum.Omitted
 	s.Status.Running, s.Status.RunningOmitted = sum.Running, sum.RunningOmitted
@@ -532,7 +538,7 @@ func setServingMetrics(s *v1.Serving) {
 	c := s.Status.Clusters
 	ready := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
 	kmetrics.SetServing(s.Namespace, s.Name,
-		kmetrics.ClusterCounts{Selected: c.Selected, Healthy: c.Healthy, Progressing: c.Progressing, Degraded: c.Degraded, Held: c.Held},
+		kmetrics.ClusterCounts{Selected: c.Selected, Healthy: c.Healthy, Progressing: c.Progressing, Degraded: c.Degraded, Held: c.Held, Drifted: c.Drifted},
 		ready != nil && ready.Status == metav1.ConditionTrue, ready != nil && ready.Reason == v1.ReasonAwaitingStage)
 }
 
@@ -548,7 +554,8 @@ func (r *Reconciler) recordTransition(s *v1.Serving, before *v1.ServingStatus) {
 	switch now.Reason {
 	case v1.ReasonDeployed:
 		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, now.Reason, "Deploy", "%s", now.Message)
-	case v1.ReasonProgressing, v1.ReasonNoPreparation:
+	case v1.ReasonProgressing, v1.ReasonNoPreparation, v1.ReasonDrifted:
+		// Drifted clusters are told of as they drift (driftEvents).
 	default:
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, now.Reason, "Deploy", "%s", now.Message)
 	}

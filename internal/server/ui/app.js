@@ -7,7 +7,7 @@
 "use strict";
 
 /** @typedef {{status: string, reason?: string, message?: string}} Condition */
-/** @typedef {{selected?: number, healthy?: number, progressing?: number, degraded?: number, held?: number}} Counts */
+/** @typedef {{selected?: number, healthy?: number, progressing?: number, degraded?: number, held?: number, drifted?: number}} Counts */
 /** @typedef {{namespace: string, name: string, order: string, preparation?: string, revision?: string, deployedSince?: string, clusters: Counts, ready: Condition}} ServingSummary */
 /** @typedef {{cluster: string, application?: string, state: string, link?: string, health?: string, sync?: string, revision?: string, since?: string, reason?: string, message?: string}} ClusterRow */
 /** @typedef {{environment: string, clusters: number, time: string}} Deployed */
@@ -521,7 +521,7 @@ const servingsPage = {
 };
 
 /** The states the Serving page's filter offers, in the order the table lists them. */
-const states = ["Held", "Degraded", "Progressing", "Healthy"];
+const states = ["Held", "Degraded", "Drifted", "Progressing", "Healthy"];
 const pageSize = 100;
 
 /**
@@ -578,7 +578,7 @@ const servingPage = {
     return [
       h("h1", { tabindex: "-1" }, `Serving ${s.namespace}/${s.name}`),
       h("div", { class: "counts", "data-key": "counts" },
-        ["selected", "healthy", "progressing", "degraded", "held"].map(k =>
+        ["selected", "healthy", "progressing", "degraded", "drifted", "held"].map(k =>
           h("div", { class: "count", "data-key": k }, h("b", {}, /** @type {any} */ (c)[k] || 0), " ", k))),
       h("p", { title: s.ready.message || "" }, "Ready: ", badge(s.ready.status), " ", s.ready.reason || "", s.ready.message ? ` — ${s.ready.message}` : ""),
       h("p", { class: "note", "data-key": "order" }, "Order ", s.order, s.preparation ? `, Preparation ${s.preparation}` : "",
