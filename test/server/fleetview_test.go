@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
+	"github.com/kokumi-dev/kokumi/internal/fleet"
 	"github.com/kokumi-dev/kokumi/internal/view"
 )
 
@@ -33,7 +34,7 @@ func fleetTenant(t *testing.T, ns, order, prep string) {
 	sv := orderAndServing(t, ns, order, fleetEnvironment, prep)
 	sv.Status.Revision = prepDigest(prep)
 	sv.Status.Targets = []v1.Target{{Cluster: "fleet-c", Revision: prepDigest(prep), Conditions: []v1.TargetCondition{
-		{Type: view.StateDrifted, Reason: "OutOfSync", Message: "Deployment/" + order + " was changed on the cluster"},
+		{Type: fleet.Drifted.String(), Reason: "OutOfSync", Message: "Deployment/" + order + " was changed on the cluster"},
 	}}}
 	must(t, env.Client.Status().Update(ctx, sv))
 	app(t, ns, order, "fleet-a", "Healthy", "Synced", prepDigest(prep), "", time.Now().Add(-time.Hour))
