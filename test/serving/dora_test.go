@@ -7,6 +7,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
@@ -133,6 +134,11 @@ func TestSignedEvidenceCountsInTheDeliveryMeasures(t *testing.T) {
 		t.Errorf("halts %v after another reconcile, want 1", n)
 	}
 
+	// Evidence is timed to the second: a restore is a record made after the failure, so the
+	// next deployment begins in a later second than the halt, as any real one does.
+	if halted := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady); halted != nil {
+		time.Sleep(time.Until(halted.LastTransitionTime.Add(time.Second)))
+	}
 	three := withProvenance("podinfo-edge-3")
 	f.promote(three.Name)
 	f.deployAll(three, []string{"dm-canary"}, []string{"dm-a"})
