@@ -17,6 +17,28 @@ const Header = "| N | bare client creates N | bare client patches N | bare clien
 // RatioHeader is the header of the ratios' table.
 const RatioHeader = "| N | Serving → N / bare creates | change → N / bare patches | Order deleted → 0 / bare deletes | all Clusters Ready / bare onboards | Clusters deleted → 0 / bare offboards | ApplicationSet / bare creates |\n|---:|---:|---:|---:|---:|---:|---:|\n"
 
+// CPUHeader is the header of the table of CPU time per Application.
+const CPUHeader = "| N | bare client per create | Kokumi per Application created | ratio | bare client per patch | Kokumi per Application changed | ratio | bare client per delete | Kokumi per Application deleted | ratio | Kokumi peak RSS |\n" +
+	"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+
+// CPUMarkdown is the row's CPU time per Application as a line of its table.
+func (r Row) CPUMarkdown() string {
+	per := func(d time.Duration) string {
+		if d <= 0 || r.N <= 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)/float64(r.N))
+	}
+	peak := "–"
+	if r.Memory.HWM > 0 {
+		peak = mib(r.Memory.HWM)
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", text.Thousands(r.N),
+		per(r.BareCPU), per(r.ServingCPU), times(ratio(r.ServingCPU, r.BareCPU)),
+		per(r.BarePatchCPU), per(r.ChangeCPU), times(ratio(r.ChangeCPU, r.BarePatchCPU)),
+		per(r.BareDeleteCPU), per(r.DeletedCPU), times(ratio(r.DeletedCPU, r.BareDeleteCPU)), peak)
+}
+
 // HealthP50 is the median time a health change took to reach the Serving's status (0 when
 // not measured).
 func (r Row) HealthP50() time.Duration {
@@ -100,6 +122,11 @@ func Table(rows []Row) string {
 	b.WriteString(RatioHeader)
 	for _, r := range rows {
 		b.WriteString(r.RatioMarkdown())
+	}
+	b.WriteString("\nCPU time per Application (user + system, from /proc): the controller's over each phase, the bare client's process over its same writes (the writes and an informer that sees each one, as the controller sees its own), and the controller's peak RSS until after the quiet window:\n\n")
+	b.WriteString(CPUHeader)
+	for _, r := range rows {
+		b.WriteString(r.CPUMarkdown())
 	}
 	var details strings.Builder
 	for _, r := range rows {
