@@ -93,7 +93,12 @@ func (r *Reconciler) writeApplication(ctx context.Context, s *v1.Serving, d flee
 	if existing == nil {
 		app := d.Spec.Build()
 		shard.SetApplication(app, r.Config.Shard)
-		err := r.Create(ctx, app)
+		body, err := app.MarshalJSON()
+		if err != nil {
+			return fmt.Errorf("encode Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
+		}
+		// The answer, the Application as created, is not decoded: the watch brings it.
+		err = r.ArgoCD.Writer.Create(ctx, app.GetNamespace(), body)
 		if err == nil {
 			return nil // apply records one Event for the clusters that joined
 		}
@@ -116,8 +121,12 @@ func (r *Reconciler) writeApplication(ctx context.Context, s *v1.Serving, d flee
 	// A merge patch from the cached copy, never an Update: the cache holds what Kokumi reads of
 	// an Application (argocd.Application), and the Application CRD has no status subresource, so
 	// writing one whole would wipe Argo CD's status. The lock keeps the old Update's conflict on
-	// a stale copy.
-	if err := r.Patch(ctx, app, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{})); err != nil {
+	// a stale copy. The answer is not decoded: the watch brings it.
+	patch, err := client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{}).Data(app)
+	if err != nil {
+		return fmt.Errorf("compute the patch of Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
+	}
+	if err := r.ArgoCD.Writer.Patch(ctx, app.Namespace, app.Name, types.MergePatchType, patch); err != nil {
 		return fmt.Errorf("update Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
 	}
 	return nil
