@@ -91,14 +91,14 @@ func (r *Reconciler) writeApplication(ctx context.Context, s *v1.Serving, d flee
 		}
 	}()
 	if existing == nil {
-		app := d.Spec.Build()
+		app := d.Spec.New()
 		shard.SetApplication(app, r.Config.Shard)
-		body, err := app.MarshalJSON()
+		body, err := json.Marshal(app)
 		if err != nil {
 			return fmt.Errorf("encode Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
 		}
 		// The answer, the Application as created, is not decoded: the watch brings it.
-		err = r.ArgoCD.Writer.Create(ctx, app.GetNamespace(), body)
+		err = r.ArgoCD.Writer.Create(ctx, app.Namespace, body)
 		if err == nil {
 			return nil // apply records one Event for the clusters that joined
 		}
@@ -195,13 +195,15 @@ func (r *Reconciler) applications(ctx context.Context, s *v1.Serving) ([]argocd.
 		}
 		return nil, fmt.Errorf("list Applications of Serving %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	out := list.Items[:0:0]
+	// Filtered in place: the list is this reconcile's copy, and a fleet's is thousands long.
+	out := list.Items[:0]
 	left := false
-	for _, app := range list.Items {
-		if argocd.BelongsTo(&app, s) {
-			out = append(out, app)
+	for i := range list.Items {
+		app := &list.Items[i]
+		if argocd.BelongsTo(app, s) {
+			out = append(out, *app)
 		} else {
-			left = left || argocd.Orphaned(&app, s.Namespace, s.Name, s)
+			left = left || argocd.Orphaned(app, s.Namespace, s.Name, s)
 		}
 	}
 	if left {
