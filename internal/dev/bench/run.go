@@ -107,6 +107,9 @@ type Options struct {
 	Log io.Writer
 }
 
+// IdleWindow is how long the controller's CPU is read with nothing to write (Row.IdleCPU).
+const IdleWindow = 10 * time.Second
+
 // Row is what one run measured. A zero duration was not measured.
 type Row struct {
 	N int
@@ -134,6 +137,9 @@ type Row struct {
 	Serving, Change, Deleted time.Duration
 	// ServingCPU, ChangeCPU and DeletedCPU are the CPU time the controller used in them.
 	ServingCPU, ChangeCPU, DeletedCPU time.Duration
+	// IdleCPU is the CPU time the controller used over IdleWindow with every Cluster Ready and
+	// no Serving, just before Serving → N: its probes, which run through every phase too.
+	IdleCPU time.Duration
 	// ClustersReady is from creating the first of N Clusters until all were Ready; Offboarded,
 	// from deleting the first of them (and its credentials) until none was left.
 	ClustersReady, Offboarded time.Duration
@@ -729,6 +735,17 @@ func (r *run) kokumiRun() error {
 	}
 	r.phase("all Clusters Ready", m, r.row.ClustersReady)
 	r.logf("Clusters: created in %s, all Ready %s after the first", created.Round(time.Millisecond), r.row.ClustersReady.Round(time.Millisecond))
+
+	// What the controller spends with nothing to write: its probes, in every phase too.
+	idle := r.begin()
+	select {
+	case <-time.After(IdleWindow):
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	}
+	if k, err := r.kokumi.cpu(); err == nil && idle.kokumi > 0 {
+		r.row.IdleCPU = k - idle.kokumi
+	}
 
 	// The Order and its Serving, until N Applications at the first Preparation's digest.
 	m = r.begin()

@@ -18,8 +18,8 @@ const Header = "| N | bare client creates N | bare client patches N | bare clien
 const RatioHeader = "| N | Serving → N / bare creates | change → N / bare patches | Order deleted → 0 / bare deletes | all Clusters Ready / bare onboards | Clusters deleted → 0 / bare offboards | ApplicationSet / bare creates |\n|---:|---:|---:|---:|---:|---:|---:|\n"
 
 // CPUHeader is the header of the table of CPU time per Application.
-const CPUHeader = "| N | bare client per create | Kokumi per Application created | ratio | bare client per patch | Kokumi per Application changed | ratio | bare client per delete | Kokumi per Application deleted | ratio | Kokumi peak RSS |\n" +
-	"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+const CPUHeader = "| N | bare client per create | Kokumi per Application created | ratio | bare client per patch | Kokumi per Application changed | ratio | bare client per delete | Kokumi per Application deleted | ratio | Kokumi idle (probes) | Kokumi peak RSS |\n" +
+	"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
 
 // CPUMarkdown is the row's CPU time per Application as a line of its table.
 func (r Row) CPUMarkdown() string {
@@ -33,10 +33,23 @@ func (r Row) CPUMarkdown() string {
 	if r.Memory.HWM > 0 {
 		peak = mib(r.Memory.HWM)
 	}
-	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", text.Thousands(r.N),
+	idle := "–"
+	if r.IdleCPU > 0 {
+		idle = fmt.Sprintf("%.0f ms/s", float64(r.IdleCPU)/float64(time.Millisecond)/IdleWindow.Seconds())
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", text.Thousands(r.N),
 		per(r.BareCPU), per(r.ServingCPU), times(ratio(r.ServingCPU, r.BareCPU)),
 		per(r.BarePatchCPU), per(r.ChangeCPU), times(ratio(r.ChangeCPU, r.BarePatchCPU)),
-		per(r.BareDeleteCPU), per(r.DeletedCPU), times(ratio(r.DeletedCPU, r.BareDeleteCPU)), peak)
+		per(r.BareDeleteCPU), per(r.DeletedCPU), times(ratio(r.DeletedCPU, r.BareDeleteCPU)), idle, peak)
+}
+
+// NetCPU is the controller's CPU in a phase of duration d that took cpu, less what its probes
+// take over d at the idle rate (Row.IdleCPU): what the writes cost it (cpu when not measured).
+func (r Row) NetCPU(cpu, d time.Duration) time.Duration {
+	if r.IdleCPU <= 0 || cpu <= 0 {
+		return cpu
+	}
+	return max(cpu-time.Duration(float64(r.IdleCPU)*d.Seconds()/IdleWindow.Seconds()), 0)
 }
 
 // HealthP50 is the median time a health change took to reach the Serving's status (0 when
@@ -98,6 +111,14 @@ func (r Row) Details() string {
 		fmt.Fprintf(&b, "- N = %s: %d health changes (one Application Degraded, then Healthy) reached the Serving's status in p50 %d ms, p90 %d ms, max %d ms\n",
 			text.Thousands(r.N), len(r.Health), r.HealthP50().Milliseconds(), r.Health[len(r.Health)*9/10].Milliseconds(), r.Health[len(r.Health)-1].Milliseconds())
 	}
+	if r.IdleCPU > 0 && r.N > 0 {
+		net := func(cpu, d, bare time.Duration) string {
+			n := r.NetCPU(cpu, d)
+			return fmt.Sprintf("%.3f ms (%s)", float64(n)/float64(time.Millisecond)/float64(r.N), times(ratio(n, bare)))
+		}
+		fmt.Fprintf(&b, "- N = %s: the controller's CPU per Application less its probes' at the idle rate over the phase: created %s, changed %s, deleted %s\n",
+			text.Thousands(r.N), net(r.ServingCPU, r.Serving, r.BareCPU), net(r.ChangeCPU, r.Change, r.BarePatchCPU), net(r.DeletedCPU, r.Deleted, r.BareDeleteCPU))
+	}
 	for _, p := range r.PhaseWrites {
 		cpu := ""
 		if p.KokumiCPU > 0 || p.APICPU > 0 {
@@ -123,7 +144,7 @@ func Table(rows []Row) string {
 	for _, r := range rows {
 		b.WriteString(r.RatioMarkdown())
 	}
-	b.WriteString("\nCPU time per Application (user + system, from /proc): the controller's over each phase, the bare client's process over its same writes (the writes and an informer that sees each one, as the controller sees its own), and the controller's peak RSS until after the quiet window:\n\n")
+	b.WriteString("\nCPU time per Application (user + system, from /proc): the controller's over each phase, the bare client's process over its same writes (the writes and an informer that sees each one, as the controller sees its own), the controller's CPU with nothing to write (its probes of the N Clusters, which run through every phase), and its peak RSS until after the quiet window:\n\n")
 	b.WriteString(CPUHeader)
 	for _, r := range rows {
 		b.WriteString(r.CPUMarkdown())
