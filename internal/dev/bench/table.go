@@ -34,8 +34,8 @@ func (r Row) CPUMarkdown() string {
 		peak = mib(r.Memory.HWM)
 	}
 	idle := "–"
-	if r.IdleCPU > 0 {
-		idle = fmt.Sprintf("%.0f ms/s", float64(r.IdleCPU)/float64(time.Millisecond)/IdleWindow.Seconds())
+	if rate := r.IdleRate(); rate > 0 {
+		idle = fmt.Sprintf("%.0f ms/s", 1000*rate)
 	}
 	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", text.Thousands(r.N),
 		per(r.BareCPU), per(r.ServingCPU), times(ratio(r.ServingCPU, r.BareCPU)),
@@ -43,13 +43,23 @@ func (r Row) CPUMarkdown() string {
 		per(r.BareDeleteCPU), per(r.DeletedCPU), times(ratio(r.DeletedCPU, r.BareDeleteCPU)), idle, peak)
 }
 
+// IdleRate is the CPU the controller spends a second with nothing to write: over the quiet
+// window when it was measured (a settled fleet: its probes), else over IdleWindow after the
+// Clusters were Ready (which may still hold the onboarding's last work); 0 when neither was.
+func (r Row) IdleRate() float64 {
+	if r.QuietCPU > 0 && r.Quiet > 0 {
+		return r.QuietCPU.Seconds() / r.Quiet.Seconds()
+	}
+	return r.IdleCPU.Seconds() / IdleWindow.Seconds()
+}
+
 // NetCPU is the controller's CPU in a phase of duration d that took cpu, less what its probes
-// take over d at the idle rate (Row.IdleCPU): what the writes cost it (cpu when not measured).
+// take over d at IdleRate: what the writes cost it (cpu when not measured).
 func (r Row) NetCPU(cpu, d time.Duration) time.Duration {
-	if r.IdleCPU <= 0 || cpu <= 0 {
+	if r.IdleRate() <= 0 || cpu <= 0 {
 		return cpu
 	}
-	return max(cpu-time.Duration(float64(r.IdleCPU)*d.Seconds()/IdleWindow.Seconds()), 0)
+	return max(cpu-time.Duration(r.IdleRate()*d.Seconds()*float64(time.Second)), 0)
 }
 
 // HealthP50 is the median time a health change took to reach the Serving's status (0 when
@@ -111,13 +121,13 @@ func (r Row) Details() string {
 		fmt.Fprintf(&b, "- N = %s: %d health changes (one Application Degraded, then Healthy) reached the Serving's status in p50 %d ms, p90 %d ms, max %d ms\n",
 			text.Thousands(r.N), len(r.Health), r.HealthP50().Milliseconds(), r.Health[len(r.Health)*9/10].Milliseconds(), r.Health[len(r.Health)-1].Milliseconds())
 	}
-	if r.IdleCPU > 0 && r.N > 0 {
+	if r.IdleRate() > 0 && r.N > 0 {
 		net := func(cpu, d, bare time.Duration) string {
 			n := r.NetCPU(cpu, d)
 			return fmt.Sprintf("%.3f ms (%s)", float64(n)/float64(time.Millisecond)/float64(r.N), times(ratio(n, bare)))
 		}
-		fmt.Fprintf(&b, "- N = %s: the controller's CPU per Application less its probes' at the idle rate over the phase: created %s, changed %s, deleted %s\n",
-			text.Thousands(r.N), net(r.ServingCPU, r.Serving, r.BareCPU), net(r.ChangeCPU, r.Change, r.BarePatchCPU), net(r.DeletedCPU, r.Deleted, r.BareDeleteCPU))
+		fmt.Fprintf(&b, "- N = %s: the controller's CPU per Application less its probes' at the idle rate (%.0f ms/s) over the phase: created %s, changed %s, deleted %s\n",
+			text.Thousands(r.N), 1000*r.IdleRate(), net(r.ServingCPU, r.Serving, r.BareCPU), net(r.ChangeCPU, r.Change, r.BarePatchCPU), net(r.DeletedCPU, r.Deleted, r.BareDeleteCPU))
 	}
 	for _, p := range r.PhaseWrites {
 		cpu := ""
