@@ -56,7 +56,7 @@ func (w *Writer) Patch(ctx context.Context, namespace, name string, pt types.Pat
 // of pre (either may be nil).
 func (w *Writer) Delete(ctx context.Context, namespace, name string, pre metav1.Preconditions) error {
 	body, err := json.Marshal(&metav1.DeleteOptions{
-		TypeMeta:      metav1.TypeMeta{Kind: "DeleteOptions", APIVersion: "v1"},
+		TypeMeta:      metav1.TypeMeta{Kind: "DeleteOptions", APIVersion: "meta.k8s.io/v1"},
 		Preconditions: &pre,
 	})
 	if err != nil {

@@ -161,11 +161,12 @@ func (r *Reconciler) deleteApplication(ctx context.Context, app *argocd.Applicat
 		}
 		app = stripped
 	}
-	unchanged := client.Preconditions{UID: ptr.To(app.UID)}
+	unchanged := metav1.Preconditions{UID: ptr.To(app.UID)}
 	if app.ResourceVersion != "" {
 		unchanged.ResourceVersion = ptr.To(app.ResourceVersion)
 	}
-	err := r.Delete(ctx, app, unchanged)
+	// The answer is not read: the watch brings the delete.
+	err := r.ArgoCD.Writer.Delete(ctx, app.Namespace, app.Name, unchanged)
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("delete Application %q: it changed since it was read, and is deleted as it is now on the next try: %w", app.Name, err)
 	}
