@@ -143,6 +143,17 @@ const (
 	// wave has as many clusters updating as maxUnavailable allows, or the roll-out halted: its
 	// Application is left as it is, running what it ran.
 	ReasonWaiting = "Waiting"
+	// ReasonOutOfSync: progressing; Argo CD deployed the revision, and now reports the cluster
+	// OutOfSync at it with no operation running (or Synced at another revision): what runs
+	// there changed. Past the drift threshold, the cluster is Drifted.
+	ReasonOutOfSync = "OutOfSync"
+	// ReasonSelfHealing: progressing; as ReasonOutOfSync, while Argo CD syncs the cluster again.
+	// It does not start a drift, nor end one or restart its clock.
+	ReasonSelfHealing = "SelfHealing"
+	// ReasonDrifted: the cluster has been OutOfSync (ReasonOutOfSync) for longer than the
+	// drift threshold: something on it keeps changing what Argo CD deployed. Also the Serving's
+	// Ready reason when clusters drifted and none failed.
+	ReasonDrifted = "Drifted"
 )
 
 // Cluster Ready reasons.

@@ -252,9 +252,13 @@ type ApprovalPolicy struct {
 	SeparateFromPromoter bool `json:"separateFromPromoter,omitempty"`
 }
 
-// NotificationEvent is a roll-out transition a webhook can be told of.
-// +kubebuilder:validation:Enum=WaveStarted;RolloutHalted;RolledBack;RolloutAborted;RolloutPaused;RolloutResumed;VerificationFailed;AwaitingApproval;Approved;RolloutComplete
+// NotificationEvent is a roll-out transition a webhook can be told of, or Drifted: clusters of
+// the Serving became Drifted.
+// +kubebuilder:validation:Enum=WaveStarted;RolloutHalted;RolledBack;RolloutAborted;RolloutPaused;RolloutResumed;VerificationFailed;AwaitingApproval;Approved;RolloutComplete;Drifted
 type NotificationEvent string
+
+// NotificationDrifted is the event of clusters of a Serving that became Drifted.
+const NotificationDrifted NotificationEvent = "Drifted"
 
 // NotificationFormat is the shape of the body a webhook receives.
 // +kubebuilder:validation:Enum=Kokumi;CloudEvents

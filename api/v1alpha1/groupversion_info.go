@@ -42,4 +42,4 @@ const SchemaRevisionAnnotation = "delivery.kokumi.dev/schema-revision"
 // with every change that adds or changes a field the controller writes or reads, together with
 // the +kubebuilder:metadata:annotations marker of every kind (a test keeps the two equal): an
 // older schema would prune the new fields silently.
-const SchemaRevision = 5
+const SchemaRevision = 6

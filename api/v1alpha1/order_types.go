@@ -135,7 +135,7 @@ const OrderNameTooLong = "an Order's name is at most 53 characters: it is the He
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ord,categories=kokumi
-// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=5"
+// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=6"
 // +kubebuilder:printcolumn:name="Product",type=string,JSONPath=`.spec.productRef.name`
 // +kubebuilder:printcolumn:name="Environment",type=string,JSONPath=`.spec.environmentRef.name`
 // +kubebuilder:printcolumn:name="Preparation",type=string,JSONPath=`.status.latestPreparation`

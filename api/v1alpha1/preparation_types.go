@@ -288,7 +288,7 @@ type PreparationStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=prep,categories=kokumi
-// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=5"
+// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=6"
 // +kubebuilder:printcolumn:name="Order",type=string,JSONPath=`.spec.orderRef.name`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.source.version`
 // +kubebuilder:printcolumn:name="Target-Namespace",type=string,JSONPath=`.spec.targetNamespace`

@@ -138,7 +138,7 @@ type VerifySpec struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=prod,categories=kokumi
-// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=5"
+// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=6"
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.spec.source.url`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.source.version`
 // +kubebuilder:printcolumn:name="Target-Namespace",type=string,JSONPath=`.spec.targetNamespace`,priority=1

@@ -81,11 +81,15 @@ type ClusterCounts struct {
 	// Held is how many Kokumi does not deploy to, those whose Cluster is not Ready among them.
 	// +optional
 	Held int32 `json:"held"`
+	// Drifted is how many Argo CD deployed the Preparation to and has reported OutOfSync since,
+	// for longer than the drift threshold: what runs there is not what was deployed.
+	// +optional
+	Drifted int32 `json:"drifted"`
 }
 
 // TargetCondition says why one cluster does not run the Preparation healthily.
 type TargetCondition struct {
-	// Type is Held, Degraded or Progressing.
+	// Type is Held, Degraded, Drifted or Progressing.
 	// +kubebuilder:validation:MaxLength=32
 	// +required
 	Type string `json:"type"`
@@ -308,7 +312,7 @@ type ServingStatus struct {
 	Clusters ClusterCounts `json:"clusters,omitempty"`
 
 	// Targets lists the clusters that do not run the Preparation healthily: held first, then
-	// degraded, then progressing, by name within each group; at most 64.
+	// degraded, then drifted, then progressing, by name within each group; at most 64.
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
@@ -349,11 +353,12 @@ type ServingStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=srv,categories=kokumi
-// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=5"
+// +kubebuilder:metadata:annotations="delivery.kokumi.dev/schema-revision=6"
 // +kubebuilder:printcolumn:name="Order",type=string,JSONPath=`.spec.orderRef.name`
 // +kubebuilder:printcolumn:name="Preparation",type=string,JSONPath=`.spec.preparationName`
 // +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.clusters.selected`
 // +kubebuilder:printcolumn:name="Healthy",type=integer,JSONPath=`.status.clusters.healthy`
+// +kubebuilder:printcolumn:name="Drifted",type=integer,JSONPath=`.status.clusters.drifted`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

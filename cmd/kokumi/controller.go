@@ -13,6 +13,7 @@ import (
 	"github.com/kokumi-dev/kokumi/internal/config"
 	"github.com/kokumi-dev/kokumi/internal/controller"
 	"github.com/kokumi-dev/kokumi/internal/egress"
+	"github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/shard"
 )
 
@@ -24,6 +25,14 @@ func bindControllerFlags(fs *flag.FlagSet, o *controller.Options) {
 	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader so that one replica reconciles at a time")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader lease (default: Kokumi's own)")
 	fs.DurationVar(&o.CacheSyncTimeout, "cache-sync-timeout", controller.DefaultCacheSyncTimeout, "how long the controllers wait for their caches to list what they watch at start before the controller exits (a hub with 100,000 Argo CD Applications takes minutes)")
+	fs.Func("dora-order-labels", fmt.Sprintf("how many Orders the delivery measures' series (kokumi_dora_*) name in their order label; the Orders past it share the label %q (default %d)", metrics.OtherOrder, metrics.DefaultDORAOrderLabels), func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q is not a count of Orders (0 or more)", v)
+		}
+		metrics.SetDORAOrderLabels(n)
+		return nil
+	})
 	bindConfigFlags(fs, &o.Config)
 	// Without --shard the controller is the main shard: the delivery objects without the label,
 	// and the work that runs once.
@@ -54,6 +63,7 @@ func bindConfigFlags(fs *flag.FlagSet, c *config.Config) {
 	fs.Int64Var(&c.SyncRetry.Factor, "sync-retry-factor", d.SyncRetry.Factor, "what each wait is multiplied by after a failure")
 	fs.DurationVar(&c.SyncRetry.MaxBackoff, "sync-retry-max-backoff", d.SyncRetry.MaxBackoff, "the longest wait between retries")
 	fs.DurationVar(&c.ProgressDeadline, "progress-deadline", d.ProgressDeadline, "how long a cluster may stay Progressing before it fails the deployment (0: forever)")
+	fs.DurationVar(&c.DriftAfter, "drift-after", d.DriftAfter, "how long a cluster Argo CD deployed to may stay out of sync (something on it changed what was deployed, and self-heal did not undo it) before it is Drifted (0: at once)")
 	bindBudgetFlags(fs, &c.RenderBudgets, d.RenderBudgets)
 	fs.IntVar(&c.PreparationHistory, "preparation-history", d.PreparationHistory, "how many of its newest Preparations each Order keeps, besides the ones its Serving names or runs (0: keep all)")
 	fs.IntVar(&c.ApplicationWriters, "application-writers", d.ApplicationWriters, "how many Argo CD Applications one Serving writes at a time")

@@ -7,7 +7,7 @@
 // bench-memory`). With --rollout it also times, at each of its sizes, a Serving's promotion
 // through a two-wave roll-out policy against the same promotion all at once. See
 // docs/performance.md. With --stall it times instead a tenant's promotion while other tenants'
-// HTTP gates hang (`make bench-stall`).
+// HTTP gates hang (`make bench-stall`). With --fleet it also times the fleet view's API (fleet.go).
 package main
 
 import (
@@ -190,6 +190,12 @@ func run() error {
 			table += "\n"
 		}
 		table += bench.RolloutTable(rolloutRows)
+	}
+	if fleet, err := fleetTable(ctx, bin, *timeout, *keep); fleet != "" || err != nil {
+		table += "\n" + fleet
+		if err != nil {
+			failed = append(failed, err.Error())
+		}
 	}
 	fmt.Printf("\n%s\n(%d runs in %s)\n", table, len(rows)+len(rolloutRows), time.Since(began).Round(time.Second))
 	if *out != "" {

@@ -1,6 +1,7 @@
 package argocd
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // Group, version and kinds of Argo CD's API.
@@ -26,12 +28,18 @@ var (
 
 // Argo CD's sync, health and operation values Kokumi reads.
 const (
-	SyncSynced       = "Synced"
-	HealthHealthy    = "Healthy"
-	HealthDegraded   = "Degraded"
-	OperationFailed  = "Failed"
-	OperationError   = "Error"
-	ConditionInvalid = "InvalidSpecError"
+	SyncSynced      = "Synced"
+	HealthHealthy   = "Healthy"
+	HealthDegraded  = "Degraded"
+	OperationFailed = "Failed"
+	OperationError  = "Error"
+	// SyncOutOfSync is Argo CD's sync status of an Application (or one of its objects) whose
+	// live state differs from its target state.
+	SyncOutOfSync = "OutOfSync"
+	// OperationRunning and OperationSucceeded are phases of a sync operation.
+	OperationRunning   = "Running"
+	OperationSucceeded = "Succeeded"
+	ConditionInvalid   = "InvalidSpecError"
 )
 
 // refusals are the Application condition types that mean Argo CD will not sync it as written.
@@ -368,6 +376,97 @@ type Status struct {
 	} `json:"health,omitempty"`
 	OperationState *OperationState `json:"operationState,omitempty"`
 	Conditions     []Condition     `json:"conditions,omitempty"`
+	// LastDeployed is the revision of status.history's newest entry: what Argo CD last
+	// deployed. The rest of the history is not kept.
+	LastDeployed string `json:"-"`
+	// OutOfSync names the objects of status.resources Argo CD reports OutOfSync, at most
+	// MaxOutOfSyncNames of them; nil when none is. The rest of the list is not kept.
+	OutOfSync *OutOfSync `json:"-"`
+}
+
+// MaxOutOfSyncNames is how many names of OutOfSync objects an Application's cached status keeps.
+const MaxOutOfSyncNames = 10
+
+// OutOfSync is what Kokumi keeps of the objects Argo CD reports OutOfSync in an Application's
+// status.resources: the first MaxOutOfSyncNames of them as Kind/name, and how many there are.
+type OutOfSync struct {
+	Names []string
+	Count int
+}
+
+// UnmarshalJSON reads the status Kokumi keeps (Status) and, of status.history and
+// status.resources, only the newest deployed revision and the OutOfSync objects' names.
+func (st *Status) UnmarshalJSON(data []byte) error {
+	type plain Status
+	var w struct {
+		plain
+		History []struct {
+			Revision string `json:"revision"`
+		} `json:"history"`
+		Resources []resourceEntry `json:"resources"`
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &w); err != nil {
+		return fmt.Errorf("decode an Application's status: %w", err)
+	}
+	*st = Status(w.plain)
+	if n := len(w.History); n > 0 {
+		st.LastDeployed = w.History[n-1].Revision
+	}
+	for _, r := range w.Resources {
+		if r.outOfSync == "" {
+			continue
+		}
+		if st.OutOfSync == nil {
+			st.OutOfSync = &OutOfSync{}
+		}
+		st.OutOfSync.Count++
+		if len(st.OutOfSync.Names) < MaxOutOfSyncNames {
+			st.OutOfSync.Names = append(st.OutOfSync.Names, r.outOfSync)
+		}
+	}
+	return nil
+}
+
+// resourceEntry is one entry of status.resources as Kokumi reads it: Kind/name when Argo CD
+// reports the object OutOfSync, else nothing. An entry that does not name OutOfSync, as most
+// do, is not decoded at all: nothing of it is allocated.
+type resourceEntry struct{ outOfSync string }
+
+// outOfSyncValue is the sync status an entry names when it is out of sync.
+var outOfSyncValue = []byte(`"` + SyncOutOfSync + `"`)
+
+// UnmarshalJSON reads the entry's kind and name when its status is OutOfSync.
+func (r *resourceEntry) UnmarshalJSON(data []byte) error {
+	if !bytes.Contains(data, outOfSyncValue) {
+		return nil
+	}
+	var e struct {
+		Kind   string `json:"kind"`
+		Name   string `json:"name"`
+		Status string `json:"status"`
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &e); err != nil {
+		return fmt.Errorf("decode an entry of an Application's status.resources: %w", err)
+	}
+	if e.Status == SyncOutOfSync {
+		r.outOfSync = e.Kind + "/" + e.Name
+	}
+	return nil
+}
+
+// DeployedAt reports whether Argo CD's last deployment was of revision: the newest entry of
+// status.history, or else the last sync operation, which Succeeded.
+func (st Status) DeployedAt(revision string) bool {
+	if st.LastDeployed != "" {
+		return SameRevision(st.LastDeployed, revision)
+	}
+	op := st.OperationState
+	return op != nil && op.Phase == OperationSucceeded && SameRevision(op.Operation.Sync.Revision, revision)
+}
+
+// OperationRunning reports whether a sync operation is under way.
+func (st Status) OperationRunning() bool {
+	return st.OperationState != nil && st.OperationState.Phase == OperationRunning
 }
 
 // OperationState is the last sync operation Argo CD ran.

@@ -131,3 +131,41 @@ func TestResourcesFinalizersAreDriftAndCascade(t *testing.T) {
 		t.Errorf("WithoutCascade left %v, want nil", got)
 	}
 }
+
+// Of status.history and status.resources, the cached Application keeps the newest deployed
+// revision and at most MaxOutOfSyncNames names of OutOfSync objects with their count; a deep
+// copy shares no slice with it.
+func TestTheStatusKeepsTheLastDeployedRevisionAndAFewOutOfSyncNames(t *testing.T) {
+	app := built(t, testSpec(), func(obj map[string]any) {
+		var resources []any
+		resources = append(resources, map[string]any{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "podinfo", "name": "web", "status": "OutOfSync", "health": map[string]any{"status": "Healthy"}})
+		for i := range 14 {
+			resources = append(resources, map[string]any{"version": "v1", "kind": "ConfigMap", "name": "cfg-" + string(rune('a'+i)), "status": "Synced"})
+			resources = append(resources, map[string]any{"version": "v1", "kind": "Secret", "name": "s-" + string(rune('a'+i)), "status": "OutOfSync"})
+		}
+		obj["status"] = map[string]any{
+			"sync":      map[string]any{"status": "OutOfSync", "revision": "sha256:aa"},
+			"history":   []any{map[string]any{"id": 0, "revision": "sha256:00"}, map[string]any{"id": 1, "revision": "sha256:aa", "deployedAt": "2026-12-07T10:00:00Z"}},
+			"resources": resources,
+		}
+	})
+	st := app.Status
+	if st.LastDeployed != "sha256:aa" || !st.DeployedAt("aa") || st.DeployedAt("sha256:00") {
+		t.Errorf("last deployed %q", st.LastDeployed)
+	}
+	if st.OutOfSync == nil || st.OutOfSync.Count != 15 || len(st.OutOfSync.Names) != argocd.MaxOutOfSyncNames ||
+		st.OutOfSync.Names[0] != "Deployment/web" || st.OutOfSync.Names[1] != "Secret/s-a" {
+		t.Fatalf("out of sync %+v", st.OutOfSync)
+	}
+	cp := app.DeepCopy()
+	cp.Status.OutOfSync.Names[0] = "changed"
+	if app.Status.OutOfSync.Names[0] != "Deployment/web" {
+		t.Error("the copy shares the names")
+	}
+	synced := built(t, testSpec(), func(obj map[string]any) {
+		obj["status"] = map[string]any{"resources": []any{map[string]any{"kind": "Deployment", "name": "web", "status": "Synced"}}}
+	})
+	if synced.Status.OutOfSync != nil || synced.Status.DeployedAt("sha256:aa") {
+		t.Errorf("a synced Application keeps %+v", synced.Status)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,8 +24,11 @@ const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 // (Status).
 //
 // Everything else is skipped while the API server's JSON is decoded, and never allocated: what
-// makes a real Application 20 KB and more (status.resources, one entry per Kubernetes object
-// deployed; status.history; operationState.syncResult; status.summary; the top-level operation).
+// makes a real Application 20 KB and more (operationState.syncResult; status.summary; the
+// top-level operation), but for status.resources (one entry per Kubernetes object deployed) and
+// status.history, each decoded to the few fields Kokumi reads and dropped then: of the first
+// only the names of at most MaxOutOfSyncNames OutOfSync objects and their count are kept, of the
+// second only the newest revision (Status.UnmarshalJSON).
 // An Application cached so takes about 1.3 KB of heap, what many Applications share (see intern)
 // held once.
 //
@@ -191,6 +195,12 @@ func (a *Application) intern() {
 		op.Phase, op.Message = unique.Make(op.Phase).Value(), unique.Make(op.Message).Value()
 		op.Operation.Sync.Revision = unique.Make(op.Operation.Sync.Revision).Value()
 	}
+	st.LastDeployed = unique.Make(st.LastDeployed).Value()
+	if o := st.OutOfSync; o != nil {
+		for i, n := range o.Names {
+			o.Names[i] = unique.Make(n).Value()
+		}
+	}
 }
 
 // internMap returns m with its keys and values interned; the decoder's copy becomes garbage.
@@ -268,6 +278,10 @@ func (st Status) deepCopy() Status {
 	}
 	if st.Conditions != nil {
 		out.Conditions = append([]Condition(nil), st.Conditions...)
+	}
+	if st.OutOfSync != nil {
+		o := OutOfSync{Names: slices.Clone(st.OutOfSync.Names), Count: st.OutOfSync.Count}
+		out.OutOfSync = &o
 	}
 	return out
 }

@@ -64,6 +64,9 @@ checks the certificate first): for a token, use a kubeconfig user without one (-
   # What changes if web-7c9f is promoted over web-5b2a?
   kubectl kokumi diff web-5b2a web-7c9f -n shop --manifests
 
+  # Which release of each Order does every cluster of the Environment prod run?
+  kubectl kokumi fleet prod -n shop
+
   # How would a promotion roll out (waves, clusters, failure budget)?
   kubectl kokumi plan web -n shop
 
@@ -74,7 +77,10 @@ checks the certificate first): for a token, use a kubeconfig user without one (-
   # Hold a roll-out where it stands, let it go on, or undo it
   kubectl kokumi pause web -n shop
   kubectl kokumi resume web -n shop
-  kubectl kokumi abort web -n shop`,
+  kubectl kokumi abort web -n shop
+
+  # How is delivery going: deployments, lead time, change failures, time to restore?
+  kubectl kokumi dora -n shop --since 30d`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: DisplayName},
@@ -92,7 +98,7 @@ checks the certificate first): for a token, use a kubeconfig user without one (-
 	// The help flag exists before the arguments are read, so that `--help -n shop` is help.
 	root.InitDefaultHelpFlag()
 	root.AddCommand(newStatusCommand(o), newPromoteCommand(o), newRollbackCommand(o), newPauseCommand(o), newResumeCommand(o), newAbortCommand(o), newApproveCommand(o), newHistoryCommand(o), newDiffCommand(o), newVersionCommand(o), newClusterCommand(o))
-	root.AddCommand(newPlanCommand(o))
+	root.AddCommand(newPlanCommand(o), newFleetCommand(o), newDoraCommand(o))
 	return root
 }
 

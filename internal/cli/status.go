@@ -137,7 +137,11 @@ func printStatus(out io.Writer, st *Status, output string, now time.Time) error 
 	}
 	w.printf("Ready:        %s\n", ready)
 	cc := st.Clusters
-	w.printf("Clusters:     Selected %d, Healthy %d, Progressing %d, Degraded %d, Held %d\n", cc.Selected, cc.Healthy, cc.Progressing, cc.Degraded, cc.Held)
+	drifted := ""
+	if cc.Drifted > 0 {
+		drifted = fmt.Sprintf(", Drifted %d", cc.Drifted)
+	}
+	w.printf("Clusters:     Selected %d, Healthy %d, Progressing %d, Degraded %d, Held %d%s\n", cc.Selected, cc.Healthy, cc.Progressing, cc.Degraded, cc.Held, drifted)
 	if r := st.Rollout; r != nil {
 		line := fmt.Sprintf("%s %s", r.State, r.Preparation)
 		if r.Wave != "" {

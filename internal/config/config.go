@@ -32,6 +32,9 @@ type Config struct {
 	// ProgressDeadline is how long a cluster may stay Progressing before it fails the
 	// deployment (ProgressDeadlineExceeded); 0 waits forever.
 	ProgressDeadline time.Duration
+	// DriftAfter is how long a cluster Argo CD deployed to may stay out of sync (fleet.Drifting)
+	// before it is Drifted; 0 makes it Drifted at once.
+	DriftAfter time.Duration
 	// ApplicationWriters is how many Applications one Serving writes at a time.
 	ApplicationWriters int
 	// ApplicationWriteSlice is how many Application writes one reconcile of a Serving makes at
@@ -123,7 +126,10 @@ func Default() Config {
 		ProbePeriod:     30 * time.Second,
 		SyncRetry:       argocd.DefaultSyncRetry,
 		// Argo CD's retries (about 2.5 minutes with the defaults) end well before it.
-		ProgressDeadline:           10 * time.Minute,
+		ProgressDeadline: 10 * time.Minute,
+		// Far longer than Argo CD's self-heal takes to undo a change on a cluster (it watches the
+		// objects, and syncs again after its self-heal timeout, 5 s by default).
+		DriftAfter:                 5 * time.Minute,
 		ApplicationWriters:         16,
 		ApplicationWriteSlice:      1000,
 		ProbeWorkers:               32,

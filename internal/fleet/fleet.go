@@ -22,13 +22,20 @@ type State int
 const (
 	Held State = iota
 	Degraded
+	// Drifted: Argo CD deployed the release there and has reported it OutOfSync since, for
+	// longer than the drift threshold (ApplyDrift).
+	Drifted
 	Progressing
 	Healthy
 )
 
+// States are the states in the order status.targets lists them and the views rank them: the
+// clusters that most need a look first.
+var States = []State{Held, Degraded, Drifted, Progressing, Healthy}
+
 // String returns the state's name as status.targets shows it.
 func (s State) String() string {
-	return [...]string{"Held", "Degraded", "Progressing", "Healthy"}[s]
+	return [...]string{"Held", "Degraded", "Drifted", "Progressing", "Healthy"}[s]
 }
 
 // Cluster is what the fleet knows of one selected Cluster.
@@ -249,7 +256,9 @@ func (d *Decision) deployed(app Observed, exists bool, revision string) {
 // Observe is the state of a cluster whose Application is as Kokumi wants it, from what Argo CD
 // reports of it for revision: Held when Argo CD refuses it, Degraded when its sync failed, Argo
 // CD cannot load it or it is Degraded at revision, Healthy when synced and healthy at revision,
-// else Progressing. The Serving's fold and the UI's rows both take a cluster's state from here.
+// else Progressing, with reason OutOfSync when it is drifting (Drifting: ApplyDrift makes it
+// Drifted past the drift threshold) and SelfHealing while Argo CD syncs it again. The Serving's
+// fold and the UI's rows both take a cluster's state from here.
 // The message is what a tenant reads of Argo CD's (TenantMessage).
 func Observe(st argocd.Status, revision string) (state State, reason, message string) {
 	state, reason, message = observe(st, revision)
@@ -276,6 +285,10 @@ func observe(st argocd.Status, revision string) (state State, reason, message st
 			msg += ": " + st.Health.Message
 		}
 		return Degraded, v1.ReasonDegraded, msg
+	case Drifting(st, revision):
+		return Progressing, v1.ReasonOutOfSync, driftMessage(st, revision)
+	case SelfHealing(st, revision):
+		return Progressing, v1.ReasonSelfHealing, "syncing again: " + driftMessage(st, revision)
 	default:
 		msg := fmt.Sprintf("sync %s, health %s", orUnknown(st.Sync.Status), orUnknown(st.Health.Status))
 		if st.Sync.Revision != "" {
@@ -286,6 +299,56 @@ func observe(st argocd.Status, revision string) (state State, reason, message st
 		}
 		return Progressing, v1.ReasonProgressing, msg
 	}
+}
+
+// Drifting reports whether Argo CD, having deployed revision (its last deployment, the newest
+// entry of status.history or the last sync operation, was of revision), now reports what runs
+// there changed: OutOfSync at revision with no sync operation running, or Synced at another
+// revision. A first roll-out not synced yet is not drifting (Argo CD has not deployed revision),
+// nor is a cluster Argo CD is syncing (SelfHealing). Kokumi's Applications self-heal, so a drift
+// that lasts is one self-heal does not undo, such as another controller changing the objects
+// back after each sync.
+func Drifting(st argocd.Status, revision string) bool {
+	return changed(st, revision) && !st.OperationRunning()
+}
+
+// SelfHealing reports whether Argo CD, having deployed revision, reports what runs there changed
+// (as Drifting) and is syncing it again: not drift by itself, but it does not end a drift either
+// (ApplyDrift).
+func SelfHealing(st argocd.Status, revision string) bool {
+	return changed(st, revision) && st.OperationRunning()
+}
+
+// changed reports whether Argo CD's last deployment was of revision and it now reports the
+// cluster OutOfSync at revision, or Synced at another revision.
+func changed(st argocd.Status, revision string) bool {
+	if !st.DeployedAt(revision) {
+		return false
+	}
+	switch st.Sync.Status {
+	case argocd.SyncOutOfSync:
+		return argocd.SameRevision(st.Sync.Revision, revision)
+	case argocd.SyncSynced:
+		return st.Sync.Revision != "" && !argocd.SameRevision(st.Sync.Revision, revision)
+	}
+	return false
+}
+
+// driftMessage says how a drifting cluster (Drifting) differs from what was deployed: the
+// objects Argo CD reports OutOfSync, at most argocd.MaxOutOfSyncNames of them.
+func driftMessage(st argocd.Status, revision string) string {
+	if st.Sync.Status == argocd.SyncSynced {
+		return fmt.Sprintf("Argo CD deployed %s and now reports %s synced", short(revision), short(st.Sync.Revision))
+	}
+	msg := "Argo CD deployed " + short(revision) + " and now reports it OutOfSync"
+	if o := st.OutOfSync; o != nil && o.Count > 0 {
+		names := strings.Join(o.Names, ", ")
+		if more := o.Count - len(o.Names); more > 0 {
+			names += " … and " + text.Thousands(more) + " more"
+		}
+		msg += ": " + names
+	}
+	return msg
 }
 
 func orUnknown(s string) string {
@@ -324,12 +387,73 @@ func Leaving(servingNamespace, servingName string, clusters []Cluster, existing 
 // ApplyDeadline fails the clusters that have been Progressing longer than deadline, by the
 // times previous (the last status's targets) says they entered that state, as a Deployment's
 // progressDeadlineSeconds does: they become Degraded with ProgressDeadlineExceeded until they
-// progress again. It returns how long until the next of the others reaches the deadline (0 when
-// none is Progressing, or deadline is 0).
+// progress again. A drifting cluster (reason OutOfSync) is not progressing: ApplyDrift times it.
+// It returns how long until the next of the others reaches the deadline (0 when none is
+// Progressing, or deadline is 0).
 func ApplyDeadline(decisions []Decision, previous []v1.Target, now metav1.Time, deadline time.Duration) time.Duration {
 	if deadline <= 0 {
 		return 0
 	}
+	progressing := func(d *Decision) bool {
+		// A cluster a roll-out leaves waiting is not updating, nor is one drifting or self-healing.
+		return d.State == Progressing && d.Reason != v1.ReasonWaiting && d.Reason != v1.ReasonOutOfSync && d.Reason != v1.ReasonSelfHealing
+	}
+	return applyLimit(decisions, previous, now, deadline, progressing, v1.ReasonProgressing, v1.ReasonProgressDeadlineExceeded, func(d *Decision) {
+		d.State, d.Reason = Degraded, v1.ReasonProgressDeadlineExceeded
+		d.Message = fmt.Sprintf("still not synced and healthy after the progress deadline of %s: %s", deadline, d.Message)
+	})
+}
+
+// ApplyDrift makes Drifted the clusters that have been drifting (Progressing with reason
+// OutOfSync, Drifting) for longer than after, timed as ApplyDeadline times the progress
+// deadline: by the times previous (the last status's targets, and those past their cap the
+// controller remembers) says they started. A cluster Argo CD syncs again (SelfHealing) goes on
+// drifting, or stays Drifted, when previous shows it so: self-heal's attempts, every few seconds
+// while another controller changes the objects back, neither end a drift nor restart its clock.
+// A drifted cluster stays Drifted until Argo CD reports it otherwise. It returns how long until
+// the next of the others drifts (0 when none is drifting).
+func ApplyDrift(decisions []Decision, previous []v1.Target, now metav1.Time, after time.Duration) time.Duration {
+	var was map[string]string
+	for i := range decisions {
+		d := &decisions[i]
+		if d.State != Progressing || d.Reason != v1.ReasonSelfHealing {
+			continue
+		}
+		if was == nil {
+			was = make(map[string]string, len(previous))
+			for _, t := range previous {
+				if len(t.Conditions) > 0 {
+					was[t.Cluster] = t.Conditions[0].Reason
+				}
+			}
+		}
+		if r := was[d.Cluster]; r == v1.ReasonOutOfSync || r == v1.ReasonDrifted {
+			d.Reason = v1.ReasonOutOfSync
+		}
+	}
+	drifting := func(d *Decision) bool { return d.State == Progressing && d.Reason == v1.ReasonOutOfSync }
+	return applyLimit(decisions, previous, now, after, drifting, v1.ReasonOutOfSync, v1.ReasonDrifted, func(d *Decision) {
+		d.State, d.Reason = Drifted, v1.ReasonDrifted
+		d.Message = fmt.Sprintf("drifted: out of sync for longer than the drift threshold of %s, which self-heal did not undo: %s", after, d.Message)
+	})
+}
+
+// ApplyTimes applies the progress deadline (ApplyDeadline) and the drift threshold (ApplyDrift)
+// to the decisions, and returns how long until the next cluster reaches either (0: none).
+func ApplyTimes(decisions []Decision, previous []v1.Target, now metav1.Time, deadline, driftAfter time.Duration) time.Duration {
+	next := ApplyDeadline(decisions, previous, now, deadline)
+	if drift := ApplyDrift(decisions, previous, now, driftAfter); drift > 0 && (next == 0 || drift < next) {
+		next = drift
+	}
+	return next
+}
+
+// applyLimit applies exceed to the decisions in a state (in) that previous says they entered
+// (its reason running) limit or longer before now, or that previous already shows past the
+// limit (its reason reached). It returns how long until the next of the others reaches the
+// limit (0 when none is in the state).
+func applyLimit(decisions []Decision, previous []v1.Target, now metav1.Time, limit time.Duration,
+	in func(*Decision) bool, running, reached string, exceed func(*Decision)) time.Duration {
 	since := make(map[string]v1.Target, len(previous))
 	for _, t := range previous {
 		since[t.Cluster] = t
@@ -337,24 +461,23 @@ func ApplyDeadline(decisions []Decision, previous []v1.Target, now metav1.Time, 
 	var next time.Duration
 	for i := range decisions {
 		d := &decisions[i]
-		if d.State != Progressing || d.Reason == v1.ReasonWaiting {
-			continue // a cluster a roll-out leaves waiting is not updating
+		if !in(d) {
+			continue
 		}
 		elapsed := time.Duration(0)
 		if p, ok := since[d.Cluster]; ok && len(p.Conditions) > 0 {
 			switch p.Conditions[0].Reason {
-			case v1.ReasonProgressDeadlineExceeded:
-				elapsed = deadline
-			case v1.ReasonProgressing:
+			case reached:
+				elapsed = limit
+			case running:
 				elapsed = now.Sub(p.Since.Time)
 			}
 		}
-		if elapsed >= deadline {
-			d.State, d.Reason = Degraded, v1.ReasonProgressDeadlineExceeded
-			d.Message = fmt.Sprintf("still not synced and healthy after the progress deadline of %s: %s", deadline, d.Message)
+		if elapsed >= limit {
+			exceed(d)
 			continue
 		}
-		if left := deadline - elapsed; next == 0 || left < next {
+		if left := limit - elapsed; next == 0 || left < next {
 			next = left
 		}
 	}
@@ -364,7 +487,8 @@ func ApplyDeadline(decisions []Decision, previous []v1.Target, now metav1.Time, 
 // Summary is the Serving status a fleet of Decisions folds into.
 type Summary struct {
 	Clusters v1.ClusterCounts
-	// Targets are the non-healthy clusters, held, degraded, progressing, by name; at most v1.MaxTargets.
+	// Targets are the non-healthy clusters, held, degraded, drifted, progressing, by name; at
+	// most v1.MaxTargets.
 	Targets []v1.Target
 	// Omitted counts the non-healthy clusters the cap left out.
 	Omitted int32
@@ -377,8 +501,11 @@ type Summary struct {
 	RunningOmitted int32
 	// Ready is the Serving's Ready condition (without times and generation).
 	Ready metav1.Condition
-	// HealthyClusters names the clusters that run the Preparation synced and healthy, by name.
+	// HealthyClusters names the clusters that run the Preparation synced and healthy, by name:
+	// never a drifted one.
 	HealthyClusters []string
+	// DriftedClusters names the drifted clusters, by name.
+	DriftedClusters []string
 }
 
 // Fold folds the Decisions into counts, the capped list of targets and the Ready condition.
@@ -387,7 +514,7 @@ type Summary struct {
 func Fold(preparation, environment string, decisions []Decision, previous []v1.Target, now metav1.Time) Summary {
 	var s Summary
 	s.Clusters.Selected = int32(len(decisions))
-	var healthy, notReady, failing, progressing []string
+	var healthy, notReady, failing, drifted, progressing []string
 	ordered := make([]*Decision, 0, len(decisions))
 	for i := range decisions {
 		d := &decisions[i]
@@ -406,6 +533,9 @@ func Fold(preparation, environment string, decisions []Decision, previous []v1.T
 		case Degraded:
 			s.Clusters.Degraded++
 			failing = append(failing, d.Cluster+" ("+d.Reason+")")
+		case Drifted:
+			s.Clusters.Drifted++
+			drifted = append(drifted, d.Cluster)
 		case Progressing:
 			s.Clusters.Progressing++
 			progressing = append(progressing, d.Cluster)
@@ -441,8 +571,8 @@ func Fold(preparation, environment string, decisions []Decision, previous []v1.T
 	}
 	s.Omitted = int32(len(s.Unlisted))
 	s.Running, s.RunningOmitted = running(decisions)
-	s.Ready = readyCondition(preparation, environment, len(decisions), healthy, notReady, failing, progressing)
-	s.HealthyClusters = healthy
+	s.Ready = readyCondition(preparation, environment, len(decisions), healthy, notReady, failing, drifted, progressing)
+	s.HealthyClusters, s.DriftedClusters = healthy, drifted
 	return s
 }
 
@@ -474,11 +604,15 @@ func running(decisions []Decision) ([]v1.RevisionCount, int32) {
 	return out, 0
 }
 
-func readyCondition(preparation, environment string, selected int, healthy, notReady, failing, progressing []string) metav1.Condition {
+func readyCondition(preparation, environment string, selected int, healthy, notReady, failing, drifted, progressing []string) metav1.Condition {
 	c := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse}
 	notReadyPart := ""
 	if len(notReady) > 0 {
 		notReadyPart = "; not ready: " + text.Names(notReady)
+	}
+	driftedPart := ""
+	if len(drifted) > 0 {
+		driftedPart = "; drifted on " + text.Names(drifted)
 	}
 	switch {
 	case len(notReady) == selected:
@@ -487,8 +621,19 @@ func readyCondition(preparation, environment string, selected int, healthy, notR
 	case len(failing) > 0:
 		c.Reason = v1.ReasonDeploymentFailed
 		c.Message = fmt.Sprintf("Preparation %s failed on %s", preparation, text.Names(failing))
+		c.Message += driftedPart
 		if len(healthy) > 0 {
 			c.Message += "; healthy on " + text.Names(healthy)
+		}
+		c.Message += notReadyPart
+	case len(drifted) > 0:
+		c.Reason = v1.ReasonDrifted
+		c.Message = fmt.Sprintf("Preparation %s drifted on %s: what runs there is no longer what Argo CD deployed", preparation, text.Names(drifted))
+		if len(healthy) > 0 {
+			c.Message += "; healthy on " + text.Names(healthy)
+		}
+		if len(progressing) > 0 {
+			c.Message += "; waiting for " + text.Names(progressing)
 		}
 		c.Message += notReadyPart
 	case len(progressing) == 0 && len(healthy) > 0:

@@ -390,35 +390,45 @@ func TestAfterWritesFoldsEachWritesResultWithoutEditingThePlan(t *testing.T) {
 	}
 }
 
-// The progress deadline reaches every cluster of a fleet larger than status.targets' cap: the
-// clusters Fold leaves out of Targets come back (with their times) as Unlisted, which the
-// caller passes again as previous.
-func TestTheProgressDeadlineReachesClustersPastTheCap(t *testing.T) {
+// The progress deadline and the drift threshold reach every cluster of a fleet larger than
+// status.targets' cap: the clusters Fold leaves out of Targets come back (with their times) as
+// Unlisted, which the caller passes again as previous.
+func TestTheProgressDeadlineAndTheDriftThresholdReachClustersPastTheCap(t *testing.T) {
 	const n = v1.MaxTargets + 36
-	deadline := 10 * time.Minute
-	decide := func() []Decision {
-		ds := make([]Decision, n)
-		for i := range ds {
-			ds[i] = Decision{Cluster: fmt.Sprintf("c%03d", i), State: Progressing, Reason: v1.ReasonProgressing, Revision: oldRev}
+	limit := 10 * time.Minute
+	for _, tc := range []struct {
+		reason string
+		apply  func([]Decision, []v1.Target, metav1.Time, time.Duration) time.Duration
+		state  State
+		past   string
+	}{
+		{v1.ReasonProgressing, ApplyDeadline, Degraded, v1.ReasonProgressDeadlineExceeded},
+		{v1.ReasonOutOfSync, ApplyDrift, Drifted, v1.ReasonDrifted},
+	} {
+		decide := func() []Decision {
+			ds := make([]Decision, n)
+			for i := range ds {
+				ds[i] = Decision{Cluster: fmt.Sprintf("c%03d", i), State: Progressing, Reason: tc.reason, Revision: oldRev}
+			}
+			return ds
 		}
-		return ds
-	}
-	start := metav1.NewTime(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC))
-	first := decide()
-	ApplyDeadline(first, nil, start, deadline)
-	sum := Fold("p", "edge", first, nil, start)
-	if len(sum.Targets) != v1.MaxTargets || len(sum.Unlisted) != n-v1.MaxTargets || sum.Omitted != n-v1.MaxTargets {
-		t.Fatalf("%d listed, %d unlisted, %d omitted", len(sum.Targets), len(sum.Unlisted), sum.Omitted)
-	}
-	if got := fmt.Sprint(sum.Running); got != fmt.Sprint([]v1.RevisionCount{{Revision: oldRev, Clusters: n}}) {
-		t.Errorf("running %s", got)
-	}
-	previous := append(append([]v1.Target{}, sum.Targets...), sum.Unlisted...)
-	later := decide()
-	ApplyDeadline(later, previous, metav1.NewTime(start.Add(deadline+time.Second)), deadline)
-	for _, d := range later {
-		if d.State != Degraded || d.Reason != v1.ReasonProgressDeadlineExceeded {
-			t.Fatalf("cluster %s is %s (%s) past the deadline", d.Cluster, d.State, d.Reason)
+		start := metav1.NewTime(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC))
+		first := decide()
+		tc.apply(first, nil, start, limit)
+		sum := Fold("p", "edge", first, nil, start)
+		if len(sum.Targets) != v1.MaxTargets || len(sum.Unlisted) != n-v1.MaxTargets || sum.Omitted != n-v1.MaxTargets {
+			t.Fatalf("%s: %d listed, %d unlisted, %d omitted", tc.reason, len(sum.Targets), len(sum.Unlisted), sum.Omitted)
+		}
+		if got := fmt.Sprint(sum.Running); got != fmt.Sprint([]v1.RevisionCount{{Revision: oldRev, Clusters: n}}) {
+			t.Errorf("running %s", got)
+		}
+		previous := append(append([]v1.Target{}, sum.Targets...), sum.Unlisted...)
+		later := decide()
+		tc.apply(later, previous, metav1.NewTime(start.Add(limit+time.Second)), limit)
+		for _, d := range later {
+			if d.State != tc.state || d.Reason != tc.past {
+				t.Fatalf("cluster %s is %s (%s) past the limit, want %s (%s)", d.Cluster, d.State, d.Reason, tc.state, tc.past)
+			}
 		}
 	}
 }

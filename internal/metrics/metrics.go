@@ -37,6 +37,7 @@ const (
 	StateProgressing = "progressing"
 	StateDegraded    = "degraded"
 	StateHeld        = "held"
+	StateDrifted     = "drifted"
 )
 
 // Kinds that wait on a promotion stage, the values of kokumi_promotions_waiting's kind label.
@@ -77,7 +78,7 @@ const (
 var (
 	servingClusters = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: ServingClustersName,
-		Help: "Clusters of a Serving by the state of their deployment, as its status.clusters counts them (state: selected, healthy, progressing, degraded, held).",
+		Help: "Clusters of a Serving by the state of their deployment, as its status.clusters counts them (state: selected, healthy, progressing, degraded, drifted, held).",
 	}, []string{"namespace", "serving", "state"})
 
 	servingReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -169,7 +170,7 @@ func Result(err error) string {
 
 // ClusterCounts are a Serving's cluster counts, as in its status.clusters.
 type ClusterCounts struct {
-	Selected, Healthy, Progressing, Degraded, Held int32
+	Selected, Healthy, Progressing, Degraded, Held, Drifted int32
 }
 
 // SetServing sets the series of a Serving: its cluster counts, whether it is Ready, and
@@ -177,7 +178,7 @@ type ClusterCounts struct {
 func SetServing(namespace, serving string, counts ClusterCounts, ready, awaitingStage bool) {
 	for state, n := range map[string]int32{
 		StateSelected: counts.Selected, StateHealthy: counts.Healthy, StateProgressing: counts.Progressing,
-		StateDegraded: counts.Degraded, StateHeld: counts.Held,
+		StateDegraded: counts.Degraded, StateHeld: counts.Held, StateDrifted: counts.Drifted,
 	} {
 		servingClusters.WithLabelValues(namespace, serving, state).Set(float64(n))
 	}

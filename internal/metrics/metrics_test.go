@@ -28,19 +28,22 @@ func value(t *testing.T, g prometheus.Gauge) float64 {
 }
 
 func TestAServingsSeriesGoWithIt(t *testing.T) {
-	SetServing("ns", "a", ClusterCounts{Selected: 3, Healthy: 1, Progressing: 1, Held: 1}, false, true)
+	SetServing("ns", "a", ClusterCounts{Selected: 4, Healthy: 1, Progressing: 1, Held: 1, Drifted: 1}, false, true)
 	SetServing("ns", "b", ClusterCounts{Selected: 1, Healthy: 1}, true, false)
 	SetOrderWaiting("ns", "a", true)
 	if got := value(t, servingClusters.WithLabelValues("ns", "a", StateHeld)); got != 1 {
 		t.Errorf("held %v, want 1", got)
 	}
+	if got := value(t, servingClusters.WithLabelValues("ns", "a", StateDrifted)); got != 1 {
+		t.Errorf("drifted %v, want 1", got)
+	}
 	if got := value(t, promotionsWaiting.WithLabelValues("ns", "a", KindServing)); got != 1 {
 		t.Errorf("waiting %v, want 1", got)
 	}
 	ForgetServing("ns", "a")
-	// b's five states and Ready, b's waiting; a's Order still waits.
-	if n := count(servingClusters); n != 5 {
-		t.Errorf("%d series of %s after a went, want 5", n, ServingClustersName)
+	// b's six states and Ready, b's waiting; a's Order still waits.
+	if n := count(servingClusters); n != 6 {
+		t.Errorf("%d series of %s after a went, want 6", n, ServingClustersName)
 	}
 	if n := count(promotionsWaiting); n != 2 {
 		t.Errorf("%d series of %s, want 2 (b's Serving, a's Order)", n, PromotionsWaitingName)

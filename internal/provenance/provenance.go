@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kokumi-dev/kokumi/internal/images"
 	"github.com/kokumi-dev/kokumi/internal/record"
@@ -60,6 +61,8 @@ type Render struct {
 	Verify []string
 	// Verified are the results of that verification, one per input.
 	Verified []sourcesig.Result
+	// StartedOn is when the render started (written to the second, in UTC); zero writes none.
+	StartedOn time.Time
 }
 
 // Predicate is a SLSA Provenance v1 predicate.
@@ -119,6 +122,9 @@ type Builder struct {
 // Metadata identifies the run.
 type Metadata struct {
 	InvocationID string `json:"invocationId"`
+	// StartedOn is when the render started: when Kokumi took up the change it renders. The
+	// delivery measures count a change's lead time from it (docs/metrics.md).
+	StartedOn *time.Time `json:"startedOn,omitempty"`
 }
 
 // Of is the predicate of a render.
@@ -161,6 +167,11 @@ func Of(r Render) (Predicate, error) {
 	if exe, err := executableDigest(); err == nil {
 		b.BuilderDependencies = []ResourceDescriptor{{Name: "kokumi", URI: "file://kokumi", Digest: digestMap(exe)}}
 	}
+	md := Metadata{InvocationID: r.Namespace + "/" + r.Order + "@" + r.SourceDigest}
+	if !r.StartedOn.IsZero() {
+		t := r.StartedOn.UTC().Truncate(time.Second)
+		md.StartedOn = &t
+	}
 	return Predicate{
 		BuildDefinition: BuildDefinition{
 			BuildType: BuildType,
@@ -171,7 +182,7 @@ func Of(r Render) (Predicate, error) {
 			},
 			ResolvedDependencies: deps,
 		},
-		RunDetails: RunDetails{Builder: b, Metadata: Metadata{InvocationID: r.Namespace + "/" + r.Order + "@" + r.SourceDigest}},
+		RunDetails: RunDetails{Builder: b, Metadata: md},
 	}, nil
 }
 

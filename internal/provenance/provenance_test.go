@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kokumi-dev/kokumi/internal/images"
 	"github.com/kokumi-dev/kokumi/internal/oci"
@@ -155,6 +156,44 @@ func BenchmarkAttach(b *testing.B) {
 	for i := range b.N {
 		if _, err := provenance.Attach(context.Background(), store, signer, repo, artifacts[i], render); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// The provenance says when its render started (to the second, in UTC), and the registry's
+// reader of delivery evidence reads it back, verified; a render without a start says none.
+func TestTheProvenanceSaysWhenTheRenderStarted(t *testing.T) {
+	ctx := context.Background()
+	reg := ocitest.Start(t)
+	repo := ocitest.Repo(reg, "team-a/podinfo")
+	store := &record.Store{Client: &oci.Client{}}
+	signer := recordtest.NewSigner(t)
+	keys, err := record.ParseTrustedKeys(signer.PublicKeyPEM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Date(2026, 1, 2, 8, 0, 0, 700_000_000, time.FixedZone("CET", 3600))
+	for _, c := range []struct {
+		started time.Time
+		want    time.Time
+	}{{started, time.Date(2026, 1, 2, 7, 0, 0, 0, time.UTC)}, {time.Time{}, time.Time{}}} {
+		artifact, err := (&oci.Client{}).PushArtifact(ctx, repo, []byte("started "+c.started.String()), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		render := provenance.Render{Namespace: "team-a", Order: "podinfo", SourceURL: "oci://example/charts/podinfo", SourceDigest: "sha256:" + strings.Repeat("a", 64), StartedOn: c.started}
+		if _, err := provenance.Attach(ctx, store, signer, repo, artifact, render); err != nil {
+			t.Fatal(err)
+		}
+		a, err := store.Evidence(ctx, repo, artifact, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Changes) != 1 || !a.Changes[0].Verified || !a.Changes[0].StartedOn.Equal(c.want) {
+			t.Errorf("render started %v: the evidence reads %+v, want startedOn %v", c.started, a.Changes, c.want)
+		}
+		if got, _ := store.Attestations(ctx, repo, artifact, keys); len(got.Changes) != 0 {
+			t.Errorf("Attestations read the provenance: %+v", got.Changes)
 		}
 	}
 }

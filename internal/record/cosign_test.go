@@ -148,7 +148,13 @@ func TestStockCosignVerifiesRecords(t *testing.T) {
 	revoked := pushArtifact(t, repo, "revoked")
 	recordDigest := attach(t, st, repo, revoked, a, evidencePredicate())
 	revocation := revocationPredicate(recordDigest)
-	if _, err := st.Revoke(context.Background(), repo, revoked, a, revocation); err != nil {
+	if _, _, err := st.Revoke(context.Background(), repo, revoked, a, revocation); err != nil {
+		t.Fatal(err)
+	}
+
+	// A roll-out that halted: Kokumi's roll-out failure of it.
+	halted := pushArtifact(t, repo, "halted")
+	if _, _, err := st.Fail(context.Background(), repo, halted, a, failurePredicate()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -156,6 +162,7 @@ func TestStockCosignVerifiesRecords(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cosign := cosignPath(t, name)
 			checkRevocation(t, cosign, a, repo, revoked, recordDigest)
+			checkFailure(t, cosign, a, repo, halted)
 			out, err := verifyAttestation(t, cosign, a.PublicKeyPEM(), repo, good)
 			if err != nil {
 				t.Fatalf("cosign refused a good record: %v\n%s", err, out)
@@ -329,5 +336,38 @@ func checkRevocation(t *testing.T, cosign string, a *record.Signer, repo, digest
 	}
 	if out, err := runWithKey(t, recordtest.NewSigner(t).PublicKeyPEM(), nil, cosign, args...); err == nil || !strings.Contains(out, "no matching attestations") {
 		t.Errorf("cosign verified the revocation with a key that did not sign it (%v):\n%s", err, out)
+	}
+}
+
+// failurePredicate is the roll-out failure the tests sign.
+func failurePredicate() record.FailurePredicate {
+	return record.FailurePredicate{Order: "podinfo-edge", Namespace: "platform", Environment: "edge", Preparation: "podinfo-edge-7",
+		Attempt: 3, Outcome: record.OutcomeHalted, Wave: "canary", Time: time.Date(2026, 12, 5, 10, 14, 3, 0, time.UTC)}
+}
+
+// checkFailure checks that stock cosign verifies Kokumi's roll-out failure of repo@digest with
+// its type and prints what was signed, and refuses it with another key.
+func checkFailure(t *testing.T, cosign string, a *record.Signer, repo, digest string) {
+	t.Helper()
+	args := []string{"verify-attestation", "--key", "$KEY", "--insecure-ignore-tlog", "--type", record.FailurePredicateType, "--allow-http-registry", repo + "@" + digest}
+	out, err := runWithKey(t, a.PublicKeyPEM(), nil, cosign, args...)
+	if err != nil {
+		t.Fatalf("cosign refused Kokumi's roll-out failure: %v\n%s", err, out)
+	}
+	sts := statements(out)
+	if len(sts) != 1 || !strings.Contains(sts[0], `"predicateType":"`+record.FailurePredicateType+`"`) {
+		t.Fatalf("cosign's statements of the roll-out failure type: %q", sts)
+	}
+	var st struct {
+		Predicate record.FailurePredicate `json:"predicate"`
+	}
+	if err := json.Unmarshal([]byte(sts[0]), &st); err != nil {
+		t.Fatal(err)
+	}
+	if want := failurePredicate(); !reflect.DeepEqual(st.Predicate, want) {
+		t.Errorf("the roll-out failure says %+v, want %+v", st.Predicate, want)
+	}
+	if out, err := runWithKey(t, recordtest.NewSigner(t).PublicKeyPEM(), nil, cosign, args...); err == nil || !strings.Contains(out, "no matching attestations") {
+		t.Errorf("cosign verified the roll-out failure with a key that did not sign it (%v):\n%s", err, out)
 	}
 }

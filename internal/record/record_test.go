@@ -430,12 +430,12 @@ func TestRevocationsAreReadApartFromRecordsAndVerified(t *testing.T) {
 	a := recordtest.NewSigner(t)
 	recordDigest := attach(t, st, repo, digest, a, predicate("edge-1"))
 	p := revocationPredicate(recordDigest)
-	revDigest, err := st.Revoke(context.Background(), repo, digest, a, p)
+	revDigest, _, err := st.Revoke(context.Background(), repo, digest, a, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The same revocation again is not attached twice.
-	if again, err := st.Revoke(context.Background(), repo, digest, a, p); err != nil || again != revDigest {
+	if again, _, err := st.Revoke(context.Background(), repo, digest, a, p); err != nil || again != revDigest {
 		t.Fatalf("Revoke again = %s, %v; want %s", again, err, revDigest)
 	}
 	got, err := st.Attestations(context.Background(), repo, digest, trust(t, a))

@@ -2,7 +2,6 @@ package record
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -58,28 +57,14 @@ type Revocation struct {
 	Problem string
 }
 
-// RevocationEnvelope signs a revocation of a record of the artifact repository@artifactDigest
-// and returns the DSSE envelope as JSON. verified is always written false; the time is in UTC.
-// The same inputs and key always give the same bytes.
-func RevocationEnvelope(ctx context.Context, repository, artifactDigest string, signer *Signer, p RevocationPredicate) ([]byte, error) {
+// Revoke signs a revocation (verified always written false, the time in UTC) and appends it to
+// the artifact's attestation image, beside the records; it returns its digest and whether it was
+// added. The same revocation attached already is not added again. Compaction never drops a
+// revocation.
+func (s *Store) Revoke(ctx context.Context, repository, artifactDigest string, signer *Signer, p RevocationPredicate) (string, bool, error) {
 	p.Verified = false
 	p.Time = p.Time.UTC()
-	out, err := SignStatement(ctx, repository, artifactDigest, signer, RevocationPredicateType, p)
-	if err != nil {
-		return nil, fmt.Errorf("sign revocation: %w", err)
-	}
-	return out, nil
-}
-
-// Revoke signs a revocation and appends it to the artifact's attestation image, beside the
-// records; it returns its digest. The same revocation attached already is not added again.
-// Compaction never drops a revocation.
-func (s *Store) Revoke(ctx context.Context, repository, artifactDigest string, signer *Signer, p RevocationPredicate) (string, error) {
-	envelope, err := RevocationEnvelope(ctx, repository, artifactDigest, signer, p)
-	if err != nil {
-		return "", err
-	}
-	return s.AttachEnvelope(ctx, repository, artifactDigest, RevocationPredicateType, envelope)
+	return s.attachStatement(ctx, repository, artifactDigest, signer, RevocationPredicateType, "revocation", p)
 }
 
 // VerifyRevocation verifies one DSSE envelope for artifactDigest with keys as Verify does, as a

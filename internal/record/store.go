@@ -88,41 +88,58 @@ func (s *Store) Attach(ctx context.Context, repository, artifactDigest string, s
 // attestation image (cosign's layout), creating that image if needed, and returns its digest
 // (the layer digest). An envelope already attached is not added again.
 func (s *Store) AttachEnvelope(ctx context.Context, repository, artifactDigest, predicateType string, envelope []byte) (string, error) {
+	digest, _, err := s.attach(ctx, repository, artifactDigest, predicateType, envelope)
+	return digest, err
+}
+
+// attachStatement signs an in-toto Statement about the artifact with the predicate type and
+// predicate (SignStatement) and attaches it (attach); what names it in errors.
+func (s *Store) attachStatement(ctx context.Context, repository, artifactDigest string, signer *Signer, predicateType, what string, predicate any) (string, bool, error) {
+	envelope, err := SignStatement(ctx, repository, artifactDigest, signer, predicateType, predicate)
+	if err != nil {
+		return "", false, fmt.Errorf("sign %s: %w", what, err)
+	}
+	return s.attach(ctx, repository, artifactDigest, predicateType, envelope)
+}
+
+// attach is AttachEnvelope, and says whether the envelope was added (false: it was attached
+// already).
+func (s *Store) attach(ctx context.Context, repository, artifactDigest, predicateType string, envelope []byte) (string, bool, error) {
 	layer := static.NewLayer(envelope, MediaTypeEnvelope)
 	ld, err := layer.Digest()
 	if err != nil {
-		return "", fmt.Errorf("attach record to %s@%s: %w", repository, artifactDigest, err)
+		return "", false, fmt.Errorf("attach record to %s@%s: %w", repository, artifactDigest, err)
 	}
 	repo, opts, err := s.remote(ctx, repository)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if _, err := remote.Head(repo.Digest(artifactDigest), opts...); err != nil {
-		return "", fmt.Errorf("attach record to %s@%s: find the artifact: %w", repository, artifactDigest, err)
+		return "", false, fmt.Errorf("attach record to %s@%s: find the artifact: %w", repository, artifactDigest, err)
 	}
 	tagName, _ := AttestationTag(artifactDigest)
 	tag := repo.Tag(tagName)
 	for attempt := 1; ; attempt++ {
 		base, err := s.attestations(tag, opts)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		m, err := base.Manifest()
 		if err != nil {
-			return "", fmt.Errorf("read %s: %w", tag, err)
+			return "", false, fmt.Errorf("read %s: %w", tag, err)
 		}
 		if hasLayer(m, ld) {
-			return ld.String(), nil
+			return ld.String(), attempt > 1, nil
 		}
 		if len(m.Layers) >= maxLayers {
 			if base, err = compact(base, m); err != nil {
-				return "", fmt.Errorf("attach record to %s@%s: compact %s: %w", repository, artifactDigest, tag, err)
+				return "", false, fmt.Errorf("attach record to %s@%s: compact %s: %w", repository, artifactDigest, tag, err)
 			}
 			if m, err = base.Manifest(); err != nil {
-				return "", fmt.Errorf("read %s: %w", tag, err)
+				return "", false, fmt.Errorf("read %s: %w", tag, err)
 			}
 			if len(m.Layers) >= maxLayers {
-				return "", fmt.Errorf("attach record to %s@%s: %s holds %d attestations, the most cosign reads, and none of them is an older record of an Environment", repository, artifactDigest, tag, len(m.Layers))
+				return "", false, fmt.Errorf("attach record to %s@%s: %s holds %d attestations, the most cosign reads, and none of them is an older record of an Environment", repository, artifactDigest, tag, len(m.Layers))
 			}
 		}
 		img, err := mutate.Append(base, mutate.Addendum{
@@ -131,22 +148,22 @@ func (s *Store) AttachEnvelope(ctx context.Context, repository, artifactDigest, 
 			MediaType:   MediaTypeEnvelope,
 		})
 		if err != nil {
-			return "", fmt.Errorf("attach record to %s@%s: %w", repository, artifactDigest, err)
+			return "", false, fmt.Errorf("attach record to %s@%s: %w", repository, artifactDigest, err)
 		}
 		if err := remote.Write(tag, img, opts...); err != nil {
-			return "", fmt.Errorf("attach record to %s@%s: write %s: %w", repository, artifactDigest, tag, err)
+			return "", false, fmt.Errorf("attach record to %s@%s: write %s: %w", repository, artifactDigest, tag, err)
 		}
 		// Another writer may have replaced the tag between the read and the write: check that
 		// the record is there, and append it again if not.
 		after, err := s.attestations(tag, opts)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		if am, err := after.Manifest(); err == nil && hasLayer(am, ld) {
-			return ld.String(), nil
+			return ld.String(), true, nil
 		}
 		if attempt == attachAttempts {
-			return "", fmt.Errorf("attach record to %s@%s: %s kept changing while it was written", repository, artifactDigest, tag)
+			return "", false, fmt.Errorf("attach record to %s@%s: %s kept changing while it was written", repository, artifactDigest, tag)
 		}
 	}
 }
@@ -224,22 +241,35 @@ func (s *Store) attestations(tag name.Tag, opts []remote.Option) (v1.Image, erro
 // each with keys (signature, statement type, predicate type, subject digest). An artifact
 // without attestations has no records. Attestations that are not Kokumi records are listed,
 // unverified, without being fetched; SLSA provenance (ProvenancePredicateType), which every
-// render attaches, and revocations (Attestations reads them) are left out.
+// render attaches, revocations and roll-out failures (Attestations reads them) are left out.
 func (s *Store) Records(ctx context.Context, repository, artifactDigest string, keys TrustedKeys) ([]Record, error) {
 	a, err := s.Attestations(ctx, repository, artifactDigest, keys)
 	return a.Records, err
 }
 
-// Attested is what Attestations reads of an artifact: its records, as Records lists them, and
-// its revocations, each verified.
+// Attested is what Attestations reads of an artifact: its records, as Records lists them, its
+// revocations and its roll-out failures, each verified; Evidence adds its provenance's changes.
 type Attested struct {
 	Records     []Record
 	Revocations []Revocation
+	Failures    []Failure
+	Changes     []Change
 }
 
-// Attestations fetches the records and the revocations attached to the artifact
-// repository@artifactDigest, and verifies each with keys.
+// Attestations fetches the records, the revocations and the roll-out failures attached to the
+// artifact repository@artifactDigest, and verifies each with keys.
 func (s *Store) Attestations(ctx context.Context, repository, artifactDigest string, keys TrustedKeys) (Attested, error) {
+	return s.read(ctx, repository, artifactDigest, keys, false)
+}
+
+// Evidence is Attestations, and reads when the artifact's render started from each SLSA
+// provenance attached to it (Changes): all a delivery measure needs of an artifact.
+func (s *Store) Evidence(ctx context.Context, repository, artifactDigest string, keys TrustedKeys) (Attested, error) {
+	return s.read(ctx, repository, artifactDigest, keys, true)
+}
+
+// read fetches and verifies what Attestations and Evidence read.
+func (s *Store) read(ctx context.Context, repository, artifactDigest string, keys TrustedKeys, provenance bool) (Attested, error) {
 	tagName, err := AttestationTag(artifactDigest)
 	if err != nil {
 		return Attested{}, fmt.Errorf("read records of %s: %w", repository, err)
@@ -269,8 +299,22 @@ func (s *Store) Attestations(ctx context.Context, repository, artifactDigest str
 		}
 		pt, annotated := l.Annotations[AnnotationPredicateType]
 		switch {
+		case pt == ProvenancePredicateType && provenance && l.Size <= maxEnvelope:
+			envelope, err := fetch(img, l.Digest)
+			if err != nil {
+				return Attested{}, fmt.Errorf("read provenance %s of %s@%s: %w", l.Digest, repository, artifactDigest, err)
+			}
+			out.Changes = append(out.Changes, VerifyChange(envelope, artifactDigest, keys))
+			continue
 		case pt == ProvenancePredicateType:
 			continue // a render's provenance, no record
+		case pt == FailurePredicateType && l.Size <= maxEnvelope:
+			envelope, err := fetch(img, l.Digest)
+			if err != nil {
+				return Attested{}, fmt.Errorf("read roll-out failure %s of %s@%s: %w", l.Digest, repository, artifactDigest, err)
+			}
+			out.Failures = append(out.Failures, VerifyFailure(envelope, artifactDigest, keys))
+			continue
 		case pt == RevocationPredicateType && l.Size <= maxEnvelope:
 			envelope, err := fetch(img, l.Digest)
 			if err != nil {

@@ -30,10 +30,11 @@ type Inputs struct {
 	// UpToDate says whether an Application is as spec wants it, and of this shard.
 	UpToDate func(spec argocd.ApplicationSpec, app *argocd.Application) bool
 	// Targets are the last status's targets and the clusters past its cap, with the times they
-	// entered their states; Deadline is the progress deadline; Now the reconciler's clock.
-	Targets  []v1.Target
-	Deadline time.Duration
-	Now      metav1.Time
+	// entered their states; Deadline is the progress deadline; DriftAfter the drift threshold
+	// (fleet.ApplyDrift); Now the reconciler's clock.
+	Targets              []v1.Target
+	Deadline, DriftAfter time.Duration
+	Now                  metav1.Time
 	// Waves holds each cluster's wave of Rollout.Policy (WaveOf).
 	Waves map[string]int
 	// Rollout is what Decide reads of the roll-out in waves: its Policy (Effective's; nil deploys
@@ -127,11 +128,11 @@ func (in Inputs) observe(req *fleet.Request) {
 }
 
 // members gives each cluster its standing in the roll-out from its decision as if every
-// cluster were updated at once (past the progress deadline, Failed) and from the revision its
-// Application targets.
+// cluster were updated at once (past the progress deadline, Failed; drifted, Updating: never
+// Healthy) and from the revision its Application targets.
 func (in Inputs) members(req fleet.Request, decisions []fleet.Decision) []Member {
 	observed := slices.Clone(decisions)
-	fleet.ApplyDeadline(observed, in.Targets, in.Now, in.Deadline)
+	fleet.ApplyTimes(observed, in.Targets, in.Now, in.Deadline, in.DriftAfter)
 	members := make([]Member, len(observed))
 	for i, d := range observed {
 		app := in.Applications[d.Application]
@@ -231,7 +232,7 @@ func Fold(in Inputs, o Outcome, results []fleet.WriteResult, environment string)
 	for _, d := range decisions {
 		f.OptIn = f.OptIn || d.Reason == v1.ReasonOptInRequired
 	}
-	f.RecheckAfter = fleet.ApplyDeadline(decisions, in.Targets, in.Now, in.Deadline)
+	f.RecheckAfter = fleet.ApplyTimes(decisions, in.Targets, in.Now, in.Deadline, in.DriftAfter)
 	f.Summary = fleet.Fold(o.Request.Preparation, environment, decisions, in.Targets, in.Now)
 	c := o.Course
 	if c == nil {

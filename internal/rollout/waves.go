@@ -33,7 +33,9 @@ const (
 	Held
 	// Healthy: the Application targets the release and Argo CD reports it synced and healthy.
 	Healthy
-	// Updating: the Application targets the release, which is not healthy yet.
+	// Updating: the Application targets the release, which is not healthy yet, or drifted
+	// (fleet.Drifted): it holds its wave back until Argo CD reports it synced and healthy
+	// again, and it does not fail the roll-out (what drifted is the cluster, not the release).
 	Updating
 	// Failed: the Application targets the release, which failed (Degraded, an Argo CD error,
 	// past the progress deadline).

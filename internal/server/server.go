@@ -254,6 +254,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/clusters", req(s.listClusters))
 	mux.HandleFunc("GET /api/v1/clusters/{name}", req(s.getCluster))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/environments", req(s.listEnvironments))
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/environments/{name}/fleet", req(s.getFleet))
+	mux.HandleFunc("GET /api/v1/fleet", req(s.listFleet))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/products", req(s.listProducts))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/orders", req(s.createOrder))
 	mux.HandleFunc("GET /api/v1/orders", req(s.listOrders))
@@ -745,6 +747,12 @@ func validateOrder(req OrderRequest, ns string, environments, products []string)
 
 // applications lists Kokumi's Applications in Argo CD's namespace that match the labels.
 func (s *Server) applications(ctx context.Context, labels client.MatchingLabels) ([]argocd.Application, error) {
+	return s.listApplications(ctx, labels, true)
+}
+
+// listApplications is applications, with the cache's own objects (not to be changed) unless
+// copied.
+func (s *Server) listApplications(ctx context.Context, labels client.MatchingLabels, copied bool) ([]argocd.Application, error) {
 	list := &argocd.ApplicationList{}
 	var c client.Reader = s.client
 	if s.argo != nil {
@@ -758,6 +766,9 @@ func (s *Server) applications(ctx context.Context, labels client.MatchingLabels)
 		// the rows are built from them.
 		if err := s.argo.ListApplications(ctx, list, s.opts.ArgoCDNamespace, labels); err != nil {
 			return nil, err
+		}
+		if !copied {
+			return list.Items, nil
 		}
 		return list.DeepCopy().Items, nil
 	}

@@ -85,7 +85,7 @@ type ClusterRow struct {
 	Cluster     string `json:"cluster"`
 	Application string `json:"application,omitempty"`
 	// State is where the cluster's deployment stands, as the Serving counts it: Held,
-	// Degraded, Progressing or Healthy. A held cluster keeps the health Argo CD last reported.
+	// Degraded, Drifted, Progressing or Healthy. A held cluster keeps the health Argo CD last reported.
 	State string `json:"state"`
 	// Link opens the Application in Argo CD's UI, when the server knows where that is.
 	Link     string `json:"link,omitempty"`
@@ -333,21 +333,18 @@ func ServingDetailPage(s *v1.Serving, apps []argocd.Application, argoBase string
 type RowQuery struct {
 	// Q keeps the clusters whose name contains it, whatever the case.
 	Q string
-	// State keeps the rows in that state: Held, Degraded, Progressing or Healthy.
+	// State keeps the rows in that state: Held, Degraded, Drifted, Progressing or Healthy.
 	State string
 	// Offset skips that many matching rows; Limit keeps at most that many after them (zero
 	// means MaxRows, and no more than MaxRows are kept).
 	Offset, Limit int
 }
 
-// rowStates are the states a row may be in, as the page shows them.
-var rowStates = []fleet.State{fleet.Held, fleet.Degraded, fleet.Progressing, fleet.Healthy}
-
 // RowQueryOf reads q, state, offset and limit of a request's query; an error says which is wrong.
 func RowQueryOf(v url.Values) (RowQuery, error) {
 	q := RowQuery{Q: v.Get("q"), State: v.Get("state")}
-	if q.State != "" && !slices.ContainsFunc(rowStates, func(st fleet.State) bool { return st.String() == q.State }) {
-		return q, fmt.Errorf("state %q is not a state of a row: use Held, Degraded, Progressing or Healthy", q.State)
+	if q.State != "" && !slices.ContainsFunc(fleet.States, func(st fleet.State) bool { return st.String() == q.State }) {
+		return q, fmt.Errorf("state %q is not a state of a row: use Held, Degraded, Drifted, Progressing or Healthy", q.State)
 	}
 	number := func(name string, least int) (int, error) {
 		s := v.Get(name)
@@ -480,10 +477,10 @@ func settle(row *ClusterRow, app *argocd.Application, revision string) {
 	row.State = state.String()
 }
 
-// rowRank orders rows by how much they need a look: held, degraded, progressing, healthy, in
-// the order of fleet's states.
+// rowRank orders rows by how much they need a look: held, degraded, drifted, progressing,
+// healthy, in the order of fleet's states.
 func rowRank(r ClusterRow) int {
-	for _, st := range []fleet.State{fleet.Held, fleet.Degraded, fleet.Progressing, fleet.Healthy} {
+	for _, st := range fleet.States {
 		if r.State == st.String() {
 			return int(st)
 		}
@@ -491,32 +488,48 @@ func rowRank(r ClusterRow) int {
 	return int(fleet.Progressing)
 }
 
+// clusterRow is the row of Cluster c for a Serving whose status says target of it (nil: nothing)
+// and deploys revision: from c's Application (nil when there is none), held while c is not
+// Ready, and otherwise in the state fleet.Observe decides (settle). The Cluster page and the
+// fleet view build their cells with it.
+func clusterRow(c *v1.Cluster, app *argocd.Application, target *v1.Target, revision, argoBase string) ClusterRow {
+	row := ClusterRow{Cluster: c.Name}
+	if app != nil {
+		row = appRow(app, c.Name, argoBase)
+	} else if target != nil {
+		row.Application, row.Revision = target.Application, target.Revision
+	}
+	if target != nil {
+		applyTarget(&row, *target)
+	}
+	if !cluster.IsReady(c) {
+		holdNotReady(&row, c)
+	}
+	settle(&row, app, revision)
+	return row
+}
+
 // ClusterDeployments builds the Cluster page's Deployments tab from the Applications Kokumi
 // keeps for the Cluster c, ordered by Serving: each row as the Serving page shows the cluster,
 // from the Application and what the Serving's status (of servings, by namespace/name) says of
 // it, and held while c is not Ready.
 func ClusterDeployments(c *v1.Cluster, apps []argocd.Application, servings map[string]*v1.Serving, argoBase string) ([]Deployment, int) {
-	ready := apimeta.IsStatusConditionTrue(c.Status.Conditions, v1.ConditionReady)
 	out := make([]Deployment, 0, len(apps))
 	for i := range apps {
 		app := &apps[i]
 		l := app.GetLabels()
-		d := Deployment{Namespace: l[argocd.LabelServingNamespace], Serving: l[argocd.LabelServing], ClusterRow: appRow(app, c.Name, argoBase)}
-		if sv := servings[d.Namespace+"/"+d.Serving]; sv != nil {
-			for _, t := range sv.Status.Targets {
-				if t.Cluster == c.Name {
-					applyTarget(&d.ClusterRow, t)
-				}
-			}
-		}
-		if !ready {
-			holdNotReady(&d.ClusterRow, c)
-		}
+		d := Deployment{Namespace: l[argocd.LabelServingNamespace], Serving: l[argocd.LabelServing]}
+		var target *v1.Target
 		revision := ""
 		if sv := servings[d.Namespace+"/"+d.Serving]; sv != nil {
+			for j := range sv.Status.Targets {
+				if sv.Status.Targets[j].Cluster == c.Name {
+					target = &sv.Status.Targets[j]
+				}
+			}
 			revision = sv.Status.Revision
 		}
-		settle(&d.ClusterRow, app, revision)
+		d.ClusterRow = clusterRow(c, app, target, revision, argoBase)
 		out = append(out, d)
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -3,6 +3,7 @@ package view
 import (
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,5 +182,24 @@ func TestCustodySaysWhatAPreparationsProvenanceClaims(t *testing.T) {
 		if got := Custody(c.p); got != c.want {
 			t.Errorf("Custody(%+v) = %q, want %q", c.p, got, c.want)
 		}
+	}
+}
+
+// A drifted cluster's row comes after the held and degraded ones and before the progressing
+// ones, as status.targets lists them; the state filter takes Drifted.
+func TestDriftedRowsRankBeforeProgressingOnes(t *testing.T) {
+	s := &v1.Serving{}
+	for _, tg := range [][2]string{{"p", "Progressing"}, {"x", "Drifted"}, {"d", "Degraded"}, {"h", "Held"}} {
+		s.Status.Targets = append(s.Status.Targets, v1.Target{Cluster: tg[0], Conditions: []v1.TargetCondition{{Type: tg[1], Reason: tg[1]}}})
+	}
+	var order []string
+	for _, r := range ServingRows(s, nil, "") {
+		order = append(order, r.Cluster)
+	}
+	if got := strings.Join(order, ","); got != "h,d,x,p" {
+		t.Errorf("rows %s, want h,d,x,p", got)
+	}
+	if q, err := RowQueryOf(url.Values{"state": {"Drifted"}}); err != nil || q.State != "Drifted" {
+		t.Errorf("state Drifted: %v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -213,6 +212,9 @@ func fixtures(ctx context.Context) error {
 		if err := application(ctx, teamNS, "web", a.cluster, a.health, a.sync, a.message, now.Add(-20*time.Minute)); err != nil {
 			return err
 		}
+	}
+	if err := fleetView(ctx); err != nil {
+		return fmt.Errorf("the Fleet page: %w", err)
 	}
 	return fleet(ctx)
 }
@@ -568,30 +570,9 @@ func fleet(ctx context.Context) error {
 	if err := env.Client.Status().Update(ctx, sv); err != nil {
 		return err
 	}
-	work := make(chan int)
-	errs := make(chan error, fleetSize)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				errs <- application(ctx, teamNS, "fleet", fmt.Sprintf("store-%04d", i), "Healthy", "Synced", "", since.Time)
-			}
-		}()
-	}
-	for i := range fleetSize {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return inParallel(fleetSize, func(i int) error {
+		return application(ctx, teamNS, "fleet", fmt.Sprintf("store-%04d", i), "Healthy", "Synced", "", since.Time)
+	})
 }
 
 // rollingOut creates the Serving waves of teamNS, rolling out in two waves as the Serving

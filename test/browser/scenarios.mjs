@@ -143,7 +143,7 @@ const scenarios = {
     check(await page.$("main[aria-live]") === null, "the page is not one aria-live region");
     check(await page.getAttribute("#banner", "aria-live") === "polite", "the banner is announced politely");
     const counts = await page.$$eval(".count", cs => cs.map(c => c.textContent));
-    check(counts.length === 5 && counts[0]?.includes("3") && counts[0].includes("selected"), `the counts are shown (${counts})`);
+    check(counts.length === 6 && counts[0]?.includes("3") && counts[0].includes("selected"), `the counts are shown (${counts})`);
     const history = await page.textContent("#preparations tr[data-key='web-1'] td[data-label='Deployed']");
     check(history?.includes("edge") && history.includes("3 clusters"), `a Preparation says where and when it ran (${history})`);
     await shot(page, "serving");
@@ -314,6 +314,73 @@ const scenarios = {
     check(true, "the state filter keeps the 7 held clusters");
     check((await range())?.includes("of 7"), `the range counts what matches (${await range()})`);
     await shot(page, "fleet");
+  },
+
+  async "fleet-view"(page) {
+    await login(page);
+    // The Fleet link of the header leads to every Environment; one of them to its own page.
+    await page.click("header nav a:text('Fleet')");
+    await page.waitForSelector("a:text('team-stores/stores')");
+    check(await page.title() === "Fleet · Kokumi", `the title names the page (${await page.title()})`);
+    await page.click("a:text('team-stores/stores')");
+    await page.waitForSelector("#fleet-rows tbody tr");
+    const rows = () => page.$$eval("#fleet-rows tbody tr", r => r.length);
+    const range = () => page.textContent("#fleet-range");
+    const count = (/** @type {string} */ st) => page.textContent(`#fleet-counts .count[data-key='${st}'] b`);
+    check(await rows() === 50, `one page of 50 clusters (${await rows()})`);
+    check((await range())?.includes("1–50 of 120"), `the range and the exact total (${await range()})`);
+    const heads = await page.$$eval("#fleet-rows thead th", t => t.map(x => x.textContent));
+    check(heads.join(",") === "Cluster,pay,site", `a column per Order (${heads})`);
+    check(await count("Drifted") === "1" && await count("Waiting") === "10" && await count("Held") === "2" && await count("Healthy") === "108",
+      `the counts of every cell (${await page.textContent("#fleet-counts")})`);
+    const drifted = await page.textContent("#fleet-rows tr[data-key='shop-003'] td[data-label='site']");
+    check(drifted?.includes("↯") && drifted.includes("Drifted") && drifted.includes("site-2"), `the drifted cluster shows its glyph, word and release (${drifted})`);
+    const waiting = await page.textContent("#fleet-rows tr[data-key='shop-010'] td[data-label='site']");
+    check(waiting?.includes("Waiting") && waiting.includes("site-1") && waiting.includes("not the Serving's"), `a waiting cluster runs the release before (${waiting})`);
+    const held = await page.textContent("#fleet-rows tr[data-key='shop-007'] td[data-label='pay']");
+    check(held?.includes("Held") && held.includes("ClusterNotReady"), `a cluster not Ready is held (${held})`);
+    await shot(page, "fleet-view");
+
+    // The keyboard: type a label selector, Tab through the filters, page with Enter.
+    await page.focus("#fleet-selector");
+    await page.keyboard.type("region=us");
+    await page.waitForFunction(() => document.getElementById("fleet-range")?.textContent?.includes("of 60 matching"));
+    check(true, "the label selector keeps the 60 clusters in us");
+    await page.keyboard.press("Tab");
+    check((await focused(page)).id === "fleet-order", `Tab goes on to the Order filter (${JSON.stringify(await focused(page))})`);
+    await page.keyboard.press("Tab");
+    check((await focused(page)).id === "fleet-state", "then to the State filter");
+    await page.focus("#fleet-next");
+    await page.keyboard.press("Enter");
+    await page.waitForFunction(() => document.getElementById("fleet-range")?.textContent?.includes("51–60 of 60"));
+    check(await page.isDisabled("#fleet-next"), "Enter on Next shows clusters 51–60, and Next is off on the last page");
+    await page.waitForFunction(() => document.activeElement?.id === "fleet-previous");
+    check(true, "the focus moves on to Previous, not to the page's top");
+    await page.keyboard.press("Enter");
+    await page.waitForFunction(() => document.getElementById("fleet-range")?.textContent?.includes("1–50 of 60"));
+    await page.waitForFunction(() => document.activeElement?.id === "fleet-next");
+    check(true, "Enter on Previous goes back to the first page, the focus on Next");
+
+    // The filters by state and by Order.
+    await page.fill("#fleet-selector", "");
+    await page.selectOption("#fleet-state", "Drifted");
+    await page.waitForFunction(() => document.querySelectorAll("#fleet-rows tbody tr").length === 1);
+    check(await page.textContent("#fleet-rows tbody tr td[data-label='Cluster']") === "shop-003", "the state filter keeps the drifted cluster");
+    await page.selectOption("#fleet-state", "");
+    await page.selectOption("#fleet-order", "team-stores/pay");
+    await page.waitForFunction(() => document.querySelectorAll("#fleet-rows thead th").length === 2);
+    check(await page.textContent("#fleet-rows thead th:nth-child(2)") === "pay", "the Order filter keeps the column of pay");
+    check(await count("Progressing") === "119" && await count("Drifted") === "0", "the counts are those of pay's cells");
+
+    // On a phone the rows become cards, without a sideways scroll.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.selectOption("#fleet-order", "");
+    await page.waitForFunction(() => document.querySelectorAll("#fleet-rows thead th").length === 3);
+    await page.waitForTimeout(100);
+    check(await noSidewaysScroll(page), "fleet on a phone: no sideways scroll");
+    const label = await page.$eval("#fleet-rows tr[data-key='shop-003'] td[data-label='site']", td => getComputedStyle(td, "::before").content);
+    check(label.includes("site"), `a card labels each Order's cell (${label})`);
+    await shot(page, "phone-fleet-view");
   },
 
   async phone(page) {

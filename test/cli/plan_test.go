@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -98,18 +97,9 @@ func TestPlanShowsTheWavesBeforePromoting(t *testing.T) {
 }
 
 func TestPlanSaysWhenYouMayNotListClusters(t *testing.T) {
-	ctx := context.Background()
 	ns := namespace(t, "plan-viewed")
 	planFleet(t, ns)
-	cfg, err := env.AddUser("plan-viewer")
-	must(t, err)
-	must(t, env.Client.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plan-viewer-view"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "plan-viewer"}},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
-	}))
-	kubeconfig := t.TempDir() + "/viewer.kubeconfig"
-	must(t, writeKubeconfig(kubeconfig, cfg, ns))
+	kubeconfig := viewerKubeconfig(t, ns, "plan-viewer")
 
 	r := kubectlKokumi(t, "plan", "web-edge", "--kubeconfig", kubeconfig)
 	if r.code != 0 {

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -226,6 +227,14 @@ func TestAServingReportsItsClusters(t *testing.T) {
 		}
 		return nil
 	})
+	// It is the Order's first deployment in edge: the delivery measures count it, labelled by
+	// Environment and Order, with every series of the pair at zero beside it (no provenance of
+	// this hand-made Preparation: no lead time is observed).
+	dora := fmt.Sprintf(`{environment="edge",order="%s/podinfo"}`, ns)
+	metricEquals(t, token, kmetrics.DeploymentsName+dora, 1)
+	metricEquals(t, token, kmetrics.LeadTimeName+"_count"+dora, 0)
+	metricEquals(t, token, kmetrics.TimeToRestoreName+"_count"+dora, 0)
+	metricEquals(t, token, fmt.Sprintf(`%s{environment="edge",kind="halted",order="%s/podinfo"}`, kmetrics.ChangeFailuresName, ns), 0)
 
 	// Degraded: Argo CD says so.
 	must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(app), app))
@@ -283,6 +292,10 @@ func TestTheDashboardAndAlertsNameOnlyServedMetrics(t *testing.T) {
 	metricEquals(t, token, `kokumi_cluster_ready{cluster="metrics-names"}`, 0)
 	metricEquals(t, token, fmt.Sprintf(`kokumi_serving_ready{namespace="%s",serving="names"}`, ns), 0)
 	metricEquals(t, token, fmt.Sprintf(`kokumi_promotions_waiting{kind="serving",namespace="%s",serving="names"}`, ns), 0)
+	// The delivery measures' series exist once evidence is signed (TestAServingReportsItsClusters
+	// signs a record through the controller); one deployment is counted here, so that their
+	// names are served whichever test ran first.
+	kmetrics.Deployed("names", ns, "names", 0, false, time.Now())
 	e := scrapeAs(t, token)
 
 	served := func(e exposition, name string) bool {

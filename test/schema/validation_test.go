@@ -239,7 +239,7 @@ func TestServingPrinterColumns(t *testing.T) {
 	if err := env.Client.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	s.Status.Clusters = v1.ClusterCounts{Selected: 2, Healthy: 2}
+	s.Status.Clusters = v1.ClusterCounts{Selected: 3, Healthy: 2, Drifted: 1}
 	s.Status.Conditions = []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonDeployed, Message: "Deployed", LastTransitionTime: metav1.Now()}}
 	if err := env.Client.Status().Update(ctx, s); err != nil {
 		t.Fatal(err)
@@ -252,11 +252,19 @@ func TestServingPrinterColumns(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("want a header and a row, got %q", out)
 	}
-	if got, want := strings.Fields(lines[0]), []string{"NAME", "ORDER", "PREPARATION", "CLUSTERS", "HEALTHY", "READY", "REASON", "AGE"}; strings.Join(got, " ") != strings.Join(want, " ") {
+	if got, want := strings.Fields(lines[0]), []string{"NAME", "ORDER", "PREPARATION", "CLUSTERS", "HEALTHY", "DRIFTED", "READY", "REASON", "AGE"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("columns %v, want %v", got, want)
 	}
-	if got := strings.Fields(lines[1]); len(got) < 7 || strings.Join(got[:7], " ") != "columns columns columns-3f2a1c 2 2 True Deployed" {
+	if got := strings.Fields(lines[1]); len(got) < 8 || strings.Join(got[:8], " ") != "columns columns columns-3f2a1c 3 2 1 True Deployed" {
 		t.Errorf("row %v", got)
+	}
+	// Drifted is a wide column: the plain listing stays as narrow as it was.
+	out, err = env.Kubectl(ctx, "get", "serving", "columns", "-n", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(strings.SplitN(out, "\n", 2)[0]); strings.Join(got, " ") != "NAME ORDER PREPARATION CLUSTERS HEALTHY READY REASON AGE" {
+		t.Errorf("columns without -o wide %v", got)
 	}
 	// The category kokumi lists every kind; short names resolve.
 	for _, args := range [][]string{{"get", "kokumi", "-n", ns}, {"get", "srv,ord,prod,prep,env", "-n", ns}, {"get", "kcluster"}} {

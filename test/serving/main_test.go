@@ -38,12 +38,13 @@ var (
 	// argo is the manager's cache of Argo CD's namespace, which the Serving reconciler reads.
 	argo *argocache.Cache
 	// A roll-out writes at most 50 Applications a reconcile: the tests of more clusters roll out
-	// in slices (progress_test.go).
+	// in slices (progress_test.go). A cluster out of sync after Argo CD deployed it is Drifted
+	// after 3 s (clusterdrift_test.go).
 	//
 	// The gates' endpoints and the webhooks listen on 127.0.0.1, which the egress policy allows
 	// here (and only that address: attackers_test.go).
 	cfg = config.Config{ArgoCDNamespace: "argocd", LocalProject: "kokumi-local", Namespace: "kokumi-system", SyncRetry: argocd.DefaultSyncRetry,
-		ApplicationWriteSlice: 50, VerifyAllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+		ApplicationWriteSlice: 50, DriftAfter: 3 * time.Second, VerifyAllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
 	// registry holds the Preparations' deployment records.
 	registry *ociregistry.Registry
 	// registryCreds are the bundled registry's credentials, in their Secret of Kokumi's namespace.

@@ -439,7 +439,7 @@ func (r *Reconciler) prepare(ctx context.Context, order *v1.Order, product *v1.P
 		return nil, recipe.BuildFailure(err)
 	}
 	// Provenance (provenance.go): signed and attached before the Preparation is made.
-	prov, f := r.attachProvenance(ctx, b, order, product, in, built, repository, artifactDigest, parent, verified)
+	prov, f := r.attachProvenance(ctx, b, order, product, in, built, repository, artifactDigest, parent, verified, start)
 	if f != nil {
 		return nil, f
 	}

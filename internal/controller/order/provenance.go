@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/preparation/build"
@@ -17,9 +18,10 @@ import (
 // attachProvenance signs the render's SLSA provenance with Kokumi's key and attaches it to the
 // artifact just pushed (docs/verified-sources.md), before the Preparation is made: a
 // Preparation Kokumi renders always has one. It returns what the Preparation's
-// spec.provenance says.
+// spec.provenance says. started is when the render started: the provenance's startedOn, from
+// which delivery measures count a change's lead time (internal/dora).
 func (r *Reconciler) attachProvenance(ctx context.Context, b *build.Builder, order *v1.Order, product *v1.Product,
-	in build.Input, built *build.Built, repository, artifactDigest, parent string, verified []sourcesig.Result) (*v1.PreparationProvenance, *failure) {
+	in build.Input, built *build.Built, repository, artifactDigest, parent string, verified []sourcesig.Result, started time.Time) (*v1.PreparationProvenance, *failure) {
 	keys := &record.Keys{Client: r.Client, Reader: r.APIReader, Namespace: r.Config.Namespace}
 	signer, err := keys.Signer(ctx)
 	if err != nil {
@@ -30,7 +32,7 @@ func (r *Reconciler) attachProvenance(ctx context.Context, b *build.Builder, ord
 		SourceURL: in.SourceURL, Version: in.Version, SourceDigest: built.SourceDigest,
 		Values: in.Render.Values, ReleaseName: in.Render.ReleaseName, TargetNamespace: in.Render.TargetNamespace,
 		IncludeCRDs: in.Render.IncludeCRDs, VendorRegistry: in.VendorRegistry, Images: built.Images,
-		ParentDigest: parent, Verified: verified,
+		ParentDigest: parent, Verified: verified, StartedOn: started,
 	}
 	out := &v1.PreparationProvenance{KeyID: signer.KeyID(), Sources: v1.SourcesNotAsked}
 	if v := product.Spec.Verify; v != nil {

@@ -11,6 +11,8 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/controller/status"
+	"github.com/kokumi-dev/kokumi/internal/dora"
+	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/oci/bundled"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
 	"github.com/kokumi-dev/kokumi/internal/record"
@@ -128,7 +130,7 @@ func (r *Reconciler) revoke(ctx context.Context, s *v1.Serving, prep *v1.Prepara
 		repository, _ := preparation.ArtifactLocation(r.Config.BundledRegistry, fresh)
 		rctx, cancel := context.WithTimeout(ctx, bundled.Timeout)
 		defer cancel()
-		digest, err := r.Records.Revoke(rctx, repository, fresh.Spec.Artifact.Digest, signer, record.RevocationPredicate{
+		digest, added, err := r.Records.Revoke(rctx, repository, fresh.Spec.Artifact.Digest, signer, record.RevocationPredicate{
 			Order: s.Spec.OrderRef.Name, Namespace: s.Namespace, Environment: environment, Preparation: fresh.Name, Revokes: g.Record, Time: at,
 			Check: record.RevokingCheck{Name: failure.Name, Kind: failure.Kind, Runs: failure.Runs, Failures: failure.Failures, Message: failure.Message},
 		})
@@ -138,6 +140,11 @@ func (r *Reconciler) revoke(ctx context.Context, s *v1.Serving, prep *v1.Prepara
 			return fmt.Errorf("attach the revocation of Preparation %s: %w", fresh.Name, err)
 		}
 		entry.Digest = digest
+		if added {
+			kmetrics.ChangeFailed(environment, s.Namespace, s.Spec.OrderRef.Name, string(dora.Revoked), at)
+		} else {
+			kmetrics.FailureFound(environment, s.Namespace, s.Spec.OrderRef.Name, at)
+		}
 	}
 	base := fresh.DeepCopy()
 	fresh.Status.Revocations = append([]v1.Revocation{entry}, fresh.Status.Revocations...)

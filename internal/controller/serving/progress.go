@@ -11,6 +11,7 @@ import (
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/argocd"
 	"github.com/kokumi-dev/kokumi/internal/fleet"
+	"github.com/kokumi-dev/kokumi/internal/rollout"
 	"github.com/kokumi-dev/kokumi/internal/rollout/writes"
 	"github.com/kokumi-dev/kokumi/internal/text"
 )
@@ -69,5 +70,24 @@ func (r *Reconciler) leftEvent(s *v1.Serving, environment string, left []string,
 		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, "ClusterLeft", "DeleteApplications",
 			"%s clusters left Environment %s: %s; deleted their Applications; what runs there keeps running",
 			text.Thousands(len(left)), environment, text.FirstNames(left, maxEventNames))
+	}
+}
+
+// driftEvents records a Warning Event of the clusters of s that entered drift (entered, by
+// name), and tells the webhooks of env (spec.notifications) that want Drifted: their count and
+// the first maxEventNames of them.
+func (r *Reconciler) driftEvents(s *v1.Serving, env *v1.Environment, entered []string) {
+	if len(entered) == 0 {
+		return
+	}
+	clusters := "clusters"
+	if len(entered) == 1 {
+		clusters = "cluster"
+	}
+	msg := fmt.Sprintf("%s %s of Preparation %s drifted: %s; what runs there is no longer what Argo CD deployed, and its self-heal did not undo it (status.targets names the objects out of sync)",
+		text.Thousands(len(entered)), clusters, s.Spec.PreparationName, text.FirstNames(entered, maxEventNames))
+	r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, v1.ReasonDrifted, "Drift", "%s", msg)
+	if r.Notifier != nil && env != nil && len(env.Spec.Notifications) > 0 {
+		r.Notifier.Notify(env, s, rollout.Transition{Reason: v1.NotificationDrifted, Message: msg, Warning: true})
 	}
 }

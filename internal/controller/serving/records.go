@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/kokumi-dev/kokumi/api/v1alpha1"
 	"github.com/kokumi-dev/kokumi/internal/controller/status"
+	"github.com/kokumi-dev/kokumi/internal/dora"
 	kmetrics "github.com/kokumi-dev/kokumi/internal/metrics"
 	"github.com/kokumi-dev/kokumi/internal/oci/bundled"
 	"github.com/kokumi-dev/kokumi/internal/preparation"
@@ -72,7 +73,7 @@ func (r *Reconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *dep
 	}
 	evidenceOf(&want, d.evidence)
 	// A record attached by a reconcile whose status write failed is listed, not signed again.
-	entry, found, err := r.attachedRecord(ctx, repository, prep.Spec.Artifact.Digest, signer, want, since)
+	entry, found, attested, err := r.attachedRecord(ctx, repository, prep.Spec.Artifact.Digest, signer, want, since)
 	if err != nil {
 		return err
 	}
@@ -84,6 +85,9 @@ func (r *Reconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *dep
 			return fmt.Errorf("attach the deployment record of Preparation %s: %w", prep.Name, err)
 		}
 		kmetrics.RecordSigned()
+		if wave == "" {
+			countDeployment(attested, want)
+		}
 		entry = v1.DeploymentRecord{Environment: environment, Wave: wave, Clusters: int32(len(healthy)), Time: metav1.NewTime(now), Digest: digest, KeyID: signer.KeyID(),
 			Verified: want.Verified}
 	}
@@ -113,25 +117,47 @@ func (r *Reconciler) recordDeployment(ctx context.Context, s *v1.Serving, d *dep
 
 // attachedRecord finds a record already attached to the artifact, signed with signer's key,
 // that says what want says (its Order, namespace, Environment and clusters) at or after since.
-func (r *Reconciler) attachedRecord(ctx context.Context, repository, artifactDigest string, signer *record.Signer, want record.Predicate, since time.Time) (v1.DeploymentRecord, bool, error) {
+// It returns what the artifact carries too: for a record of the whole Environment, with its
+// provenance's changes (record.Store.Evidence), which the delivery measures read.
+func (r *Reconciler) attachedRecord(ctx context.Context, repository, artifactDigest string, signer *record.Signer, want record.Predicate, since time.Time) (v1.DeploymentRecord, bool, record.Attested, error) {
 	trusted, err := r.Keys.Trusted(ctx)
 	if err != nil {
-		return v1.DeploymentRecord{}, false, fmt.Errorf("read the trusted keys: %w", err)
+		return v1.DeploymentRecord{}, false, record.Attested{}, fmt.Errorf("read the trusted keys: %w", err)
 	}
-	attached, err := r.Records.Records(ctx, repository, artifactDigest, trusted)
+	read := r.Records.Attestations
+	if want.Wave == "" {
+		read = r.Records.Evidence
+	}
+	attested, err := read(ctx, repository, artifactDigest, trusted)
 	if err != nil {
-		return v1.DeploymentRecord{}, false, fmt.Errorf("read the deployment records of %s@%s: %w", repository, artifactDigest, err)
+		return v1.DeploymentRecord{}, false, record.Attested{}, fmt.Errorf("read the deployment records of %s@%s: %w", repository, artifactDigest, err)
 	}
-	for _, rec := range attached {
+	for _, rec := range attested.Records {
 		p := rec.Predicate
 		if rec.Verified && rec.KeyID == signer.KeyID() && p.Order == want.Order && p.Namespace == want.Namespace &&
 			p.Environment == want.Environment && p.Wave == want.Wave && p.Preparation == want.Preparation && !p.Time.Before(since) &&
 			slices.Equal(p.Clusters, want.Clusters) && p.Verified == want.Verified {
 			return v1.DeploymentRecord{Environment: p.Environment, Wave: p.Wave, Clusters: int32(len(p.Clusters)), Time: metav1.NewTime(p.Time), Digest: rec.Digest, KeyID: rec.KeyID,
-				Verified: p.Verified}, true, nil
+				Verified: p.Verified}, true, attested, nil
 		}
 	}
-	return v1.DeploymentRecord{}, false, nil
+	return v1.DeploymentRecord{}, false, attested, nil
+}
+
+// countDeployment counts the record of the whole Environment just signed (want) in the delivery
+// measures, by internal/dora's rules: a deployment, with its lead time, when it is the first of
+// its Preparation in the Environment among what the artifact carried before (attested); else it
+// may only end an outage.
+func countDeployment(attested record.Attested, want record.Predicate) {
+	ev := dora.FromAttested(want.Namespace, want.Order, want.Preparation, attested)
+	e := dora.Event{Key: dora.Key{Namespace: want.Namespace, Order: want.Order, Environment: want.Environment}, Kind: dora.Deployed,
+		Preparation: want.Preparation, Time: want.Time}
+	if !dora.IsDeployment(ev.Events, e) {
+		kmetrics.Restored(want.Environment, want.Namespace, want.Order, want.Time)
+		return
+	}
+	lead, ok := dora.LeadTime(ev.Changed, want.Time)
+	kmetrics.Deployed(want.Environment, want.Namespace, want.Order, lead, ok, want.Time)
 }
 
 // apiReader reads from the API server, or through the client when the reconciler has no reader.

@@ -116,6 +116,10 @@ type Reconciler struct {
 	// (types.NamespacedName to time.Duration): the pace of the reconciles its Applications'
 	// events start (pacedByFold). writing holds the time the reconcile under way spent writing.
 	took, writing sync.Map
+	// failures remembers the stopped roll-outs whose failure is signed (dora.go).
+	failures failureMemo
+	// drifted remembers the clusters last seen Drifted, so that their drift is told once.
+	drifted writes.Drifted
 }
 
 // noteFoldTime remembers how long the reconcile of the Serving key that began at start took,
@@ -254,6 +258,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			kmetrics.ForgetServing(req.Namespace, req.Name)
 			r.applied.Forget(req.NamespacedName)
 			r.unlisted.Forget(req.NamespacedName)
+			r.drifted.Forget(req.NamespacedName)
 			// A Serving that is gone leaves no Application behind, whether it went through its
 			// finalizer or not (an Application of it that appears, or the start's list of them,
 			// brings its key here).
@@ -265,6 +270,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		kmetrics.ForgetServing(s.Namespace, s.Name)
 		r.applied.Forget(req.NamespacedName)
 		r.unlisted.Forget(req.NamespacedName)
+		r.drifted.Forget(req.NamespacedName)
 		if controllerutil.ContainsFinalizer(&s, ServingFinalizer) {
 			if err := r.removeApplications(ctx, &s, "ServingDeleted"); err != nil {
 				return ctrl.Result{}, err
@@ -329,6 +335,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	for i := 0; err == nil && i < len(deployed); i++ {
 		// After the status: a registry that is slow or down delays only the record.
+		if deployed[i].stopped {
+			err = r.recordFailure(ctx, &s, &deployed[i])
+			continue
+		}
 		err = r.recordDeployment(ctx, &s, &deployed[i])
 	}
 	return res, err
@@ -358,6 +368,7 @@ func (r *Reconciler) hold(ctx context.Context, s *v1.Serving, v gate.Verdict) (c
 		// workloads keep running, and the collector keeps what they run.
 		s.Status.Rollout = rollout.AcrossStop(s.Status.Rollout)
 		r.unlisted.Forget(client.ObjectKeyFromObject(s))
+		r.drifted.Forget(client.ObjectKeyFromObject(s))
 	}
 	r.outcome(s, metav1.ConditionFalse, v.Reason, v.Message)
 	return ctrl.Result{RequeueAfter: v.RecheckAfter}, nil
@@ -391,6 +402,9 @@ type deployment struct {
 	wave string
 	// evidence is what the record says of the gates.
 	evidence rollout.Evidence
+	// stopped: no record, but the roll-out of prep halted, rolled back or was aborted, and its
+	// failure is signed (dora.go).
+	stopped bool
 }
 
 func (r *Reconciler) deploy(ctx context.Context, s *v1.Serving, deployed *[]deployment) (_ ctrl.Result, err error) {
@@ -487,6 +501,7 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 	sum := rollout.Fold(in, out, results, environment)
 	req = out.Request
 	r.unlisted.Remember(key, sum.Unlisted)
+	r.driftEvents(s, tgt.env, r.drifted.Entered(key, sum.DriftedClusters, previous))
 	s.Status.Revision = req.Revision
 	s.Status.Clusters, s.Status.Targets, s.Status.TargetsOmitted = sum.Clusters, sum.Targets, sum.Omitted
 	s.Status.Running, s.Status.RunningOmitted = sum.Running, sum.RunningOmitted
@@ -501,6 +516,9 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 			d.evidence = plan.Evidence
 		}
 		*deployed = append(*deployed, d)
+	}
+	if plan != nil && failed(&plan.Status) {
+		*deployed = append(*deployed, deployment{prep: prep, environment: environment, stopped: true})
 	}
 	if plan != nil {
 		for _, w := range plan.Passed {
@@ -545,7 +563,7 @@ func setServingMetrics(s *v1.Serving) {
 	c := s.Status.Clusters
 	ready := apimeta.FindStatusCondition(s.Status.Conditions, v1.ConditionReady)
 	kmetrics.SetServing(s.Namespace, s.Name,
-		kmetrics.ClusterCounts{Selected: c.Selected, Healthy: c.Healthy, Progressing: c.Progressing, Degraded: c.Degraded, Held: c.Held},
+		kmetrics.ClusterCounts{Selected: c.Selected, Healthy: c.Healthy, Progressing: c.Progressing, Degraded: c.Degraded, Held: c.Held, Drifted: c.Drifted},
 		ready != nil && ready.Status == metav1.ConditionTrue, ready != nil && ready.Reason == v1.ReasonAwaitingStage)
 }
 
@@ -561,7 +579,8 @@ func (r *Reconciler) recordTransition(s *v1.Serving, before *v1.ServingStatus) {
 	switch now.Reason {
 	case v1.ReasonDeployed:
 		r.Recorder.Eventf(s, nil, corev1.EventTypeNormal, now.Reason, "Deploy", "%s", now.Message)
-	case v1.ReasonProgressing, v1.ReasonNoPreparation:
+	case v1.ReasonProgressing, v1.ReasonNoPreparation, v1.ReasonDrifted:
+		// Drifted clusters are told of as they drift (driftEvents).
 	default:
 		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, now.Reason, "Deploy", "%s", now.Message)
 	}

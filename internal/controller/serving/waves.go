@@ -46,7 +46,7 @@ func (r *Reconciler) planInputs(ctx context.Context, s *v1.Serving, prep *v1.Pre
 		UpToDate: func(spec argocd.ApplicationSpec, app *argocd.Application) bool {
 			return applied.UpToDate(spec, app) && shard.ApplicationIn(app, r.Config.Shard)
 		},
-		Targets: previous, Deadline: r.Config.ProgressDeadline, Now: now, Waves: tgt.waves, BundledRegistry: r.Config.BundledRegistry,
+		Targets: previous, Deadline: r.Config.ProgressDeadline, DriftAfter: r.Config.DriftAfter, Now: now, Waves: tgt.waves, BundledRegistry: r.Config.BundledRegistry,
 		Preparation: func(name string) (*v1.Preparation, error) {
 			var p v1.Preparation
 			if err := r.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name}, &p); err != nil {

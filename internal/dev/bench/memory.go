@@ -160,22 +160,8 @@ func RunMemory(ctx context.Context, opts MemoryOptions) (row *MemoryRow, err err
 	if err := r.setUpHub(hubOptions{bulk: true}, bareNamespace); err != nil {
 		return row, err
 	}
-	preps := make([]prep, opts.Servings)
-	if err := parallel(8, opts.Servings, func(i int) error {
-		name := servingName(i)
-		p, err := r.preparation(name, name+"-1")
-		if err != nil {
-			return err
-		}
-		preps[i] = p
-		if err := r.admin.Create(r.ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenantNamespace}, Spec: v1.OrderSpec{
-			ProductRef: v1.LocalObjectReference{Name: productName}, EnvironmentRef: v1.LocalObjectReference{Name: environmentName},
-			Promotion: v1.Promotion{Mode: v1.PromotionManual},
-		}}); err != nil {
-			return fmt.Errorf("create Order %s: %w", name, err)
-		}
-		return nil
-	}); err != nil {
+	preps, err := r.manualOrders(opts.Servings)
+	if err != nil {
 		return row, err
 	}
 	if err := parallel(16, opts.N, func(i int) error { return r.createCluster(ClusterName(i), environmentName) }); err != nil {

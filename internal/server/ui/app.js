@@ -7,7 +7,7 @@
 "use strict";
 
 /** @typedef {{status: string, reason?: string, message?: string}} Condition */
-/** @typedef {{selected?: number, healthy?: number, progressing?: number, degraded?: number, held?: number}} Counts */
+/** @typedef {{selected?: number, healthy?: number, progressing?: number, degraded?: number, held?: number, drifted?: number}} Counts */
 /** @typedef {{namespace: string, name: string, order: string, preparation?: string, revision?: string, deployedSince?: string, clusters: Counts, ready: Condition}} ServingSummary */
 /** @typedef {{cluster: string, application?: string, state: string, link?: string, health?: string, sync?: string, revision?: string, since?: string, reason?: string, message?: string}} ClusterRow */
 /** @typedef {{environment: string, clusters: number, time: string}} Deployed */
@@ -42,6 +42,10 @@
 /** @typedef {{current?: string, currentID?: string, keys: {id: string, pem: string}[], verify: string}} PublicKeys */
 /** @typedef {{authenticated: boolean, user?: string, admin?: boolean}} Me */
 /** @typedef {{field: string, message: string}} FieldError */
+/** @typedef {{state: string, reason?: string, message?: string, preparation?: string, revision?: string, created?: string, target: boolean, since?: string}} FleetCell */
+/** @typedef {{namespace: string, environment: string, order: string, preparation?: string, revision?: string}} FleetColumn */
+/** @typedef {{cluster: string, ready: boolean, cells: (FleetCell | null)[]}} FleetRow */
+/** @typedef {{environments: string[], columns: FleetColumn[], rows: FleetRow[], clusters: number, counts: Record<string, number>, rowsTotal: number, rowsOmitted?: number, next?: string}} FleetView */
 /** @typedef {Node | string | number | boolean | null | undefined | ChildList} Child */
 /** @typedef {Child[]} ChildList */
 /** @typedef {Record<string, any>} Attrs */
@@ -61,6 +65,7 @@
  * @property {(args: string[]) => Promise<void> | void} [mount]
  * @property {() => any} [init]
  * @property {boolean} [public]
+ * @property {number} [refreshEvery] how often, at most, events fetch the page again, in ms (300 when unset)
  */
 
 /** @param {string} id */
@@ -296,7 +301,7 @@ function soakLeft(st, loadedAt) {
 const glyphs = {
   Healthy: ["✓", "ok"], True: ["✓", "ok"], Passed: ["✓", "ok"], Synced: ["✓", "ok"], yes: ["✓", "ok"],
   Progressing: ["◐", "warn"], Soaking: ["◷", "warn"], Waiting: ["…", "warn"], Unknown: ["?", "warn"],
-  OutOfSync: ["≠", "warn"], Suspended: ["‖", "warn"],
+  OutOfSync: ["≠", "warn"], Suspended: ["‖", "warn"], Drifted: ["↯", "bad"],
   Degraded: ["✕", "bad"], False: ["✕", "bad"], no: ["✕", "bad"], Missing: ["∅", "bad"], Held: ["⊘", "bad"], Failed: ["✕", "bad"], Running: ["◐", "warn"],
 };
 
@@ -458,10 +463,11 @@ function signedOut() {
 
 /** @type {ReturnType<typeof setTimeout> | undefined} */
 let refreshTimer;
-// refreshSoon fetches the page again at most every 300 ms, however many events arrive.
+// refreshSoon fetches the page again at most every 300 ms (or the page's refreshEvery), however
+// many events arrive.
 function refreshSoon() {
   if (refreshTimer !== undefined) return;
-  refreshTimer = setTimeout(() => { refreshTimer = undefined; refresh(); }, 300);
+  refreshTimer = setTimeout(() => { refreshTimer = undefined; refresh(); }, current.page?.refreshEvery || 300);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -515,7 +521,7 @@ const servingsPage = {
 };
 
 /** The states the Serving page's filter offers, in the order the table lists them. */
-const states = ["Held", "Degraded", "Progressing", "Healthy"];
+const states = ["Held", "Degraded", "Drifted", "Progressing", "Healthy"];
 const pageSize = 100;
 
 /**
@@ -572,7 +578,7 @@ const servingPage = {
     return [
       h("h1", { tabindex: "-1" }, `Serving ${s.namespace}/${s.name}`),
       h("div", { class: "counts", "data-key": "counts" },
-        ["selected", "healthy", "progressing", "degraded", "held"].map(k =>
+        ["selected", "healthy", "progressing", "degraded", "drifted", "held"].map(k =>
           h("div", { class: "count", "data-key": k }, h("b", {}, /** @type {any} */ (c)[k] || 0), " ", k))),
       h("p", { title: s.ready.message || "" }, "Ready: ", badge(s.ready.status), " ", s.ready.reason || "", s.ready.message ? ` — ${s.ready.message}` : ""),
       h("p", { class: "note", "data-key": "order" }, "Order ", s.order, s.preparation ? `, Preparation ${s.preparation}` : "",
@@ -1262,6 +1268,141 @@ function diffView(d) {
     omitted(d.objectsOmitted, "objects"));
 }
 
+/** The states of the fleet view, most in need of a look first, as the server counts them. */
+const fleetStates = ["Held", "Degraded", "Drifted", "Waiting", "Progressing", "Healthy"];
+const fleetPageSize = 50;
+
+/**
+ * The Fleet page's own state: its filters, the cursor of the page it shows and those of the
+ * pages before it, and the Orders the Order filter offers (those of the last answer without one).
+ * @typedef {object} FleetUI
+ * @property {string} selector
+ * @property {string} order
+ * @property {string} state
+ * @property {string} after
+ * @property {string[]} before
+ * @property {string[]} orders
+ * @property {ReturnType<typeof setTimeout> | undefined} selectorTimer
+ */
+
+/** @param {FleetColumn} c */
+const fleetColumnKey = c => `${c.namespace}/${c.order}`;
+
+/**
+ * fleetCell is what a cluster runs of an Order, as the Fleet page shows it: the state (glyph
+ * and word), the release and its age; a release that is not the Serving's says so.
+ * @param {FleetCell | null} c
+ */
+function fleetCell(c) {
+  if (!c) return h("span", { class: "note", title: "this Order's Environment does not select the cluster" }, "—");
+  return [badge(c.state), c.reason && c.reason !== c.state ? ` (${c.reason})` : "",
+    c.preparation ? h("div", { class: "release" }, h("code", {}, c.preparation), c.target ? "" : h("span", { class: "note" }, " not the Serving's"),
+      c.created ? h("span", { class: "note", title: c.created }, ` · made ${since(c.created)}`) : "") : ""];
+}
+
+/**
+ * pageFleet shows the page the Fleet page's cursor names; when that turns off the pager's
+ * button that was pressed (the first or last page), the focus moves to the other one rather
+ * than drop to the page's top.
+ * @param {string} pressed
+ * @param {string} other
+ */
+async function pageFleet(pressed, other) {
+  await refresh();
+  const button = /** @type {HTMLButtonElement | null} */ (document.getElementById(pressed));
+  if (button && button.disabled) document.getElementById(other)?.focus();
+}
+
+/**
+ * The Fleet page: for an Environment (args: namespace and name) or every one the person may
+ * read (no args), its clusters by the Orders deployed there, filtered and paged by the server.
+ * @type {Page}
+ */
+const fleetPage = {
+  // Every answer decides every cell of the fleet (the counts need them all): a busy fleet's
+  // events fetch it again at most every 2 s.
+  refreshEvery: 2000,
+  title: (_, args) => args.length ? `${args[1]} · Fleet · Kokumi` : "Fleet · Kokumi",
+  /** @returns {FleetUI} */
+  init: () => ({ selector: "", order: "", state: "", after: "", before: [], orders: [], selectorTimer: undefined }),
+  /**
+   * @param {string[]} args
+   * @param {FleetUI} ui
+   */
+  load: (args, ui) => {
+    const q = new URLSearchParams();
+    if (ui.selector) q.set("selector", ui.selector);
+    if (ui.order) q.set("order", ui.order);
+    if (ui.state) q.set("state", ui.state);
+    if (ui.after) q.set("after", ui.after);
+    q.set("limit", String(fleetPageSize));
+    const path = args.length ? `/namespaces/${enc(args[0])}/environments/${enc(args[1])}/fleet` : "/fleet";
+    return api(`${path}?${q}`).then((/** @type {FleetView} */ f) => {
+      if (!ui.order) ui.orders = f.columns.map(fleetColumnKey);
+      return f;
+    });
+  },
+  /**
+   * @param {FleetView} f
+   * @param {string[]} args
+   * @param {FleetUI} ui
+   */
+  view: (f, args, ui) => {
+    const several = f.environments.length > 1 || !args.length;
+    const first = f.rows.length ? ui.before.length * fleetPageSize + 1 : 0;
+    const last = ui.before.length * fleetPageSize + f.rows.length;
+    const filtered = ui.selector || ui.order || ui.state;
+    const again = () => { ui.after = ""; ui.before = []; refresh(); };
+    /** @type {Column<FleetRow>[]} */
+    const columns = [{ label: "Cluster", cell: r => [h("a", { href: `#/clusters/${enc(r.cluster)}` }, r.cluster), r.ready ? "" : h("span", { class: "note" }, " (not Ready)")] }];
+    f.columns.forEach((c, i) => columns.push({
+      label: several ? `${c.namespace}/${c.order}` : c.order,
+      cell: r => fleetCell(r.cells[i]),
+      title: r => { const x = r.cells[i]; return x ? [x.state, x.reason, x.message].filter(Boolean).join(": ") : ""; },
+    }));
+    return [
+      h("h1", { tabindex: "-1" }, args.length ? `Fleet of ${args[0]}/${args[1]}` : "Fleet"),
+      h("p", { class: "note", "data-key": "environments" }, f.environments.length === 0 ? "No Environment that you may read." :
+        ["Environments: ", f.environments.map((e, i) => [i ? ", " : "", h("a", { href: `#/fleet/${e.split("/").map(enc).join("/")}` }, e)])]),
+      h("div", { class: "counts", "data-key": "counts", id: "fleet-counts" },
+        fleetStates.map(st => h("div", { class: "count", "data-key": st }, h("b", {}, f.counts[st] || 0), " ", st))),
+      h("div", { class: "filters", role: "search", "data-key": "filters" },
+        h("label", { class: "inline" }, "Labels",
+          h("input", {
+            type: "search", id: "fleet-selector", name: "selector", value: ui.selector, placeholder: "region=eu,tier!=canary", autocomplete: "off",
+            oninput: (/** @type {Event} */ e) => {
+              ui.selector = /** @type {HTMLInputElement} */ (e.target).value;
+              clearTimeout(ui.selectorTimer);
+              ui.selectorTimer = setTimeout(again, 300);
+            },
+          })),
+        h("label", { class: "inline" }, "Order",
+          h("select", {
+            id: "fleet-order", name: "order", value: ui.order,
+            onchange: (/** @type {Event} */ e) => { ui.order = /** @type {HTMLSelectElement} */ (e.target).value; again(); },
+          }, h("option", { value: "" }, "Every Order"), ui.orders.map(o => h("option", { value: o }, o)))),
+        h("label", { class: "inline" }, "State",
+          h("select", {
+            id: "fleet-state", name: "state", value: ui.state,
+            onchange: (/** @type {Event} */ e) => { ui.state = /** @type {HTMLSelectElement} */ (e.target).value; again(); },
+          }, h("option", { value: "" }, "Any state"), fleetStates.map(st => h("option", { value: st }, `${st} (${f.counts[st] || 0})`))))),
+      f.columns.length === 0 ? h("p", { class: "note", "data-key": "no-orders" }, "No Order deploys to these Environments yet.") :
+        f.rows.length === 0 ? h("p", { class: "note", "data-key": "no-rows" }, filtered ? "No cluster matches." : "These Environments select no cluster.") :
+          table(columns, f.rows, r => r.cluster, { id: "fleet-rows", "data-key": `rows-${f.columns.map(fleetColumnKey).join(",")}` }),
+      h("nav", { class: "pager", "aria-label": "Fleet pages", "data-key": "pager" },
+        h("span", { class: "note", id: "fleet-range" }, f.rowsTotal ? `Clusters ${first}–${last} of ${f.rowsTotal}${filtered ? " matching" : ""}` : ""),
+        h("button", {
+          type: "button", class: "secondary", id: "fleet-previous", disabled: ui.before.length === 0,
+          onclick: () => { ui.after = ui.before.pop() || ""; pageFleet("fleet-previous", "fleet-next"); },
+        }, "Previous"),
+        h("button", {
+          type: "button", class: "secondary", id: "fleet-next", disabled: !f.next,
+          onclick: () => { ui.before.push(ui.after); ui.after = f.next || ""; pageFleet("fleet-next", "fleet-previous"); },
+        }, "Next")),
+    ];
+  },
+};
+
 /** @type {Page} */
 const clustersPage = {
   title: () => "Clusters · Kokumi",
@@ -1565,6 +1706,8 @@ const routes = [
   [/^#\/login$/, loginPage],
   [/^#\/?$/, servingsPage],
   [/^#\/servings\/([^/?]+)\/([^/?]+)$/, servingPage],
+  [/^#\/fleet$/, fleetPage],
+  [/^#\/fleet\/([^/?]+)\/([^/?]+)$/, fleetPage],
   [/^#\/clusters$/, clustersPage],
   [/^#\/clusters\/([^/?]+)$/, clusterPage],
   [/^#\/order(?:\?.*)?$/, orderPage],
