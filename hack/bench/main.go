@@ -64,6 +64,8 @@ func run() error {
 		hang      = flag.Duration("stall-hang", time.Minute, "with --stall, how long the gated Servings' endpoint holds each request (and their checks' timeout, at most 60s)")
 		stallHold = flag.Int("stall-hanging", 0, "with --stall, how many checks must hang before the gated promotion is timed (0: --stall-gated; 4 for a controller that runs checks in its Serving workers)")
 		stallMax  = flag.Float64("stall-max-ratio", 0, "with --stall, fail when the gated promotion takes more than this many times the ungated one (0: never)")
+		profile   = flag.String("profile-dir", "", "write CPU profiles of the controller over Serving → N, change → N and Order deleted → 0 (5 s each, controller-<phase>-<N>-<i>.pprof) and its heap after the quiet window into this directory")
+		bareClus  = flag.Bool("bare-clusters", true, "time the bare client onboarding and offboarding the N Clusters too")
 		memLive   = flag.Bool("memory-live", false, "with --memory, start the controller before the Applications are put into etcd and create the Servings once it holds them all (no cold start's first list)")
 	)
 	flag.Var(&extra, "controller-arg", "one more flag of `kokumi controller`, such as --controller-arg=--foo=1 (repeatable)")
@@ -142,7 +144,7 @@ func run() error {
 		row, err := bench.Run(ctx, bench.Options{
 			N: n, KokumiBinary: bin, ApplicationWriters: *writers, ProbePeriod: *probe, ControllerArgs: extra, GoMemLimit: *memLimit,
 			AppSet: *appSet, AppSetUpdates: *updates, Quiet: *quiet, ArgoCDStatus: *argoCD, HealthChanges: *health, BareAsController: *asCtrl,
-			Timeout: *timeout, KeepWorkDir: *keep, Log: os.Stderr,
+			ProfileDir: *profile, SkipBareClusters: !*bareClus, Timeout: *timeout, KeepWorkDir: *keep, Log: os.Stderr,
 		})
 		if err != nil {
 			// What was measured is printed all the same; the command fails at the end.
@@ -154,7 +156,7 @@ func run() error {
 			row.Notes = append(row.Notes, "the run failed: "+err.Error())
 		}
 		rows = append(rows, *row)
-		fmt.Fprint(os.Stderr, "\n"+bench.Header+row.Markdown()+"\n")
+		fmt.Fprint(os.Stderr, "\n"+bench.Header+row.Markdown()+"\n"+bench.CPUHeader+row.CPUMarkdown()+"\n")
 		if ctx.Err() != nil {
 			break
 		}

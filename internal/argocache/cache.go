@@ -42,6 +42,8 @@ type Cache struct {
 	// Reader reads from the API server: an Application the cache does not hold (not Kokumi's,
 	// another shard's) may still exist under a name Kokumi plans.
 	Reader client.Reader
+	// Writer writes Applications without decoding the API server's answers.
+	Writer *Writer
 
 	mapper    interface{ Installed() bool }
 	mu        sync.Mutex
@@ -69,7 +71,11 @@ func New(mgr manager.Manager, cfg config.Config) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create the client of Argo CD's namespace %q: %w", cfg.ArgoCDNamespace, err)
 	}
-	a := &Cache{Cache: c, Client: cl, Reader: mgr.GetAPIReader(), mapper: servedBy{mgr}}
+	w, err := NewWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme())
+	if err != nil {
+		return nil, err
+	}
+	a := &Cache{Cache: c, Client: cl, Reader: mgr.GetAPIReader(), Writer: w, mapper: servedBy{mgr}}
 	if err := mgr.Add(c); err != nil {
 		return nil, fmt.Errorf("add the cache of Argo CD's namespace: %w", err)
 	}

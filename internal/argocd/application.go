@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,6 +105,16 @@ func (s ApplicationSpec) Build() *unstructured.Unstructured {
 	return u
 }
 
+// New returns the Application Build returns, typed: what a create sends, encoded without the
+// maps of an unstructured object.
+func (s ApplicationSpec) New() *Application {
+	return &Application{
+		TypeMeta:   metav1.TypeMeta{APIVersion: ApplicationGVK.GroupVersion().String(), Kind: ApplicationGVK.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: s.labels(), Annotations: s.annotations()},
+		Spec:       s.fields(),
+	}
+}
+
 // labels are the labels Build sets: they find the Application by Serving and by Cluster.
 func (s ApplicationSpec) labels() map[string]string {
 	l := map[string]string{
@@ -155,11 +166,58 @@ func (s ApplicationSpec) syncPolicy() map[string]any {
 	return p
 }
 
-// fields returns the spec fields Build sets, each as JSON.
+// fields returns the spec fields Build sets, each as JSON, byte for byte as json.Marshal writes
+// specMap's (keys sorted): written directly, since a reconcile asks it of each Application it
+// compares or writes, and the sync policy, the same on every Application, is written once.
 func (s ApplicationSpec) fields() ApplicationFields {
-	m := s.specMap()
-	return ApplicationFields{Project: mustJSON(m["project"]), Source: mustJSON(m["source"]),
-		Destination: mustJSON(m["destination"]), SyncPolicy: mustJSON(m["syncPolicy"])}
+	b := make([]byte, 0, 64+len(s.RepoURL)+len(s.Revision)+len(s.Server)+2*len(s.TargetNamespace)+len(s.Project))
+	b = appendJSONString(b, s.Project)
+	project := len(b)
+	b = append(b, `{"path":".","repoURL":`...)
+	b = appendJSONString(b, s.RepoURL)
+	b = append(b, `,"targetRevision":`...)
+	b = appendJSONString(b, s.Revision)
+	b = append(b, '}')
+	source := len(b)
+	b = append(b, `{"namespace":`...)
+	b = appendJSONString(b, s.TargetNamespace)
+	b = append(b, `,"server":`...)
+	b = appendJSONString(b, s.Server)
+	b = append(b, '}')
+	all := string(b)
+	return ApplicationFields{Project: RawJSON(all[:project]), Source: RawJSON(all[project:source]),
+		Destination: RawJSON(all[source:]), SyncPolicy: s.Retry.policyJSON()}
+}
+
+// policyJSON is the syncPolicy of an Application that retries as r, as JSON: written once per r.
+func (r SyncRetry) policyJSON() RawJSON {
+	if p, ok := syncPolicies.Load(r); ok {
+		return p.(RawJSON)
+	}
+	p := mustJSON(ApplicationSpec{Retry: r}.syncPolicy())
+	syncPolicies.Store(r, p)
+	return p
+}
+
+// syncPolicies holds the syncPolicy JSON of each SyncRetry asked for (a few: the configured one).
+var syncPolicies sync.Map
+
+// appendJSONString appends s as a JSON string, as json.Marshal writes it (HTML characters
+// escaped too).
+func appendJSONString(b []byte, s string) []byte {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
+	return append(b, mustJSON(s)...)
 }
 
 // mustJSON serializes what specMap builds: strings, numbers, booleans, lists and maps of them.
@@ -260,8 +318,15 @@ func isCascade(finalizer string) bool { return slices.Contains(CascadeFinalizers
 // IsKokumis reports whether an Application belongs to the Serving: only such an Application
 // is ever changed or deleted.
 func IsKokumis(app metav1.Object, servingNamespace, servingName string) bool {
-	return app.GetAnnotations()[AnnotationOwner] == Owner(servingNamespace, servingName) &&
+	return isOwner(app.GetAnnotations()[AnnotationOwner], servingNamespace, servingName) &&
 		app.GetLabels()[LabelManagedBy] == ManagedByKokumi
+}
+
+// isOwner reports whether owner is Owner(servingNamespace, servingName), without building it:
+// a reconcile asks it of each of a fleet's Applications.
+func isOwner(owner, servingNamespace, servingName string) bool {
+	n := len(servingNamespace)
+	return len(owner) == n+1+len(servingName) && owner[:n] == servingNamespace && owner[n] == '/' && owner[n+1:] == servingName
 }
 
 // BelongsTo reports whether app is serving's own: Kokumi's, for the Serving's namespace and

@@ -70,6 +70,9 @@ type Client struct {
 	request   *http.Request
 }
 
+// probeBufferSize is the size of a probe connection's read and write buffers.
+const probeBufferSize = 1 << 10
+
 // maxVersionAnswer bounds what a probe reads of an answer: /version is a few hundred bytes.
 const maxVersionAnswer = 64 << 10
 
@@ -97,6 +100,10 @@ func NewClient(server string, c Credentials, timeout time.Duration, keepAlive bo
 		TLSHandshakeTimeout: timeout,
 		DialContext:         (&net.Dialer{Timeout: timeout}).DialContext,
 		DisableKeepAlives:   !keepAlive,
+		// A probe's request and answer are a few hundred bytes: buffers of 1 KiB, not net/http's
+		// 4 KiB each way, for each of a fleet's kept connections (80 MiB of heap at 10,000).
+		ReadBufferSize:  probeBufferSize,
+		WriteBufferSize: probeBufferSize,
 	})
 	// A client certificate, CA and TLS options are in the transport; the bearer token and the
 	// user agent are on the request, as client-go's wrappers would set them.

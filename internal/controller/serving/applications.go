@@ -91,9 +91,14 @@ func (r *Reconciler) writeApplication(ctx context.Context, s *v1.Serving, d flee
 		}
 	}()
 	if existing == nil {
-		app := d.Spec.Build()
+		app := d.Spec.New()
 		shard.SetApplication(app, r.Config.Shard)
-		err := r.Create(ctx, app)
+		body, err := json.Marshal(app)
+		if err != nil {
+			return fmt.Errorf("encode Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
+		}
+		// The answer, the Application as created, is not decoded: the watch brings it.
+		err = r.ArgoCD.Writer.Create(ctx, app.Namespace, body)
 		if err == nil {
 			return nil // apply records one Event for the clusters that joined
 		}
@@ -116,8 +121,12 @@ func (r *Reconciler) writeApplication(ctx context.Context, s *v1.Serving, d flee
 	// A merge patch from the cached copy, never an Update: the cache holds what Kokumi reads of
 	// an Application (argocd.Application), and the Application CRD has no status subresource, so
 	// writing one whole would wipe Argo CD's status. The lock keeps the old Update's conflict on
-	// a stale copy.
-	if err := r.Patch(ctx, app, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{})); err != nil {
+	// a stale copy. The answer is not decoded: the watch brings it.
+	patch, err := client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{}).Data(app)
+	if err != nil {
+		return fmt.Errorf("compute the patch of Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
+	}
+	if err := r.ArgoCD.Writer.Patch(ctx, app.Namespace, app.Name, types.MergePatchType, patch); err != nil {
 		return fmt.Errorf("update Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
 	}
 	return nil
@@ -152,11 +161,12 @@ func (r *Reconciler) deleteApplication(ctx context.Context, app *argocd.Applicat
 		}
 		app = stripped
 	}
-	unchanged := client.Preconditions{UID: ptr.To(app.UID)}
+	unchanged := metav1.Preconditions{UID: ptr.To(app.UID)}
 	if app.ResourceVersion != "" {
 		unchanged.ResourceVersion = ptr.To(app.ResourceVersion)
 	}
-	err := r.Delete(ctx, app, unchanged)
+	// The answer is not read: the watch brings the delete.
+	err := r.ArgoCD.Writer.Delete(ctx, app.Namespace, app.Name, unchanged)
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("delete Application %q: it changed since it was read, and is deleted as it is now on the next try: %w", app.Name, err)
 	}
@@ -186,13 +196,15 @@ func (r *Reconciler) applications(ctx context.Context, s *v1.Serving) ([]argocd.
 		}
 		return nil, fmt.Errorf("list Applications of Serving %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	out := list.Items[:0:0]
+	// Filtered in place: the list is this reconcile's copy, and a fleet's is thousands long.
+	out := list.Items[:0]
 	left := false
-	for _, app := range list.Items {
-		if argocd.BelongsTo(&app, s) {
-			out = append(out, app)
+	for i := range list.Items {
+		app := &list.Items[i]
+		if argocd.BelongsTo(app, s) {
+			out = append(out, *app)
 		} else {
-			left = left || argocd.Orphaned(&app, s.Namespace, s.Name, s)
+			left = left || argocd.Orphaned(app, s.Namespace, s.Name, s)
 		}
 	}
 	if left {

@@ -7,12 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -110,10 +112,28 @@ type Reconciler struct {
 	applied writes.Memo
 	// unlisted remembers the clusters past status.targets' cap, with their times.
 	unlisted writes.Unlisted
+	// took holds how long each Serving's last reconcile took but its Application writes
+	// (types.NamespacedName to time.Duration): the pace of the reconciles its Applications'
+	// events start (pacedByFold). writing holds the time the reconcile under way spent writing.
+	took, writing sync.Map
 	// failures remembers the stopped roll-outs whose failure is signed (dora.go).
 	failures failureMemo
 	// drifted remembers the clusters last seen Drifted, so that their drift is told once.
 	drifted writes.Drifted
+}
+
+// noteFoldTime remembers how long the reconcile of the Serving key that began at start took,
+// but its Application writes; a Serving that is gone (gone) is forgotten.
+func (r *Reconciler) noteFoldTime(key types.NamespacedName, start time.Time, gone bool) {
+	d := time.Since(start)
+	if w, ok := r.writing.LoadAndDelete(key); ok {
+		d -= w.(time.Duration)
+	}
+	if gone {
+		r.took.Delete(key)
+		return
+	}
+	r.took.Store(key, max(d, 0))
 }
 
 // Setup registers the Serving reconciler.
@@ -229,9 +249,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile deploys one Serving.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	start, gone := time.Now(), false
+	defer func() { r.noteFoldTime(req.NamespacedName, start, gone) }()
 	var s v1.Serving
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {
+			gone = true
 			kmetrics.ForgetServing(req.Namespace, req.Name)
 			r.applied.Forget(req.NamespacedName)
 			r.unlisted.Forget(req.NamespacedName)
@@ -472,7 +495,9 @@ func (r *Reconciler) rollOut(ctx context.Context, s *v1.Serving, prep *v1.Prepar
 		r.rolloutEvents(s, tgt.env, entry.Rollout, &plan.Status)
 	}
 	slice := r.startSlice(s, out.Decisions, byName)
+	writeStart := time.Now()
 	results, writeErr := r.apply(ctx, s, out.Decisions, byName, slice)
+	r.writing.Store(key, time.Since(writeStart))
 	sum := rollout.Fold(in, out, results, environment)
 	req = out.Request
 	r.unlisted.Remember(key, sum.Unlisted)

@@ -196,3 +196,9 @@ func (p *process) memory() (Memory, error) {
 	}
 	return m, nil
 }
+
+// selfCPU is the CPU time this process has used so far (0 when it cannot be read).
+func selfCPU() time.Duration {
+	d, _ := cpuOf(os.Getpid())
+	return d
+}

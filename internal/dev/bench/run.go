@@ -94,9 +94,21 @@ type Options struct {
 	// the run fails or KeepWorkDir).
 	WorkDir     string
 	KeepWorkDir bool
+	// SkipBareClusters leaves out the bare client's onboarding and offboarding of the N
+	// Clusters (their columns stay empty).
+	SkipBareClusters bool
+	// ProfileDir, when not empty, receives CPU profiles of the controller (its
+	// --pprof-bind-address) over Serving → N, change → N and Order deleted → 0, one of 5 s after
+	// the other from the phase's start until its end (controller-<phase>-<N>-<i>.pprof; `go tool
+	// pprof` merges the files it is given), and a heap profile after the quiet window
+	// (controller-heap-<N>.pprof).
+	ProfileDir string
 	// Log receives progress lines (nothing when nil).
 	Log io.Writer
 }
+
+// IdleWindow is how long the controller's CPU is read with nothing to write (Row.IdleCPU).
+const IdleWindow = 10 * time.Second
 
 // Row is what one run measured. A zero duration was not measured.
 type Row struct {
@@ -106,6 +118,10 @@ type Row struct {
 	// with an optimistic lock), until all were seen at it; BareDelete, to delete them one by
 	// one, until none was seen.
 	Bare, BarePatch, BareDelete time.Duration
+	// BareCPU, BarePatchCPU and BareDeleteCPU are the CPU time the benchmark's own process used
+	// in those phases: the bare client's writes and the informer that saw them (which decodes
+	// the watch event of each write, as the controller does of its own).
+	BareCPU, BarePatchCPU, BareDeleteCPU time.Duration
 	// BareOnboard is how long the bare client took to write N Clusters and what the controller
 	// writes for each (credentials checked, Argo CD cluster Secret, finalizer, status), until all
 	// were seen Ready; BareOffboard, to delete them and what the controller deletes, until none
@@ -119,6 +135,11 @@ type Row struct {
 	// Preparation's digest; Change, from patching spec.preparationName until N at the new
 	// digest; Deleted, from deleting the Serving and Order until no Application of Kokumi's.
 	Serving, Change, Deleted time.Duration
+	// ServingCPU, ChangeCPU and DeletedCPU are the CPU time the controller used in them.
+	ServingCPU, ChangeCPU, DeletedCPU time.Duration
+	// IdleCPU is the CPU time the controller used over IdleWindow with every Cluster Ready and
+	// no Serving, just before Serving → N: its probes, which run through every phase too.
+	IdleCPU time.Duration
 	// ClustersReady is from creating the first of N Clusters until all were Ready; Offboarded,
 	// from deleting the first of them (and its credentials) until none was left.
 	ClustersReady, Offboarded time.Duration
@@ -241,8 +262,10 @@ type run struct {
 	kokumi    *process
 	// apiPid is the hub's kube-apiserver's process id (0: not found), for its CPU time.
 	apiPid int
-	preps  [2]prep
-	row    *Row
+	// pprofAddr is the controller's --pprof-bind-address (empty: no profiles).
+	pprofAddr string
+	preps     [2]prep
+	row       *Row
 }
 
 // window is a named span of time.
@@ -285,8 +308,9 @@ func (r *run) begin() mark {
 	return m
 }
 
-// phase records the phase name that began at m and took d, with the CPU time used in it.
-func (r *run) phase(name string, m mark, d time.Duration) {
+// phase records the phase name that began at m and took d, with the CPU time used in it, and
+// returns the controller's.
+func (r *run) phase(name string, m mark, d time.Duration) time.Duration {
 	w := window{name: name, from: m.at, to: m.at.Add(d)}
 	if k, err := r.kokumi.cpu(); err == nil && m.kokumi > 0 {
 		w.kokumi = k - m.kokumi
@@ -295,6 +319,7 @@ func (r *run) phase(name string, m mark, d time.Duration) {
 		w.api = a - m.api
 	}
 	r.windows = append(r.windows, w)
+	return w.kokumi
 }
 
 // prep is a Preparation and its artifact.
@@ -346,6 +371,12 @@ func Run(ctx context.Context, opts Options) (row *Row, err error) {
 	}
 	// The controller stopped, the bare client onboards the same N Clusters (whose Argo CD
 	// cluster Secrets the ApplicationSet's generator then selects) and offboards them after.
+	if opts.SkipBareClusters {
+		if opts.AppSet {
+			r.row.AppSetNote = "needs the bare client's Clusters, which were not onboarded"
+		}
+		return r.row, nil
+	}
 	api := r.apiCPU()
 	if r.row.BareOnboard, err = r.bareOnboard(); err != nil {
 		return r.row, fmt.Errorf("bare client: onboard the Clusters: %w", err)
@@ -571,7 +602,7 @@ func (r *run) bare() error {
 	for i := range objs {
 		objs[i] = r.spec(i, r.preps[0], ns).Build()
 	}
-	api := r.apiCPU()
+	api, self := r.apiCPU(), selfCPU()
 	start := time.Now()
 	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
 		if err := writer.Create(r.ctx, objs[i]); err != nil {
@@ -587,13 +618,13 @@ func (r *run) bare() error {
 	if err != nil {
 		return err
 	}
-	r.row.Bare = d
+	r.row.Bare, r.row.BareCPU = d, selfCPU()-self
 	r.noteAPICPU("created N Applications", api)
 	r.logf("bare client: %d Applications in %s", n, d.Round(time.Millisecond))
 
 	// The same Applications patched to the next Preparation's digest: the floor of a change's
 	// roll-out, which the API server answers with a read, a merge and an update of each.
-	api = r.apiCPU()
+	api, self = r.apiCPU(), selfCPU()
 	start = time.Now()
 	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
 		next := objs[i].DeepCopy()
@@ -612,11 +643,12 @@ func (r *run) bare() error {
 	}, nil); err != nil {
 		return err
 	}
+	r.row.BarePatchCPU = selfCPU() - self
 	r.noteAPICPU("patched them", api)
 	r.logf("bare client: %d Applications patched in %s", n, r.row.BarePatch.Round(time.Millisecond))
 
 	// And deleted one by one, as Kokumi deletes a Serving's.
-	api = r.apiCPU()
+	api, self = r.apiCPU(), selfCPU()
 	start = time.Now()
 	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
 		if err := writer.Delete(r.ctx, objs[i]); err != nil {
@@ -631,6 +663,7 @@ func (r *run) bare() error {
 	}, nil); err != nil {
 		return err
 	}
+	r.row.BareDeleteCPU = selfCPU() - self
 	r.noteAPICPU("deleted them", api)
 	r.logf("bare client: %d Applications deleted in %s", n, r.row.BareDelete.Round(time.Millisecond))
 	return nil
@@ -652,6 +685,14 @@ func (r *run) startController() error {
 	}
 	if r.opts.ProbePeriod > 0 {
 		args = append(args, "--probe-period="+r.opts.ProbePeriod.String())
+	}
+	if r.opts.ProfileDir != "" {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		r.pprofAddr = "127.0.0.1:" + strconv.Itoa(port)
+		args = append(args, "--pprof-bind-address="+r.pprofAddr)
 	}
 	args = append(args, r.opts.ControllerArgs...)
 	var err error
@@ -695,29 +736,48 @@ func (r *run) kokumiRun() error {
 	r.phase("all Clusters Ready", m, r.row.ClustersReady)
 	r.logf("Clusters: created in %s, all Ready %s after the first", created.Round(time.Millisecond), r.row.ClustersReady.Round(time.Millisecond))
 
+	// What the controller spends with nothing to write: its probes, in every phase too.
+	idle := r.begin()
+	select {
+	case <-time.After(IdleWindow):
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	}
+	if k, err := r.kokumi.cpu(); err == nil && idle.kokumi > 0 {
+		r.row.IdleCPU = k - idle.kokumi
+	}
+
 	// The Order and its Serving, until N Applications at the first Preparation's digest.
 	m = r.begin()
 	start = m.at
+	done := r.profileController("create")
 	if err := r.createOrder(r.preps[0].name); err != nil {
 		return err
 	}
-	if r.row.Serving, err = r.waitApps(start, "Applications at "+r.preps[0].name, n, r.preps[0].digest, alive); err != nil {
+	r.row.Serving, err = r.waitApps(start, "Applications at "+r.preps[0].name, n, r.preps[0].digest, alive)
+	if err != nil {
+		done()
 		return err
 	}
-	r.phase("Serving → N", m, r.row.Serving)
+	r.row.ServingCPU = r.phase("Serving → N", m, r.row.Serving)
+	done()
 	r.logf("Serving → %d Applications in %s", n, r.row.Serving.Round(time.Millisecond))
 
 	// Another Preparation, until N Applications at its digest.
 	m = r.begin()
 	start = m.at
 	patch := r.promotion(r.preps[1].name)
+	done = r.profileController("change")
 	if err := r.admin.Patch(r.ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}}, patch); err != nil {
 		return fmt.Errorf("patch the Serving: %w", err)
 	}
-	if r.row.Change, err = r.waitApps(start, "Applications at "+r.preps[1].name, n, r.preps[1].digest, alive); err != nil {
+	r.row.Change, err = r.waitApps(start, "Applications at "+r.preps[1].name, n, r.preps[1].digest, alive)
+	if err != nil {
+		done()
 		return err
 	}
-	r.phase("change → N", m, r.row.Change)
+	r.row.ChangeCPU = r.phase("change → N", m, r.row.Change)
+	done()
 	r.logf("change → %d Applications at the new digest in %s", n, r.row.Change.Round(time.Millisecond))
 
 	if r.opts.ArgoCDStatus {
@@ -738,20 +798,25 @@ func (r *run) kokumiRun() error {
 	if r.row.Memory, err = r.kokumi.memory(); err != nil {
 		return err
 	}
+	r.heapProfile()
 
 	// The Serving and Order go, until no Application of Kokumi's is left.
 	m = r.begin()
 	start = m.at
+	done = r.profileController("delete")
 	if err := r.admin.Delete(r.ctx, &v1.Serving{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}}); err != nil {
 		return fmt.Errorf("delete the Serving: %w", err)
 	}
 	if err := r.admin.Delete(r.ctx, &v1.Order{ObjectMeta: metav1.ObjectMeta{Name: orderName, Namespace: tenantNamespace}}); err != nil {
 		return fmt.Errorf("delete the Order: %w", err)
 	}
-	if r.row.Deleted, err = r.waitApps(start, "no Application of Kokumi's", 0, "", alive); err != nil {
+	r.row.Deleted, err = r.waitApps(start, "no Application of Kokumi's", 0, "", alive)
+	if err != nil {
+		done()
 		return err
 	}
-	r.phase("Order deleted → 0", m, r.row.Deleted)
+	r.row.DeletedCPU = r.phase("Order deleted → 0", m, r.row.Deleted)
+	done()
 	r.logf("Order deleted → 0 Applications in %s", r.row.Deleted.Round(time.Millisecond))
 	if mem, err := r.kokumi.memory(); err == nil && mem.HWM > r.row.Memory.HWM*21/20 {
 		r.row.Notes = append(r.row.Notes, fmt.Sprintf("Kokumi's peak RSS rose to %s during the deletion", mib(mem.HWM)))

@@ -17,6 +17,51 @@ const Header = "| N | bare client creates N | bare client patches N | bare clien
 // RatioHeader is the header of the ratios' table.
 const RatioHeader = "| N | Serving → N / bare creates | change → N / bare patches | Order deleted → 0 / bare deletes | all Clusters Ready / bare onboards | Clusters deleted → 0 / bare offboards | ApplicationSet / bare creates |\n|---:|---:|---:|---:|---:|---:|---:|\n"
 
+// CPUHeader is the header of the table of CPU time per Application.
+const CPUHeader = "| N | bare client per create | Kokumi per Application created | ratio | bare client per patch | Kokumi per Application changed | ratio | bare client per delete | Kokumi per Application deleted | ratio | Kokumi idle (probes) | Kokumi peak RSS |\n" +
+	"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+
+// CPUMarkdown is the row's CPU time per Application as a line of its table.
+func (r Row) CPUMarkdown() string {
+	per := func(d time.Duration) string {
+		if d <= 0 || r.N <= 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)/float64(r.N))
+	}
+	peak := "–"
+	if r.Memory.HWM > 0 {
+		peak = mib(r.Memory.HWM)
+	}
+	idle := "–"
+	if rate := r.IdleRate(); rate > 0 {
+		idle = fmt.Sprintf("%.0f ms/s", 1000*rate)
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", text.Thousands(r.N),
+		per(r.BareCPU), per(r.ServingCPU), times(ratio(r.ServingCPU, r.BareCPU)),
+		per(r.BarePatchCPU), per(r.ChangeCPU), times(ratio(r.ChangeCPU, r.BarePatchCPU)),
+		per(r.BareDeleteCPU), per(r.DeletedCPU), times(ratio(r.DeletedCPU, r.BareDeleteCPU)), idle, peak)
+}
+
+// IdleRate is the CPU the controller spends a second with nothing to write: over the quiet
+// window when it was measured (a settled fleet: its probes), else over IdleWindow after the
+// Clusters were Ready (which may still hold the onboarding's last work); 0 when neither was.
+func (r Row) IdleRate() float64 {
+	if r.QuietCPU > 0 && r.Quiet > 0 {
+		return r.QuietCPU.Seconds() / r.Quiet.Seconds()
+	}
+	return r.IdleCPU.Seconds() / IdleWindow.Seconds()
+}
+
+// NetCPU is the controller's CPU in a phase of duration d that took cpu, less what its probes
+// take over d at IdleRate: what the writes cost it (cpu when not measured).
+func (r Row) NetCPU(cpu, d time.Duration) time.Duration {
+	if r.IdleRate() <= 0 || cpu <= 0 {
+		return cpu
+	}
+	return max(cpu-time.Duration(r.IdleRate()*d.Seconds()*float64(time.Second)), 0)
+}
+
 // HealthP50 is the median time a health change took to reach the Serving's status (0 when
 // not measured).
 func (r Row) HealthP50() time.Duration {
@@ -76,6 +121,14 @@ func (r Row) Details() string {
 		fmt.Fprintf(&b, "- N = %s: %d health changes (one Application Degraded, then Healthy) reached the Serving's status in p50 %d ms, p90 %d ms, max %d ms\n",
 			text.Thousands(r.N), len(r.Health), r.HealthP50().Milliseconds(), r.Health[len(r.Health)*9/10].Milliseconds(), r.Health[len(r.Health)-1].Milliseconds())
 	}
+	if r.IdleRate() > 0 && r.N > 0 {
+		net := func(cpu, d, bare time.Duration) string {
+			n := r.NetCPU(cpu, d)
+			return fmt.Sprintf("%.3f ms (%s)", float64(n)/float64(time.Millisecond)/float64(r.N), times(ratio(n, bare)))
+		}
+		fmt.Fprintf(&b, "- N = %s: the controller's CPU per Application less its probes' at the idle rate (%.0f ms/s) over the phase: created %s, changed %s, deleted %s\n",
+			text.Thousands(r.N), 1000*r.IdleRate(), net(r.ServingCPU, r.Serving, r.BareCPU), net(r.ChangeCPU, r.Change, r.BarePatchCPU), net(r.DeletedCPU, r.Deleted, r.BareDeleteCPU))
+	}
 	for _, p := range r.PhaseWrites {
 		cpu := ""
 		if p.KokumiCPU > 0 || p.APICPU > 0 {
@@ -100,6 +153,11 @@ func Table(rows []Row) string {
 	b.WriteString(RatioHeader)
 	for _, r := range rows {
 		b.WriteString(r.RatioMarkdown())
+	}
+	b.WriteString("\nCPU time per Application (user + system, from /proc): the controller's over each phase, the bare client's process over its same writes (the writes and an informer that sees each one, as the controller sees its own), the controller's CPU with nothing to write (its probes of the N Clusters, which run through every phase), and its peak RSS until after the quiet window:\n\n")
+	b.WriteString(CPUHeader)
+	for _, r := range rows {
+		b.WriteString(r.CPUMarkdown())
 	}
 	var details strings.Builder
 	for _, r := range rows {
