@@ -225,7 +225,19 @@ func TestAGuardThatFailsRollsBackToTheLastRecordNotRevoked(t *testing.T) {
 	f.order("edge", one.Name)
 	f.healthy(one.Spec.Artifact.Digest, "gr-a")
 	f.ready(v1.ReasonDeployed, "Deployed Preparation podinfo-edge-1")
-	f.records(one.Name, 1)
+	// Its record of the whole Environment, verified. Under API faults a record may first be
+	// signed before the verifications' results are read back, and then again once they pass
+	// (needsRecord): what counts for the rollback is the verified one.
+	f.eventually("a verified record of podinfo-edge-1", func() error {
+		var p v1.Preparation
+		must(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(one), &p))
+		for _, r := range p.Status.DeploymentRecords {
+			if r.Wave == "" && r.Verified {
+				return nil
+			}
+		}
+		return fmt.Errorf("records %+v", p.Status.DeploymentRecords)
+	})
 
 	// The second release is Deployed, recorded, guarded; then the error rate rises.
 	f.promote(two.Name)
