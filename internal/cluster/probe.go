@@ -51,20 +51,22 @@ func Probe(ctx context.Context, server string, c Credentials, timeout time.Durat
 // Client probes one server with one set of credentials again and again. It keeps what is
 // costly to build (the TLS configuration, with its parsed CA and client certificate) and, when
 // built to keep alive, its connection from probe to probe: no handshake after the first, for
-// about 60 KB (buffers, TLS state, one or two goroutines) per Client between probes. Otherwise each
+// one idle TLS connection per Client between probes, and no goroutine (see direct). Otherwise each
 // probe dials, makes a TLS handshake and closes the connection after the answer: nothing is held
 // between probes, for a handshake's CPU each probe, and each probe sees the server, its
 // certificate included, as it is then. Build a new Client when the server or the credentials
 // change (see Key).
 //
-// A probe is one GET of /version sent as built once (the bearer token and user agent set on
-// it), through the Client's own transport, and its answer decoded into the one field read:
+// A probe is one GET of /version written as built once (the bearer token and user agent set
+// on it) on the Client's own connection, and its answer decoded into the one field read:
 // none of client-go's per-request machinery (rate limiter, wrappers that clone the request,
 // metrics, the scheme's decoder), which at 10,000 Clusters is most of a quiet minute's CPU.
 type Client struct {
-	server    string
-	creds     Credentials
-	timeout   time.Duration
+	server  string
+	creds   Credentials
+	timeout time.Duration
+	// direct sends the request, unless a proxy is set for the server: then transport does.
+	direct    *direct
 	transport *http.Transport
 	client    *http.Client
 	request   *http.Request
@@ -92,21 +94,8 @@ func NewClient(server string, c Credentials, timeout time.Duration, keepAlive bo
 	if err != nil {
 		return unusable(err)
 	}
-	// The Client's own transport, never one of client-go's process-wide cache, which never
-	// forgets: rotated credentials and deleted Clusters leave nothing behind.
-	base := utilnet.SetTransportDefaults(&http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		TLSClientConfig:     tlsConfig,
-		TLSHandshakeTimeout: timeout,
-		DialContext:         (&net.Dialer{Timeout: timeout}).DialContext,
-		DisableKeepAlives:   !keepAlive,
-		// A probe's request and answer are a few hundred bytes: buffers of 1 KiB, not net/http's
-		// 4 KiB each way, for each of a fleet's kept connections (80 MiB of heap at 10,000).
-		ReadBufferSize:  probeBufferSize,
-		WriteBufferSize: probeBufferSize,
-	})
-	// A client certificate, CA and TLS options are in the transport; the bearer token and the
-	// user agent are on the request, as client-go's wrappers would set them.
+	// A client certificate, CA and TLS options are in the TLS configuration; the bearer token
+	// and the user agent are on the request, as client-go's wrappers would set them.
 	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(server, "/")+"/version", nil)
 	if err != nil {
 		return unusable(err)
@@ -116,8 +105,26 @@ func NewClient(server string, c Credentials, timeout time.Duration, keepAlive bo
 	if c.BearerToken != "" {
 		req.Header.Set("Authorization", "Bearer "+c.BearerToken)
 	}
-	return &Client{server: server, creds: c, timeout: timeout, transport: base,
-		client: &http.Client{Transport: base, Timeout: timeout}, request: req}, Result{}
+	pc := &Client{server: server, creds: c, timeout: timeout}
+	if proxy, err := http.ProxyFromEnvironment(req); err != nil || proxy == nil {
+		if pc.direct, err = newDirect(req.URL.String(), req.Header, tlsConfig, timeout, keepAlive); err != nil {
+			return unusable(err)
+		}
+		return pc, Result{}
+	}
+	// Through a proxy: the Client's own transport, never one of client-go's process-wide
+	// cache, which never forgets: rotated credentials and deleted Clusters leave nothing behind.
+	pc.transport = utilnet.SetTransportDefaults(&http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		TLSClientConfig:     tlsConfig,
+		TLSHandshakeTimeout: timeout,
+		DialContext:         (&net.Dialer{Timeout: timeout}).DialContext,
+		DisableKeepAlives:   !keepAlive,
+		ReadBufferSize:      probeBufferSize,
+		WriteBufferSize:     probeBufferSize,
+	})
+	pc.client, pc.request = &http.Client{Transport: pc.transport, Timeout: timeout}, req
+	return pc, Result{}
 }
 
 // Probe asks the server for /version, giving up after the Client's timeout.
@@ -128,7 +135,7 @@ func (p *Client) Probe(ctx context.Context) Result {
 	if err != nil {
 		// A connection that failed may be half open: the next probe dials afresh, and sees the
 		// server as it is then.
-		p.transport.CloseIdleConnections()
+		p.dropIdle()
 		return Classify(p.server, p.creds, err)
 	}
 	return Result{Reason: v1.ReasonConnected, Message: fmt.Sprintf("%s answered as Kubernetes %s", p.server, version), Version: version}
@@ -137,43 +144,70 @@ func (p *Client) Probe(ctx context.Context) Result {
 // version is the gitVersion the server answers /version with, or the error an API client
 // would see: a non-2xx answer as the API server's Status, or a generic error of its code.
 func (p *Client) version(ctx context.Context) (string, error) {
-	resp, err := p.client.Do(p.request.WithContext(ctx))
+	a, err := p.get(ctx)
 	if err != nil {
 		return "", err
 	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxVersionAnswer))
-	if err != nil {
-		return "", fmt.Errorf("read the answer of %s: %w", p.request.URL.Redacted(), err)
-	}
-	if resp.StatusCode < http.StatusOK || resp.StatusCode >= http.StatusMultipleChoices {
-		return "", answerError(resp, body)
+	if a.code < http.StatusOK || a.code >= http.StatusMultipleChoices {
+		return "", answerError(a)
 	}
 	var info struct {
 		GitVersion string `json:"gitVersion"`
 	}
-	if err := json.Unmarshal(body, &info); err != nil {
-		return "", fmt.Errorf("decode the answer of %s: %w", p.request.URL.Redacted(), err)
+	if err := json.Unmarshal(a.body, &info); err != nil {
+		return "", fmt.Errorf("decode the answer of %s/version: %w", strings.TrimSuffix(p.server, "/"), err)
 	}
 	return info.GitVersion, nil
 }
 
+// get sends the request directly, or through the proxy's transport.
+func (p *Client) get(ctx context.Context) (answer, error) {
+	if p.direct != nil {
+		return p.direct.get(ctx)
+	}
+	resp, err := p.client.Do(p.request.WithContext(ctx))
+	if err != nil {
+		return answer{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxVersionAnswer))
+	if err != nil {
+		return answer{}, fmt.Errorf("read the answer of %s: %w", p.request.URL.Redacted(), err)
+	}
+	return answer{code: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), body: body}, nil
+}
+
 // answerError is the error of an answer that is not a success, as client-go's REST client
 // makes it: the Status the API server sent, or a generic one of the HTTP code and the body.
-func answerError(resp *http.Response, body []byte) error {
+func answerError(a answer) error {
 	var status metav1.Status
-	if json.Unmarshal(body, &status) == nil && status.Kind == "Status" && status.Status == metav1.StatusFailure {
+	if json.Unmarshal(a.body, &status) == nil && status.Kind == "Status" && status.Status == metav1.StatusFailure {
 		if status.Code == 0 {
-			status.Code = int32(resp.StatusCode)
+			status.Code = int32(a.code)
 		}
 		return &apierrors.StatusError{ErrStatus: status}
 	}
-	retryAfter, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-	return apierrors.NewGenericServerResponse(resp.StatusCode, http.MethodGet, schema.GroupResource{}, "", strings.TrimSpace(string(body)), retryAfter, true)
+	retryAfter, _ := strconv.Atoi(a.retryAfter)
+	return apierrors.NewGenericServerResponse(a.code, http.MethodGet, schema.GroupResource{}, "", strings.TrimSpace(string(a.body)), retryAfter, true)
 }
 
 // Close closes the Client's idle connections; a Client is not used after.
-func (p *Client) Close() { p.transport.CloseIdleConnections() }
+func (p *Client) Close() {
+	if p.direct != nil {
+		p.direct.close()
+		return
+	}
+	p.transport.CloseIdleConnections()
+}
+
+// dropIdle closes the kept connection, if any.
+func (p *Client) dropIdle() {
+	if p.direct != nil {
+		p.direct.dropIdle()
+		return
+	}
+	p.transport.CloseIdleConnections()
+}
 
 // Key identifies a server and credentials without holding them: a Client built for another Key
 // is stale.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -175,8 +176,9 @@ func BenchmarkProbe(b *testing.B) {
 }
 
 // A Client built to keep alive probes over one connection; one built not to holds no
-// connection between probes (10,000 idle connections are 10,000 sets of buffers and up to
-// 20,000 goroutines). Over HTTP/1.1 and HTTP/2 alike.
+// connection between probes. It speaks HTTP/1.1, also to a server that offers HTTP/2, and holds
+// no goroutine of net/http's transport for a kept connection (10,000 idle connections were
+// 20,000 goroutines).
 func TestAClientKeepsItsConnectionOnlyWhenAskedTo(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		for _, keep := range []bool{true, false} {
@@ -199,11 +201,7 @@ func TestAClientKeepsItsConnectionOnlyWhenAskedTo(t *testing.T) {
 				}
 				srv.StartTLS()
 				defer srv.Close()
-				c, res := cluster.NewClient(srv.URL, cluster.Credentials{BearerToken: token, Insecure: true}, 2*time.Second, keep)
-				if c == nil {
-					t.Fatalf("no client: %+v", res)
-				}
-				defer c.Close()
+				c := newClient(t, srv.URL, keep)
 				const probes = 5
 				for i := range probes {
 					if got := c.Probe(context.Background()); !got.Connected() {
@@ -224,12 +222,72 @@ func TestAClientKeepsItsConnectionOnlyWhenAskedTo(t *testing.T) {
 				if o, cl := opened.Load(), closed.Load(); keep && (o != 1 || cl != 0) {
 					t.Errorf("%d probes opened %d connections and closed %d; want 1 kept open", probes, o, cl)
 				}
-				want := map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[h2]
-				if _, ok := protos.Load(want); !ok {
-					t.Errorf("the probes did not speak %s", want)
+				if _, ok := protos.Load("HTTP/1.1"); !ok {
+					t.Error("the probes did not speak HTTP/1.1")
+				}
+				if _, ok := protos.Load("HTTP/2.0"); ok {
+					t.Error("the probes spoke HTTP/2")
+				}
+				if stacks := goroutines(); strings.Contains(stacks, "net/http.(*persistConn)") {
+					t.Errorf("a kept connection holds net/http's goroutines:\n%s", stacks)
 				}
 			})
 		}
+	}
+}
+
+// newClient builds a Client of the test server at url with the test token, closed when the
+// test ends.
+func newClient(t *testing.T, url string, keepAlive bool) *cluster.Client {
+	t.Helper()
+	c, res := cluster.NewClient(url, cluster.Credentials{BearerToken: token, Insecure: true}, 2*time.Second, keepAlive)
+	if c == nil {
+		t.Fatalf("no client: %+v", res)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// goroutines is the stacks of every goroutine.
+func goroutines() string {
+	buf := make([]byte, 1<<20)
+	return string(buf[:runtime.Stack(buf, true)])
+}
+
+// A server closes a kept connection that stayed idle (its idle timeout, a load balancer's): the
+// next probe sends its request again on a new connection, and the Cluster stays Connected.
+func TestAProbeRedialsWhenTheServerClosedTheKeptConnection(t *testing.T) {
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"major":"1","minor":"37","gitVersion":"v1.37.2"}`)
+	}))
+	srv.Config.IdleTimeout = 50 * time.Millisecond
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	c := newClient(t, srv.URL, true)
+	for i := range 3 {
+		if got := c.Probe(context.Background()); !got.Connected() {
+			t.Fatalf("probe %d after the server closed the idle connection: %+v", i+1, got)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if o := opened.Load(); o != 3 {
+		t.Errorf("3 probes, each after the server closed the last connection, opened %d connections; want 3", o)
+	}
+}
+
+// A token with a line break cannot be sent in a header (it would add a header of its own
+// making): the Client is not built, and the Result says to check the Secret, without the token.
+func TestATokenWithALineBreakIsRefused(t *testing.T) {
+	bad := "abc\r\nX-Injected: yes"
+	c, res := cluster.NewClient(server, cluster.Credentials{BearerToken: bad}, time.Second, true)
+	if c != nil || res.Reason != v1.ReasonUnreachable || !strings.Contains(res.Message, "credentials Secret") || strings.Contains(res.Message, "abc") {
+		t.Fatalf("a token with a line break: client %v, %+v", c != nil, res)
 	}
 }
 
