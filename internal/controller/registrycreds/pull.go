@@ -153,6 +153,8 @@ func NewSecretCache(mgr ctrl.Manager, namespaces map[string]cache.Config, what s
 		Mapper:            mgr.GetRESTMapper(),
 		ByObject:          map[client.Object]cache.ByObject{&corev1.Secret{}: {Namespaces: namespaces}},
 		DefaultNamespaces: namespaces, // only Secrets come from here
+		// Nothing reads who wrote which field: at 10,000 Clusters that is 20,000 Secrets' worth.
+		DefaultTransform: cache.TransformStripManagedFields(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create the cache of %s: %w", what, err)
