@@ -75,6 +75,22 @@ func (o *observer) applications(ctx context.Context, namespace string, labels ma
 	return n, nil
 }
 
+// syncedApplications counts the Applications of namespace whose status says Synced.
+func (o *observer) syncedApplications(ctx context.Context, namespace string) (int, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(argocd.ApplicationListGVK)
+	if err := o.cache.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return 0, fmt.Errorf("list Applications: %w", err)
+	}
+	n := 0
+	for i := range list.Items {
+		if st, _, _ := unstructured.NestedString(list.Items[i].Object, "status", "sync", "status"); st == argocd.SyncSynced {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // clusters counts the Clusters.
 func (o *observer) clusters(ctx context.Context) (int, error) {
 	var list v1.ClusterList

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -74,6 +75,12 @@ type Options struct {
 	// namespace of its own: the same identity's authentication, authorization and API priority
 	// as Kokumi's writes.
 	BareAsController bool
+	// BareBeside runs the bare client's writes once the controller probed the N Clusters Ready
+	// and sits idle, into a namespace the controller does not watch, rather than before the
+	// controller starts: the API server then holds the Clusters and their Secrets, the members'
+	// server answers the controller's probes, and the controller's process runs, as in
+	// Kokumi's own phases, so that the ratios compare the writes and not the machine's state.
+	BareBeside bool
 	// AppSet runs Argo CD's ApplicationSet controller too; AppSetUpdates is its
 	// --concurrent-application-updates (16 when zero).
 	AppSet        bool
@@ -266,6 +273,10 @@ type run struct {
 	pprofAddr string
 	preps     [2]prep
 	row       *Row
+	// benchIdle is this process's CPU over IdleWindow with every Cluster Ready and nothing to
+	// write: the members' server answering the controller's probes, which the bare client's
+	// CPU beside the controller does not count.
+	benchIdle time.Duration
 }
 
 // window is a named span of time.
@@ -360,11 +371,14 @@ func Run(ctx context.Context, opts Options) (row *Row, err error) {
 	}
 	defer r.finish(&err)
 	r.row = &Row{N: opts.N, QuietWrites: -1}
+	r.row.Notes = append(r.row.Notes, bareConditions(opts))
 	if err := r.setUp(); err != nil {
 		return r.row, err
 	}
-	if err := r.bare(); err != nil {
-		return r.row, fmt.Errorf("bare client: %w", err)
+	if !opts.BareBeside {
+		if err := r.bare(); err != nil {
+			return r.row, fmt.Errorf("bare client: %w", err)
+		}
 	}
 	if err := r.kokumiRun(); err != nil {
 		return r.row, fmt.Errorf("run kokumi controller: %w", err)
@@ -596,7 +610,15 @@ func (r *run) bare() error {
 		if writer, err = r.asController(); err != nil {
 			return err
 		}
-		ns = argocdNamespace
+		if r.opts.BareBeside {
+			// Beside the running controller, in a namespace it does not watch, with the
+			// ServiceAccount's rights there as in Argo CD's.
+			if err := r.grantBareNamespace(); err != nil {
+				return err
+			}
+		} else {
+			ns = argocdNamespace
+		}
 	}
 	objs := make([]*unstructured.Unstructured, n)
 	for i := range objs {
@@ -618,7 +640,7 @@ func (r *run) bare() error {
 	if err != nil {
 		return err
 	}
-	r.row.Bare, r.row.BareCPU = d, selfCPU()-self
+	r.row.Bare, r.row.BareCPU = d, r.bareCPU(self, d)
 	r.noteAPICPU("created N Applications", api)
 	r.logf("bare client: %d Applications in %s", n, d.Round(time.Millisecond))
 
@@ -643,11 +665,22 @@ func (r *run) bare() error {
 	}, nil); err != nil {
 		return err
 	}
-	r.row.BarePatchCPU = selfCPU() - self
+	r.row.BarePatchCPU = r.bareCPU(self, r.row.BarePatch)
 	r.noteAPICPU("patched them", api)
 	r.logf("bare client: %d Applications patched in %s", n, r.row.BarePatch.Round(time.Millisecond))
 
-	// And deleted one by one, as Kokumi deletes a Serving's.
+	// And deleted one by one, as Kokumi deletes a Serving's: carrying the status Argo CD wrote,
+	// as Kokumi's do when they are deleted, so that both delete the same objects.
+	if r.opts.ArgoCDStatus {
+		if err := parallel(16, n, func(i int) error { return r.syncedAt(objs[i], r.preps[1].digest) }); err != nil {
+			return err
+		}
+		if _, err := waitCount(r.ctx, time.Now(), r.opts.Timeout, "the bare client's Applications Synced", n, func() (int, error) {
+			return r.obs.syncedApplications(r.ctx, ns)
+		}, nil); err != nil {
+			return err
+		}
+	}
 	api, self = r.apiCPU(), selfCPU()
 	start = time.Now()
 	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
@@ -663,9 +696,54 @@ func (r *run) bare() error {
 	}, nil); err != nil {
 		return err
 	}
-	r.row.BareDeleteCPU = selfCPU() - self
+	r.row.BareDeleteCPU = r.bareCPU(self, r.row.BareDelete)
 	r.noteAPICPU("deleted them", api)
 	r.logf("bare client: %d Applications deleted in %s", n, r.row.BareDelete.Round(time.Millisecond))
+	return nil
+}
+
+// bareConditions says how the bare client wrote, for the table's notes.
+func bareConditions(opts Options) string {
+	who := "as an admin (system:masters) into a namespace of its own"
+	if opts.BareAsController {
+		who = "as the controller's ServiceAccount (its token, RBAC and API priority)"
+	}
+	when := "before the controller started"
+	if opts.BareBeside {
+		when = "beside the controller, once it had probed the N Clusters Ready, less the members' server's CPU at its idle rate"
+	}
+	return "the bare client wrote " + who + ", " + when
+}
+
+// bareCPU is this process's CPU since self, over a phase of the bare client that took d, less
+// what the members' server took answering probes meanwhile (at benchIdle's rate).
+func (r *run) bareCPU(self, d time.Duration) time.Duration {
+	used := selfCPU() - self
+	if r.opts.BareBeside && r.benchIdle > 0 {
+		used -= time.Duration(float64(r.benchIdle) * d.Seconds() / IdleWindow.Seconds())
+	}
+	return used
+}
+
+// grantBareNamespace gives the controller's ServiceAccount in the bare client's namespace the
+// rights on Applications it has in Argo CD's (config/rbac), so that the bare client writes
+// there as the controller.
+func (r *run) grantBareNamespace() error {
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-bare-applications", Namespace: bareNamespace},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{argocd.ApplicationGVK.Group}, Resources: []string{"applications"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: bareNamespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ControllerServiceAccount, Namespace: ControllerNamespace}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := r.admin.Create(r.ctx, o); client.IgnoreAlreadyExists(err) != nil {
+			return fmt.Errorf("grant the controller's ServiceAccount Applications in %s: %w", bareNamespace, err)
+		}
+	}
 	return nil
 }
 
@@ -737,7 +815,7 @@ func (r *run) kokumiRun() error {
 	r.logf("Clusters: created in %s, all Ready %s after the first", created.Round(time.Millisecond), r.row.ClustersReady.Round(time.Millisecond))
 
 	// What the controller spends with nothing to write: its probes, in every phase too.
-	idle := r.begin()
+	idle, benchIdle := r.begin(), selfCPU()
 	select {
 	case <-time.After(IdleWindow):
 	case <-r.ctx.Done():
@@ -745,6 +823,12 @@ func (r *run) kokumiRun() error {
 	}
 	if k, err := r.kokumi.cpu(); err == nil && idle.kokumi > 0 {
 		r.row.IdleCPU = k - idle.kokumi
+	}
+	r.benchIdle = selfCPU() - benchIdle
+	if r.opts.BareBeside {
+		if err := r.bare(); err != nil {
+			return fmt.Errorf("bare client: %w", err)
+		}
 	}
 
 	// The Order and its Serving, until N Applications at the first Preparation's digest.
@@ -909,11 +993,7 @@ func (r *run) playArgoCD() error {
 	if err := parallel(16, len(list.Items), func(i int) error {
 		app := &list.Items[i]
 		rev, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision")
-		patch := fmt.Sprintf(`{"status":{"sync":{"status":%q,"revision":%q},"health":{"status":%q}}}`, argocd.SyncSynced, rev, argocd.HealthHealthy)
-		if err := r.admin.Patch(r.ctx, app, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-			return fmt.Errorf("write the status of Application %s: %w", app.GetName(), err)
-		}
-		return nil
+		return r.syncedAt(app, rev)
 	}); err != nil {
 		return err
 	}
@@ -928,6 +1008,16 @@ func (r *run) playArgoCD() error {
 		return err
 	}
 	r.logf("played Argo CD: %d Applications Synced and Healthy; the Serving said Deployed after %s", len(list.Items), d.Round(time.Millisecond))
+	return nil
+}
+
+// syncedAt writes, as Argo CD's application-controller would after a sync, Synced and Healthy
+// at revision into the status of app.
+func (r *run) syncedAt(app client.Object, revision string) error {
+	patch := fmt.Sprintf(`{"status":{"sync":{"status":%q,"revision":%q},"health":{"status":%q}}}`, argocd.SyncSynced, revision, argocd.HealthHealthy)
+	if err := r.admin.Patch(r.ctx, app, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		return fmt.Errorf("write the status of Application %s: %w", app.GetName(), err)
+	}
 	return nil
 }
 
