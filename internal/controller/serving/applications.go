@@ -122,7 +122,7 @@ func (r *Reconciler) writeApplication(ctx context.Context, s *v1.Serving, d flee
 	// an Application (argocd.Application), and the Application CRD has no status subresource, so
 	// writing one whole would wipe Argo CD's status. The lock keeps the old Update's conflict on
 	// a stale copy. The answer is not decoded: the watch brings it.
-	patch, err := client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{}).Data(app)
+	patch, err := argocd.MergePatch(existing, app)
 	if err != nil {
 		return fmt.Errorf("compute the patch of Application %q for Cluster %s: %w", d.Application, d.Cluster, err)
 	}
