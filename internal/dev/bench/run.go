@@ -747,6 +747,52 @@ func (r *run) grantBareNamespace() error {
 	return nil
 }
 
+// clustersReady creates N Clusters and their credentials, and waits until the controller probed
+// them all Ready.
+func (r *run) clustersReady() error {
+	n := r.opts.N
+	m := r.begin()
+	start := m.at
+	if err := parallel(16, n, func(i int) error {
+		return r.createCluster(ClusterName(i), environmentName)
+	}); err != nil {
+		return err
+	}
+	created := time.Since(start)
+	var err error
+	if r.row.ClustersReady, err = waitCount(r.ctx, start, r.opts.Timeout, "every Cluster Ready", n, func() (int, error) {
+		return r.obs.readyClusters(r.ctx)
+	}, r.kokumi.alive); err != nil {
+		return err
+	}
+	r.phase("all Clusters Ready", m, r.row.ClustersReady)
+	r.logf("Clusters: created in %s, all Ready %s after the first", created.Round(time.Millisecond), r.row.ClustersReady.Round(time.Millisecond))
+	return nil
+}
+
+// idleThenBare measures what the controller and this process spend with every Cluster Ready and
+// nothing to write (the controller's probes, which run through every phase too, and the members'
+// server answering them), then runs the bare client beside the controller when asked to.
+func (r *run) idleThenBare() error {
+	idle, benchIdle := r.begin(), selfCPU()
+	select {
+	case <-time.After(IdleWindow):
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	}
+	if k, err := r.kokumi.cpu(); err == nil && idle.kokumi > 0 {
+		r.row.IdleCPU = k - idle.kokumi
+	}
+	r.benchIdle = selfCPU() - benchIdle
+	if !r.opts.BareBeside {
+		return nil
+	}
+	if err := r.bare(); err != nil {
+		return fmt.Errorf("bare client: %w", err)
+	}
+	return nil
+}
+
 // kokumiLabels select the Applications of the benchmark's Serving.
 var kokumiLabels = map[string]string{argocd.LabelManagedBy: argocd.ManagedByKokumi, argocd.LabelServing: orderName}
 
@@ -795,45 +841,16 @@ func (r *run) kokumiRun() error {
 	}
 	alive := r.kokumi.alive
 	var err error
-
-	// N Clusters and their credentials, until the controller probed them all Ready.
-	m := r.begin()
-	start := m.at
-	if err := parallel(16, n, func(i int) error {
-		name := ClusterName(i)
-		return r.createCluster(name, environmentName)
-	}); err != nil {
+	if err := r.clustersReady(); err != nil {
 		return err
 	}
-	created := time.Since(start)
-	if r.row.ClustersReady, err = waitCount(r.ctx, start, r.opts.Timeout, "every Cluster Ready", n, func() (int, error) {
-		return r.obs.readyClusters(r.ctx)
-	}, alive); err != nil {
+	if err := r.idleThenBare(); err != nil {
 		return err
-	}
-	r.phase("all Clusters Ready", m, r.row.ClustersReady)
-	r.logf("Clusters: created in %s, all Ready %s after the first", created.Round(time.Millisecond), r.row.ClustersReady.Round(time.Millisecond))
-
-	// What the controller spends with nothing to write: its probes, in every phase too.
-	idle, benchIdle := r.begin(), selfCPU()
-	select {
-	case <-time.After(IdleWindow):
-	case <-r.ctx.Done():
-		return r.ctx.Err()
-	}
-	if k, err := r.kokumi.cpu(); err == nil && idle.kokumi > 0 {
-		r.row.IdleCPU = k - idle.kokumi
-	}
-	r.benchIdle = selfCPU() - benchIdle
-	if r.opts.BareBeside {
-		if err := r.bare(); err != nil {
-			return fmt.Errorf("bare client: %w", err)
-		}
 	}
 
 	// The Order and its Serving, until N Applications at the first Preparation's digest.
-	m = r.begin()
-	start = m.at
+	m := r.begin()
+	start := m.at
 	done := r.profileController("create")
 	if err := r.createOrder(r.preps[0].name); err != nil {
 		return err
