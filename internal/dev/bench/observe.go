@@ -58,33 +58,28 @@ func startObserver(ctx context.Context, h *hub, scheme *runtime.Scheme, namespac
 // applications counts the Applications of namespace that carry labels and, when revision is
 // not empty, target it.
 func (o *observer) applications(ctx context.Context, namespace string, labels map[string]string, revision string) (int, error) {
+	return o.countApplications(ctx, namespace, labels, revision, "spec", "source", "targetRevision")
+}
+
+// syncedApplications counts the Applications of namespace whose status says Synced.
+func (o *observer) syncedApplications(ctx context.Context, namespace string) (int, error) {
+	return o.countApplications(ctx, namespace, nil, argocd.SyncSynced, "status", "sync", "status")
+}
+
+// countApplications counts the Applications of namespace that carry labels and, when value is
+// not empty, hold it at the field path.
+func (o *observer) countApplications(ctx context.Context, namespace string, labels map[string]string, value string, path ...string) (int, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(argocd.ApplicationListGVK)
 	if err := o.cache.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels(labels), client.UnsafeDisableDeepCopy); err != nil {
 		return 0, fmt.Errorf("list Applications: %w", err)
 	}
-	if revision == "" {
+	if value == "" {
 		return len(list.Items), nil
 	}
 	n := 0
 	for i := range list.Items {
-		if rev, _, _ := unstructured.NestedString(list.Items[i].Object, "spec", "source", "targetRevision"); rev == revision {
-			n++
-		}
-	}
-	return n, nil
-}
-
-// syncedApplications counts the Applications of namespace whose status says Synced.
-func (o *observer) syncedApplications(ctx context.Context, namespace string) (int, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(argocd.ApplicationListGVK)
-	if err := o.cache.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return 0, fmt.Errorf("list Applications: %w", err)
-	}
-	n := 0
-	for i := range list.Items {
-		if st, _, _ := unstructured.NestedString(list.Items[i].Object, "status", "sync", "status"); st == argocd.SyncSynced {
+		if v, _, _ := unstructured.NestedString(list.Items[i].Object, path...); v == value {
 			n++
 		}
 	}
