@@ -42,6 +42,7 @@ func run() error {
 		writers   = flag.Int("application-writers", 0, "the controller's --application-writers (0: its default)")
 		probe     = flag.Duration("probe-period", 0, "the controller's --probe-period (0: its default)")
 		beside    = flag.Bool("bare-beside", true, "run the bare client's writes once the controller probed the N Clusters Ready and idles, into a namespace it does not watch (the API server holding the Clusters, the members answering probes, as in Kokumi's phases); false: before the controller starts")
+		informer  = flag.Bool("bare-informer", true, "give the bare client an informer of its own (kubectl get --watch as its identity) for the length of its phases, so that the API server sends each of its writes to two watchers as it sends Kokumi's (the controller's informer and the benchmark's observer); false: the observer alone")
 		asCtrl    = flag.Bool("bare-as-controller", true, "run the bare client as the controller's ServiceAccount into Argo CD's namespace (its authentication, authorization and API priority), as Kokumi writes; false: as an admin into a namespace of its own")
 		appSet    = flag.Bool("applicationset", true, "measure Argo CD's ApplicationSet controller too (bin/fleet/argocd, make fleet-assets)")
 		updates   = flag.Int("applicationset-updates", 16, "the ApplicationSet controller's --concurrent-application-updates (Argo CD's default is 1)")
@@ -144,7 +145,7 @@ func run() error {
 	for _, n := range sizes {
 		row, err := bench.Run(ctx, bench.Options{
 			N: n, KokumiBinary: bin, ApplicationWriters: *writers, ProbePeriod: *probe, ControllerArgs: extra, GoMemLimit: *memLimit,
-			AppSet: *appSet, AppSetUpdates: *updates, Quiet: *quiet, ArgoCDStatus: *argoCD, HealthChanges: *health, BareAsController: *asCtrl, BareBeside: *beside,
+			AppSet: *appSet, AppSetUpdates: *updates, Quiet: *quiet, ArgoCDStatus: *argoCD, HealthChanges: *health, BareAsController: *asCtrl, BareBeside: *beside, BareInformer: *informer,
 			ProfileDir: *profile, SkipBareClusters: !*bareClus, Timeout: *timeout, KeepWorkDir: *keep, Log: os.Stderr,
 		})
 		if err != nil {

@@ -23,11 +23,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kscheme "github.com/kokumi-dev/kokumi/api/scheme"
@@ -81,6 +79,14 @@ type Options struct {
 	// server answers the controller's probes, and the controller's process runs, as in
 	// Kokumi's own phases, so that the ratios compare the writes and not the machine's state.
 	BareBeside bool
+	// BareInformer gives the bare client an informer of its own, as a controller has: a watch
+	// of its namespace's Applications, as the identity it writes with, in a process of its own
+	// (kubectl get --watch) for the length of its phases. The API server then sends every event
+	// of its writes to two watchers (that one and the benchmark's observer), as it sends every
+	// event of Kokumi's (to the controller's informer and to the observer); the benchmark's CPU
+	// still counts the observer's decoding as the bare client's own, as the controller's counts
+	// its informer's.
+	BareInformer bool
 	// AppSet runs Argo CD's ApplicationSet controller too; AppSetUpdates is its
 	// --concurrent-application-updates (16 when zero).
 	AppSet        bool
@@ -583,168 +589,6 @@ func (r *run) servingSpec(serving string, i int, p prep, namespace string) argoc
 	}
 	name := ClusterName(i)
 	return req.Spec(fleet.Cluster{Name: name, Server: r.members.Server(name), Ready: true})
-}
-
-// asController is a client that signs in as the controller (its ServiceAccount), without a rate
-// limit, as controller-runtime configures the controller's.
-func (r *run) asController() (client.Client, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", r.hub.controllerKubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("the controller's kubeconfig: %w", err)
-	}
-	cfg.QPS, cfg.Burst = -1, 0
-	c, err := client.New(cfg, client.Options{Scheme: r.admin.Scheme()})
-	if err != nil {
-		return nil, fmt.Errorf("a client as the controller: %w", err)
-	}
-	return c, nil
-}
-
-// bare times 16 workers creating the N Applications Kokumi would write, into a namespace of
-// their own, until the observer saw them all; then deletes them.
-func (r *run) bare() error {
-	n := r.opts.N
-	ns, writer := bareNamespace, r.admin
-	if r.opts.BareAsController {
-		var err error
-		if writer, err = r.asController(); err != nil {
-			return err
-		}
-		if r.opts.BareBeside {
-			// Beside the running controller, in a namespace it does not watch, with the
-			// ServiceAccount's rights there as in Argo CD's.
-			if err := r.grantBareNamespace(); err != nil {
-				return err
-			}
-		} else {
-			ns = argocdNamespace
-		}
-	}
-	objs := make([]*unstructured.Unstructured, n)
-	for i := range objs {
-		objs[i] = r.spec(i, r.preps[0], ns).Build()
-	}
-	api, self := r.apiCPU(), selfCPU()
-	start := time.Now()
-	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
-		if err := writer.Create(r.ctx, objs[i]); err != nil {
-			return fmt.Errorf("create Application %s: %w", objs[i].GetName(), err)
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	d, err := waitCount(r.ctx, start, r.opts.Timeout, "the bare client's Applications", n, func() (int, error) {
-		return r.obs.applications(r.ctx, ns, nil, "")
-	}, nil)
-	if err != nil {
-		return err
-	}
-	r.row.Bare, r.row.BareCPU = d, r.bareCPU(self, d)
-	r.noteAPICPU("created N Applications", api)
-	r.logf("bare client: %d Applications in %s", n, d.Round(time.Millisecond))
-
-	// The same Applications patched to the next Preparation's digest: the floor of a change's
-	// roll-out, which the API server answers with a read, a merge and an update of each.
-	api, self = r.apiCPU(), selfCPU()
-	start = time.Now()
-	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
-		next := objs[i].DeepCopy()
-		if err := unstructured.SetNestedField(next.Object, r.preps[1].digest, "spec", "source", "targetRevision"); err != nil {
-			return fmt.Errorf("set the targetRevision of Application %s: %w", objs[i].GetName(), err)
-		}
-		if err := writer.Patch(r.ctx, next, client.MergeFromWithOptions(objs[i], client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("patch Application %s: %w", objs[i].GetName(), err)
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if r.row.BarePatch, err = waitCount(r.ctx, start, r.opts.Timeout, "the bare client's Applications at the next digest", n, func() (int, error) {
-		return r.obs.applications(r.ctx, ns, nil, r.preps[1].digest)
-	}, nil); err != nil {
-		return err
-	}
-	r.row.BarePatchCPU = r.bareCPU(self, r.row.BarePatch)
-	r.noteAPICPU("patched them", api)
-	r.logf("bare client: %d Applications patched in %s", n, r.row.BarePatch.Round(time.Millisecond))
-
-	// And deleted one by one, as Kokumi deletes a Serving's: carrying the status Argo CD wrote,
-	// as Kokumi's do when they are deleted, so that both delete the same objects.
-	if r.opts.ArgoCDStatus {
-		if err := parallel(16, n, func(i int) error { return r.syncedAt(objs[i], r.preps[1].digest) }); err != nil {
-			return err
-		}
-		if _, err := waitCount(r.ctx, time.Now(), r.opts.Timeout, "the bare client's Applications Synced", n, func() (int, error) {
-			return r.obs.syncedApplications(r.ctx, ns)
-		}, nil); err != nil {
-			return err
-		}
-	}
-	api, self = r.apiCPU(), selfCPU()
-	start = time.Now()
-	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
-		if err := writer.Delete(r.ctx, objs[i]); err != nil {
-			return fmt.Errorf("delete Application %s: %w", objs[i].GetName(), err)
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if r.row.BareDelete, err = waitCount(r.ctx, start, r.opts.Timeout, "the bare client's Applications to go", 0, func() (int, error) {
-		return r.obs.applications(r.ctx, ns, nil, "")
-	}, nil); err != nil {
-		return err
-	}
-	r.row.BareDeleteCPU = r.bareCPU(self, r.row.BareDelete)
-	r.noteAPICPU("deleted them", api)
-	r.logf("bare client: %d Applications deleted in %s", n, r.row.BareDelete.Round(time.Millisecond))
-	return nil
-}
-
-// bareConditions says how the bare client wrote, for the table's notes.
-func bareConditions(opts Options) string {
-	who := "as an admin (system:masters) into a namespace of its own"
-	if opts.BareAsController {
-		who = "as the controller's ServiceAccount (its token, RBAC and API priority)"
-	}
-	when := "before the controller started"
-	if opts.BareBeside {
-		when = "beside the controller, once it had probed the N Clusters Ready, less the members' server's CPU at its idle rate"
-	}
-	return "the bare client wrote " + who + ", " + when
-}
-
-// bareCPU is this process's CPU since self, over a phase of the bare client that took d, less
-// what the members' server took answering probes meanwhile (at benchIdle's rate).
-func (r *run) bareCPU(self, d time.Duration) time.Duration {
-	used := selfCPU() - self
-	if r.opts.BareBeside && r.benchIdle > 0 {
-		used -= time.Duration(float64(r.benchIdle) * d.Seconds() / IdleWindow.Seconds())
-	}
-	return used
-}
-
-// grantBareNamespace gives the controller's ServiceAccount in the bare client's namespace the
-// rights on Applications it has in Argo CD's (config/rbac), so that the bare client writes
-// there as the controller.
-func (r *run) grantBareNamespace() error {
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench-bare-applications", Namespace: bareNamespace},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{argocd.ApplicationGVK.Group}, Resources: []string{"applications"},
-			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: bareNamespace},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ControllerServiceAccount, Namespace: ControllerNamespace}},
-	}
-	for _, o := range []client.Object{role, binding} {
-		if err := r.admin.Create(r.ctx, o); client.IgnoreAlreadyExists(err) != nil {
-			return fmt.Errorf("grant the controller's ServiceAccount Applications in %s: %w", bareNamespace, err)
-		}
-	}
-	return nil
 }
 
 // clustersReady creates N Clusters and their credentials, and waits until the controller probed
