@@ -51,9 +51,10 @@ func (r *run) bare() error {
 			ns = argocdNamespace
 		}
 	}
+	var informer *process
 	if r.opts.BareInformer {
-		informer, err := r.bareInformer(ns)
-		if err != nil {
+		var err error
+		if informer, err = r.bareInformer(ns); err != nil {
 			return err
 		}
 		defer informer.stop()
@@ -137,6 +138,11 @@ func (r *run) bare() error {
 	r.row.BareDeleteCPU = r.bareCPU(self, r.row.BareDelete)
 	r.noteAPICPU("deleted them", api)
 	r.logf("bare client: %d Applications deleted in %s", n, r.row.BareDelete.Round(time.Millisecond))
+	if informer != nil {
+		if c, err := informer.cpu(); err == nil {
+			r.row.Notes = append(r.row.Notes, fmt.Sprintf("the bare client's informer (kubectl, a process of its own, not counted in the bare client's CPU) used %s of CPU from before its creates until after its deletes", secs(c)))
+		}
+	}
 	return nil
 }
 

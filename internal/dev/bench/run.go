@@ -181,6 +181,10 @@ type PhaseWrites struct {
 	// KokumiCPU and APICPU are the CPU time the controller and the API server used in the
 	// phase (0: not read): on one machine, what the controller spends is the API server's loss.
 	KokumiCPU, APICPU time.Duration
+	// BenchCPU is the CPU time the benchmark's own process used in the phase: its observer's
+	// watch of the controller's writes (their second watcher, as the bare client's informer is
+	// of its own) and the members' server answering the probes.
+	BenchCPU time.Duration
 }
 
 // ServingRatio is Kokumi's fan-out time over the bare client's creates (0 when either is
@@ -290,15 +294,15 @@ type window struct {
 	name     string
 	from, to time.Time
 	// kokumi and api are the CPU time the controller and the API server used in it (0: not
-	// read).
-	kokumi, api time.Duration
+	// read); bench, the benchmark's own process.
+	kokumi, api, bench time.Duration
 }
 
-// mark is where a phase began: when, and the CPU time the controller and the API server had
-// used by then.
+// mark is where a phase began: when, and the CPU time the controller, the API server and the
+// benchmark's process had used by then.
 type mark struct {
-	at          time.Time
-	kokumi, api time.Duration
+	at                 time.Time
+	kokumi, api, bench time.Duration
 }
 
 // apiCPU is the CPU time the API server has used so far (0: not found).
@@ -320,7 +324,7 @@ func (r *run) noteAPICPU(what string, from time.Duration) {
 
 // begin marks the start of a timed phase.
 func (r *run) begin() mark {
-	m := mark{at: time.Now(), api: r.apiCPU()}
+	m := mark{at: time.Now(), api: r.apiCPU(), bench: selfCPU()}
 	m.kokumi, _ = r.kokumi.cpu()
 	return m
 }
@@ -335,6 +339,7 @@ func (r *run) phase(name string, m mark, d time.Duration) time.Duration {
 	if a := r.apiCPU(); m.api > 0 && a > m.api {
 		w.api = a - m.api
 	}
+	w.bench = selfCPU() - m.bench
 	r.windows = append(r.windows, w)
 	return w.kokumi
 }
@@ -782,7 +787,7 @@ func (r *run) kokumiRun() error {
 		if err != nil {
 			return err
 		}
-		r.row.PhaseWrites = append(r.row.PhaseWrites, PhaseWrites{Phase: w.name, Total: n, By: by, KokumiCPU: w.kokumi, APICPU: w.api})
+		r.row.PhaseWrites = append(r.row.PhaseWrites, PhaseWrites{Phase: w.name, Total: n, By: by, KokumiCPU: w.kokumi, APICPU: w.api, BenchCPU: w.bench})
 	}
 	return nil
 }

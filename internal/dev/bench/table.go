@@ -132,7 +132,7 @@ func (r Row) Details() string {
 	for _, p := range r.PhaseWrites {
 		cpu := ""
 		if p.KokumiCPU > 0 || p.APICPU > 0 {
-			cpu = fmt.Sprintf("; CPU: the controller %s, the API server %s", secs(p.KokumiCPU), secs(p.APICPU))
+			cpu = fmt.Sprintf("; CPU: the controller %s, the API server %s, the benchmark's process (its observer, the members' server) %s", secs(p.KokumiCPU), secs(p.APICPU), secs(p.BenchCPU))
 		}
 		fmt.Fprintf(&b, "- N = %s: the controller's writes during %s: %d (%s)%s\n", text.Thousands(r.N), p.Phase, p.Total, byVerb(p.By), cpu)
 	}
