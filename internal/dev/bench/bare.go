@@ -51,13 +51,18 @@ func (r *run) bare() error {
 			ns = argocdNamespace
 		}
 	}
-	var informer *process
+	var (
+		informer *process
+		alive    func() error
+	)
 	if r.opts.BareInformer {
 		var err error
 		if informer, err = r.bareInformer(ns); err != nil {
 			return err
 		}
 		defer informer.stop()
+		// Each wait fails if the informer ended: the comparison would no longer be even.
+		alive = informer.alive
 	}
 	objs := make([]*unstructured.Unstructured, n)
 	for i := range objs {
@@ -75,7 +80,7 @@ func (r *run) bare() error {
 	}
 	d, err := waitCount(r.ctx, start, r.opts.Timeout, "the bare client's Applications", n, func() (int, error) {
 		return r.obs.applications(r.ctx, ns, nil, "")
-	}, nil)
+	}, alive)
 	if err != nil {
 		return err
 	}
@@ -101,7 +106,7 @@ func (r *run) bare() error {
 	}
 	if r.row.BarePatch, err = waitCount(r.ctx, start, r.opts.Timeout, "the bare client's Applications at the next digest", n, func() (int, error) {
 		return r.obs.applications(r.ctx, ns, nil, r.preps[1].digest)
-	}, nil); err != nil {
+	}, alive); err != nil {
 		return err
 	}
 	r.row.BarePatchCPU = r.bareCPU(self, r.row.BarePatch)
@@ -116,7 +121,7 @@ func (r *run) bare() error {
 		}
 		if _, err := waitCount(r.ctx, time.Now(), r.opts.Timeout, "the bare client's Applications Synced", n, func() (int, error) {
 			return r.obs.syncedApplications(r.ctx, ns)
-		}, nil); err != nil {
+		}, alive); err != nil {
 			return err
 		}
 	}
@@ -132,7 +137,7 @@ func (r *run) bare() error {
 	}
 	if r.row.BareDelete, err = waitCount(r.ctx, start, r.opts.Timeout, "the bare client's Applications to go", 0, func() (int, error) {
 		return r.obs.applications(r.ctx, ns, nil, "")
-	}, nil); err != nil {
+	}, alive); err != nil {
 		return err
 	}
 	r.row.BareDeleteCPU = r.bareCPU(self, r.row.BareDelete)
@@ -140,32 +145,31 @@ func (r *run) bare() error {
 	r.logf("bare client: %d Applications deleted in %s", n, r.row.BareDelete.Round(time.Millisecond))
 	if informer != nil {
 		if c, err := informer.cpu(); err == nil {
-			r.row.Notes = append(r.row.Notes, fmt.Sprintf("the bare client's informer (kubectl, a process of its own, not counted in the bare client's CPU) used %s of CPU from before its creates until after its deletes", secs(c)))
+			r.row.Notes = append(r.row.Notes, fmt.Sprintf("the bare client's informer (a process of its own, not counted in the bare client's CPU) used %s of CPU from before its creates until after its deletes", secs(c)))
 		}
 	}
 	return nil
 }
 
-// bareInformer starts the bare client's informer of the Applications of ns (see
-// Options.BareInformer) and waits until the API server answered its watch.
+// bareInformer builds and starts the bare client's informer of the Applications of ns (see
+// Options.BareInformer; hack/bench/informer), and waits until its cache has synced.
 func (r *run) bareInformer(ns string) (*process, error) {
 	kubeconfig := r.hub.adminKubeconfig
 	if r.opts.BareAsController {
 		kubeconfig = r.hub.controllerKubeconfig
 	}
+	bin, err := goBuild(r.ctx, r.hub.assets.Root, "./hack/bench/informer", filepath.Join(r.dir, "informer"))
+	if err != nil {
+		return nil, fmt.Errorf("the bare client's informer: %w", err)
+	}
 	logPath := filepath.Join(r.dir, "bare-informer.log")
-	// -v=6 logs each response's status as its headers arrive: the watch's too, once the API
-	// server registered it.
-	p, err := startProcess("the bare client's informer", logPath, r.hub.assets.Kubectl(), []string{
-		"--kubeconfig", kubeconfig, "--namespace", ns, "get", "applications." + argocd.ApplicationGVK.Group,
-		"--watch", "--output", "name", "-v=6",
-	}, nil)
+	p, err := startProcess("the bare client's informer", logPath, bin, []string{"--kubeconfig", kubeconfig, "--namespace", ns}, nil)
 	if err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if data, err := os.ReadFile(logPath); err == nil && watching(string(data)) {
+		if data, err := os.ReadFile(logPath); err == nil && strings.Contains(string(data), "synced\n") {
 			return p, nil
 		}
 		if err := p.alive(); err != nil {
@@ -173,20 +177,10 @@ func (r *run) bareInformer(ns string) (*process, error) {
 		}
 		if time.Now().After(deadline) {
 			p.stop()
-			return nil, fmt.Errorf("the bare client's informer did not watch within a minute; the end of its log: %s", tail(logPath, 5))
+			return nil, fmt.Errorf("the bare client's informer did not sync within a minute; the end of its log: %s", tail(logPath, 5))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// watching says whether kubectl's -v=6 log shows a watch answered 200 OK.
-func watching(log string) bool {
-	for _, line := range strings.Split(log, "\n") {
-		if strings.Contains(line, "watch=true") && strings.Contains(line, "200 OK") {
-			return true
-		}
-	}
-	return false
 }
 
 // bareConditions says how the bare client wrote, for the table's notes.
@@ -201,7 +195,7 @@ func bareConditions(opts Options) string {
 	}
 	how := "the bare client wrote " + who + ", " + when
 	if opts.BareInformer {
-		how += ", with an informer of its own beside the observer (two watchers of its writes, as of Kokumi's)"
+		how += ", with an informer of its own in a process of its own beside the benchmark's observer (two watchers of its writes, as of Kokumi's)"
 	}
 	return how
 }

@@ -81,11 +81,11 @@ type Options struct {
 	BareBeside bool
 	// BareInformer gives the bare client an informer of its own, as a controller has: a watch
 	// of its namespace's Applications, as the identity it writes with, in a process of its own
-	// (kubectl get --watch) for the length of its phases. The API server then sends every event
-	// of its writes to two watchers (that one and the benchmark's observer), as it sends every
-	// event of Kokumi's (to the controller's informer and to the observer); the benchmark's CPU
-	// still counts the observer's decoding as the bare client's own, as the controller's counts
-	// its informer's.
+	// (hack/bench/informer, a controller-runtime informer) for the length of its phases. The
+	// API server then sends every event of its writes to two watchers (that one and the
+	// benchmark's observer), as it sends every event of Kokumi's (to the controller's informer
+	// and to the observer); the benchmark's CPU still counts the observer's decoding as the
+	// bare client's own, as the controller's counts its informer's.
 	BareInformer bool
 	// AppSet runs Argo CD's ApplicationSet controller too; AppSetUpdates is its
 	// --concurrent-application-updates (16 when zero).
@@ -232,11 +232,15 @@ func ratio(a, b time.Duration) float64 {
 
 // BuildKokumi builds cmd/kokumi of the checkout at root into dir.
 func BuildKokumi(ctx context.Context, root, dir string) (string, error) {
-	bin := filepath.Join(dir, "kokumi")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kokumi")
+	return goBuild(ctx, root, "./cmd/kokumi", filepath.Join(dir, "kokumi"))
+}
+
+// goBuild builds the package pkg of the repository at root into bin.
+func goBuild(ctx context.Context, root, pkg, bin string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/kokumi: %w: %s", err, out)
+		return "", fmt.Errorf("go build %s: %w: %s", pkg, err, out)
 	}
 	return bin, nil
 }
