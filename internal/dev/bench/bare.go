@@ -125,10 +125,17 @@ func (r *run) bare() error {
 			return err
 		}
 	}
+	// Each only at the UID and resourceVersion its informer holds, as Kokumi deletes one (so
+	// that an Application changed since is not deleted); read before the timer, since Kokumi
+	// reads its cache's copies without a copy.
+	unchanged, err := r.obs.preconditions(r.ctx, ns)
+	if err != nil {
+		return err
+	}
 	api, self = r.apiCPU(), selfCPU()
 	start = time.Now()
 	if err := parallel(r.opts.BareWorkers, n, func(i int) error {
-		if err := writer.Delete(r.ctx, objs[i]); err != nil {
+		if err := writer.Delete(r.ctx, objs[i], unchanged[objs[i].GetName()]); err != nil {
 			return fmt.Errorf("delete Application %s: %w", objs[i].GetName(), err)
 		}
 		return nil

@@ -86,6 +86,22 @@ func (o *observer) countApplications(ctx context.Context, namespace string, labe
 	return n, nil
 }
 
+// preconditions gives, by name, the UID and resourceVersion of each Application of namespace
+// the observer holds.
+func (o *observer) preconditions(ctx context.Context, namespace string) (map[string]client.Preconditions, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(argocd.ApplicationListGVK)
+	if err := o.cache.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list Applications: %w", err)
+	}
+	pre := make(map[string]client.Preconditions, len(list.Items))
+	for i := range list.Items {
+		uid, rv := list.Items[i].GetUID(), list.Items[i].GetResourceVersion()
+		pre[list.Items[i].GetName()] = client.Preconditions{UID: &uid, ResourceVersion: &rv}
+	}
+	return pre, nil
+}
+
 // clusters counts the Clusters.
 func (o *observer) clusters(ctx context.Context) (int, error) {
 	var list v1.ClusterList
