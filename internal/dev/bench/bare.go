@@ -174,20 +174,17 @@ func (r *run) bareInformer(ns string) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	synced := func() (int, error) {
 		if data, err := os.ReadFile(logPath); err == nil && strings.Contains(string(data), "synced\n") {
-			return p, nil
+			return 1, nil
 		}
-		if err := p.alive(); err != nil {
-			return nil, err
-		}
-		if time.Now().After(deadline) {
-			p.stop()
-			return nil, fmt.Errorf("the bare client's informer did not sync within a minute; the end of its log: %s", tail(logPath, 5))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return 0, nil
 	}
+	if _, err := waitCount(r.ctx, time.Now(), time.Minute, "the bare client's informer to sync", 1, synced, p.alive); err != nil {
+		p.stop()
+		return nil, fmt.Errorf("%w; the end of its log: %s", err, tail(logPath, 5))
+	}
+	return p, nil
 }
 
 // bareConditions says how the bare client wrote, for the table's notes.

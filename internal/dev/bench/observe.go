@@ -69,10 +69,9 @@ func (o *observer) syncedApplications(ctx context.Context, namespace string) (in
 // countApplications counts the Applications of namespace that carry labels and, when value is
 // not empty, hold it at the field path.
 func (o *observer) countApplications(ctx context.Context, namespace string, labels map[string]string, value string, path ...string) (int, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(argocd.ApplicationListGVK)
-	if err := o.cache.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels(labels), client.UnsafeDisableDeepCopy); err != nil {
-		return 0, fmt.Errorf("list Applications: %w", err)
+	list, err := o.list(ctx, namespace, labels)
+	if err != nil {
+		return 0, err
 	}
 	if value == "" {
 		return len(list.Items), nil
@@ -86,13 +85,22 @@ func (o *observer) countApplications(ctx context.Context, namespace string, labe
 	return n, nil
 }
 
+// list lists the Applications of namespace that carry labels, without copying the cache's.
+func (o *observer) list(ctx context.Context, namespace string, labels map[string]string) (*unstructured.UnstructuredList, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(argocd.ApplicationListGVK)
+	if err := o.cache.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels(labels), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list Applications: %w", err)
+	}
+	return list, nil
+}
+
 // preconditions gives, by name, the UID and resourceVersion of each Application of namespace
 // the observer holds.
 func (o *observer) preconditions(ctx context.Context, namespace string) (map[string]client.Preconditions, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(argocd.ApplicationListGVK)
-	if err := o.cache.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list Applications: %w", err)
+	list, err := o.list(ctx, namespace, nil)
+	if err != nil {
+		return nil, err
 	}
 	pre := make(map[string]client.Preconditions, len(list.Items))
 	for i := range list.Items {
