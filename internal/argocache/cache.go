@@ -60,7 +60,11 @@ type Cache struct {
 // cfg.Shard, each decoded into an argocd.Application (what Kokumi reads of it, some 3 KB), and
 // indexed by Serving and by Cluster; AppProjects are few and small, and cached whole.
 func New(mgr manager.Manager, cfg config.Config) (*Cache, error) {
-	c, err := cache.New(mgr.GetConfig(), argoCDCacheOptions(mgr, cfg))
+	opts, err := argoCDCacheOptions(mgr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := cache.New(mgr.GetConfig(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("create the cache of Argo CD's namespace %q: %w", cfg.ArgoCDNamespace, err)
 	}
@@ -86,17 +90,22 @@ func New(mgr manager.Manager, cfg config.Config) (*Cache, error) {
 }
 
 // argoCDCacheOptions caches Argo CD's namespace: of its Applications only Kokumi's of cfg.Shard,
-// as argocd.Application.
-func argoCDCacheOptions(mgr manager.Manager, cfg config.Config) cache.Options {
+// as argocd.Application, listed and watched by applicationsListWatch.
+func argoCDCacheOptions(mgr manager.Manager, cfg config.Config) (cache.Options, error) {
+	selector := shard.ApplicationSelector(cfg.Shard)
+	apps, err := applicationsListWatch(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme(), cfg.ArgoCDNamespace, selector)
+	if err != nil {
+		return cache.Options{}, err
+	}
 	return cache.Options{
 		HTTPClient:        mgr.GetHTTPClient(),
 		Scheme:            mgr.GetScheme(),
 		Mapper:            argoCDMapper{mgr.GetRESTMapper()},
 		DefaultNamespaces: map[string]cache.Config{cfg.ArgoCDNamespace: {}},
-		ByObject: map[client.Object]cache.ByObject{&argocd.Application{}: {
-			Label: shard.ApplicationSelector(cfg.Shard),
-		}},
-	}
+		// The same selector as apps's, for what the cache itself reads of it.
+		ByObject:    map[client.Object]cache.ByObject{&argocd.Application{}: {Label: selector}},
+		NewInformer: newInformer(apps),
+	}, nil
 }
 
 // argoCDMapper is the manager's REST mapper, except that it knows Argo CD's Application is
