@@ -31,7 +31,7 @@ var applicationPrefix = []byte(`{"apiVersion":"` + argocd.ApplicationGVK.GroupVe
 // tests that show the short way is the one taken.
 var decodes struct{ fast, fallback atomic.Int64 }
 
-// applicationDecoder decodes an Application of a watch event, or of a Get, straight into
+// applicationDecoder decodes the Application of a watch event straight into
 // argocd.Application (argocd.Application.UnmarshalJSON), as the scheme's serializer would, less
 // its two extra passes over the JSON: the first finds the kind (SimpleMetaFactory.Interpret),
 // the second only skips the object to hand it to UnmarshalJSON. Anything else (a Status in an
@@ -112,18 +112,14 @@ func (s applicationSerializer) DecoderToVersion(d runtime.Decoder, gv runtime.Gr
 // through cfg and httpClient (the manager's identity and transport), decoding each by
 // applicationSerializer. Watch bookmarks are asked for, as controller-runtime's informers ask.
 func applicationsListWatch(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme, namespace string, selector labels.Selector) (*toolscache.ListWatch, error) {
-	c := rest.CopyConfig(cfg)
-	gv := argocd.ApplicationGVK.GroupVersion()
-	c.GroupVersion, c.APIPath = &gv, "/apis"
-	c.ContentType = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = applicationSerializer{serializer.NewCodecFactory(scheme).WithoutConversion()}
-	rc, err := rest.RESTClientForConfigAndClient(c, httpClient)
+	rc, err := applicationsClient(cfg, httpClient, applicationSerializer{serializer.NewCodecFactory(scheme).WithoutConversion()})
 	if err != nil {
-		return nil, fmt.Errorf("create the client that watches Argo CD Applications: %w", err)
+		return nil, fmt.Errorf("create the watch of Argo CD Applications: %w", err)
 	}
 	params := runtime.NewParameterCodec(scheme)
+	labelSelector := selector.String()
 	request := func(opts metav1.ListOptions) *rest.Request {
-		opts.LabelSelector = selector.String()
+		opts.LabelSelector = labelSelector
 		return rc.Get().Namespace(namespace).Resource(applications).VersionedParams(&opts, params)
 	}
 	return &toolscache.ListWatch{
@@ -141,12 +137,12 @@ func applicationsListWatch(cfg *rest.Config, httpClient *http.Client, scheme *ru
 	}, nil
 }
 
-// newInformer is the cache's informer constructor: Applications are listed and watched by
-// applications (applicationsListWatch), every other kind by what the cache passes.
-func newInformer(applications toolscache.ListerWatcher) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
+// newInformer is the cache's informer constructor: Applications are listed and watched by apps
+// (applicationsListWatch), every other kind by what the cache passes.
+func newInformer(apps toolscache.ListerWatcher) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 		if _, ok := obj.(*argocd.Application); ok {
-			lw = applications
+			lw = apps
 		}
 		return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
 	}

@@ -27,16 +27,26 @@ type Writer struct {
 // NewWriter returns a Writer that writes through cfg and httpClient (the manager's: the same
 // identity, user agent, rate limits and transport), and decodes errors with scheme.
 func NewWriter(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme) (*Writer, error) {
-	c := rest.CopyConfig(cfg)
-	gv := argocd.ApplicationGVK.GroupVersion()
-	c.GroupVersion, c.APIPath = &gv, "/apis"
-	c.ContentType = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	rc, err := rest.RESTClientForConfigAndClient(c, httpClient)
+	rc, err := applicationsClient(cfg, httpClient, serializer.NewCodecFactory(scheme).WithoutConversion())
 	if err != nil {
 		return nil, fmt.Errorf("create the writer of Argo CD Applications: %w", err)
 	}
 	return &Writer{rest: rc}, nil
+}
+
+// applicationsClient is a REST client of Argo CD's Applications through cfg and httpClient (the
+// manager's identity, user agent, rate limits and transport), speaking JSON by codecs.
+func applicationsClient(cfg *rest.Config, httpClient *http.Client, codecs runtime.NegotiatedSerializer) (*rest.RESTClient, error) {
+	c := rest.CopyConfig(cfg)
+	gv := argocd.ApplicationGVK.GroupVersion()
+	c.GroupVersion, c.APIPath = &gv, "/apis"
+	c.ContentType = runtime.ContentTypeJSON
+	c.NegotiatedSerializer = codecs
+	rc, err := rest.RESTClientForConfigAndClient(c, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("create a client of Argo CD Applications: %w", err)
+	}
+	return rc, nil
 }
 
 // applications is the resource path segment.
